@@ -1,0 +1,61 @@
+# fairshare: build, test and run the proxy-wasm plugin. `make` lists the targets.
+#
+# Variables (make VAR=value target):
+#   UPSTREAM  make run: a real OpenAI-compatible server (vLLM) instead of the simulator (-upstream)
+#   CONFIG    make run: a plugin configuration file (-config)
+#   NO_LOAD   make run: non-empty to start without the demo load (-no-load)
+#   RUN_ARGS  make run: more flags for cmd/fairshare-run
+#   OCI_DIR, OCI_TAG, OCI_VARIANT   make oci: output layout, tag, variant (oci|compat)
+
+GO          ?= go
+WASM        := plugin.wasm
+# staticcheck v0.8.2 is release 2026.2.2 (the proxy serves the v0.x tags only).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TOOLS       := $(CURDIR)/build/tools
+OCI_DIR     ?= build/oci
+OCI_TAG     ?= 0.1.0
+OCI_VARIANT ?= oci
+
+RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CONFIG)) $(if $(NO_LOAD),-no-load)
+
+# Packages that hold benchmarks (evaluated only by `make bench`).
+BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null)))
+
+.DEFAULT_GOAL := help
+.PHONY: help build test run bench check oci fairness clean
+
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build plugin.wasm (GOOS=wasip1, c-shared) and print its size and SHA-256.
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./cmd/plugin
+	@echo "$(WASM): $$(wc -c < $(WASM)) bytes, sha256 $$(sha256sum $(WASM) | cut -d' ' -f1)"
+
+test: build ## Run all tests against the built plugin.wasm, then the race detector on the host and the core.
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./fairshare/
+
+run: build ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=).
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) run ./cmd/fairshare-run $(RUN_ARGS)
+
+bench: build ## Run the benchmarks (go test -bench) of every package that has some.
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run=NONE -bench=. -benchmem $(BENCH_PKGS)
+
+check: ## gofmt, go vet and staticcheck (native, and wasip1 for the plugin's packages).
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./cmd/plugin ./plugin ./hostcalls
+	GOBIN=$(TOOLS) $(GO) install $(STATICCHECK)
+	$(TOOLS)/staticcheck ./...
+# U1000 off for wasip1: staticcheck 2026.2 reports //go:wasmexport functions as unused.
+	GOOS=wasip1 GOARCH=wasm $(TOOLS)/staticcheck -checks=inherit,-U1000 ./cmd/plugin ./plugin ./hostcalls
+
+oci: build ## Pack plugin.wasm as an OCI image layout in build/oci (tag 0.1.0) and print the manifest digest.
+	$(GO) run ./cmd/wasm-oci -wasm $(WASM) -out $(OCI_DIR) -tag $(OCI_TAG) -variant $(OCI_VARIANT)
+
+fairness: build ## Run the fairness benchmark (bench/fairness) on the simulator.
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) run ./bench/fairness
+
+clean: ## Remove plugin.wasm and build/ (OCI layout, tools).
+	rm -f $(WASM)
+	rm -rf build

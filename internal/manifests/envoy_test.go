@@ -1,0 +1,186 @@
+package manifests
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// envoyFront is what the tests need from envoy.yaml once it has decoded.
+type envoyFront struct {
+	bootstrap *bootstrapv3.Bootstrap
+	hcm       *hcmv3.HttpConnectionManager
+	wasm      *wasmv3.PluginConfig
+	config    any // the plugin configuration, decoded JSON
+}
+
+// loadEnvoy decodes and validates an envoy.yaml (see decodeBootstrap), finds
+// the fairshare filter and decodes the plugin configuration it carries,
+// which must be JSON.
+func loadEnvoy(data []byte) (*envoyFront, error) {
+	b, err := decodeBootstrap(data)
+	if err != nil {
+		return nil, err
+	}
+	f := &envoyFront{bootstrap: b}
+	ls := b.GetStaticResources().GetListeners()
+	if len(ls) != 1 || len(ls[0].GetFilterChains()) != 1 || len(ls[0].GetFilterChains()[0].GetFilters()) != 1 {
+		return nil, fmt.Errorf("want one listener with one filter chain of one filter")
+	}
+	f.hcm = new(hcmv3.HttpConnectionManager)
+	if err := ls[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(f.hcm); err != nil {
+		return nil, fmt.Errorf("listener filter: %w", err)
+	}
+	hf := f.hcm.GetHttpFilters()
+	if len(hf) == 0 {
+		return nil, fmt.Errorf("no http_filters")
+	}
+	var w wasmhttpv3.Wasm
+	if err := hf[0].GetTypedConfig().UnmarshalTo(&w); err != nil {
+		return nil, fmt.Errorf("http_filters[0]: %w", err)
+	}
+	f.wasm = w.GetConfig()
+	var sv wrapperspb.StringValue
+	if err := f.wasm.GetConfiguration().UnmarshalTo(&sv); err != nil {
+		return nil, fmt.Errorf("wasm configuration: %w", err)
+	}
+	if err := json.Unmarshal([]byte(sv.GetValue()), &f.config); err != nil {
+		return nil, fmt.Errorf("wasm configuration is not JSON: %w", err)
+	}
+	return f, nil
+}
+
+func TestEnvoyBootstrap(t *testing.T) {
+	f, err := loadEnvoy(readFile(t, envoyPath))
+	if err != nil {
+		t.Fatalf("%s: %v", envoyPath, err)
+	}
+
+	// The walk reached (and so validated) every typed_config.
+	wantTypes := []string{
+		"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+		"envoy.extensions.filters.http.wasm.v3.Wasm",
+		"google.protobuf.StringValue",
+		"envoy.extensions.filters.http.router.v3.Router",
+	}
+	if got := anyTypes(f.bootstrap); !slices.Equal(got, wantTypes) {
+		t.Errorf("typed_config types = %v, want %v", got, wantTypes)
+	}
+
+	admin := f.bootstrap.GetAdmin().GetAddress().GetSocketAddress()
+	if got := fmt.Sprintf("%s:%d", admin.GetAddress(), admin.GetPortValue()); got != "127.0.0.1:9901" {
+		t.Errorf("admin address = %s, want 127.0.0.1:9901", got)
+	}
+	l := f.bootstrap.GetStaticResources().GetListeners()[0]
+	la := l.GetAddress().GetSocketAddress()
+	if got := fmt.Sprintf("%s:%d", la.GetAddress(), la.GetPortValue()); got != "0.0.0.0:10000" {
+		t.Errorf("listener address = %s, want 0.0.0.0:10000", got)
+	}
+
+	var names []string
+	for _, h := range f.hcm.GetHttpFilters() {
+		names = append(names, h.GetName())
+	}
+	if want := []string{"envoy.filters.http.wasm", "envoy.filters.http.router"}; !slices.Equal(names, want) {
+		t.Errorf("http_filters = %v, want %v", names, want)
+	}
+
+	w := f.wasm
+	vm := w.GetVmConfig()
+	for _, c := range []struct{ field, got, want string }{
+		{"name", w.GetName(), "fairshare"},
+		{"root_id", w.GetRootId(), "fairshare"},
+		{"vm_config.vm_id", vm.GetVmId(), "fairshare"},
+		{"vm_config.runtime", vm.GetRuntime(), "envoy.wasm.runtime.v8"},
+		{"vm_config.code.local.filename", vm.GetCode().GetLocal().GetFilename(), "plugin.wasm"},
+		{"failure_policy", w.GetFailurePolicy().String(), wasmv3.FailurePolicy_FAIL_OPEN.String()},
+	} {
+		if c.got != c.want {
+			t.Errorf("wasm %s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
+
+	// The embedded plugin configuration is the example one.
+	d := jsonDiff("config", f.config, exampleConfig(t))
+	sort.Strings(d)
+	for _, line := range d {
+		t.Errorf("envoy.yaml plugin configuration differs from %s: %s", examplePath, line)
+	}
+
+	// Envoy must let through what the plugin is configured to accept: a
+	// body of max_body_bytes is buffered whole (else Envoy answers 413),
+	// and a stream may last request_timeout.
+	cfg := f.config.(map[string]any)
+	maxBody, _ := cfg["max_body_bytes"].(float64)
+	if got := l.GetPerConnectionBufferLimitBytes().GetValue(); float64(got) < maxBody {
+		t.Errorf("listener per_connection_buffer_limit_bytes = %d, want >= max_body_bytes %v", got, maxBody)
+	}
+	reqTimeout, err := time.ParseDuration(fmt.Sprint(cfg["request_timeout"]))
+	if err != nil {
+		t.Fatalf("request_timeout: %v", err)
+	}
+	vhs := f.hcm.GetRouteConfig().GetVirtualHosts()
+	if len(vhs) != 1 || len(vhs[0].GetRoutes()) != 1 {
+		t.Fatalf("want one virtual host with one route, got %v", vhs)
+	}
+	r := vhs[0].GetRoutes()[0].GetRoute()
+	if r.GetCluster() != "vllm" {
+		t.Errorf("route cluster = %q, want vllm", r.GetCluster())
+	}
+	if to := r.GetTimeout().AsDuration(); to != 0 && to < reqTimeout {
+		t.Errorf("route timeout = %v, want 0 (none) or >= request_timeout %v", to, reqTimeout)
+	}
+
+	cs := f.bootstrap.GetStaticResources().GetClusters()
+	if len(cs) != 1 || cs[0].GetName() != "vllm" {
+		t.Fatalf("clusters = %v, want one named vllm", cs)
+	}
+	eps := cs[0].GetLoadAssignment().GetEndpoints()
+	if len(eps) != 1 || len(eps[0].GetLbEndpoints()) != 1 {
+		t.Fatalf("cluster vllm endpoints = %v, want one", eps)
+	}
+	ua := eps[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	if got := fmt.Sprintf("%s:%d", ua.GetAddress(), ua.GetPortValue()); got != "127.0.0.1:8000" {
+		t.Errorf("cluster vllm endpoint = %s, want 127.0.0.1:8000", got)
+	}
+}
+
+// TestEnvoyBootstrapRejectsMistakes checks that the loader is strict: each
+// case changes one thing in envoy.yaml that Envoy would reject (or that
+// would break the plugin), and loading must fail.
+func TestEnvoyBootstrapRejectsMistakes(t *testing.T) {
+	orig := string(readFile(t, envoyPath))
+	for _, c := range []struct {
+		name, old, new string
+		wantErr        string // a part of the error message that names the mistake
+	}{
+		{"misspelt bootstrap field", "stats_config:", "stats_confg:", `unknown field "stats_confg"`},
+		{"misspelt field inside a typed_config", "root_id: fairshare", "root_idd: fairshare", `unknown field "root_idd"`},
+		{"misspelt enum value", "failure_policy: FAIL_OPEN", "failure_policy: FAIL_OPN", "FAIL_OPN"},
+		{"unknown typed_config type", "http.router.v3.Router", "http.router.v3.Routr", "v3.Routr"},
+		{"deprecated field", "failure_policy: FAIL_OPEN", "fail_open: true", "fail_open: deprecated field"},
+		{"validation rule inside a typed_config", "stat_prefix: fairshare", `stat_prefix: ""`, "HttpConnectionManager.StatPrefix"},
+		{"validation rule in the bootstrap", "port_value: 10000", "port_value: 70000", "SocketAddress.PortValue"},
+		{"plugin configuration not JSON", `"pools": [`, `"pools" [`, "not JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if strings.Count(orig, c.old) != 1 {
+				t.Fatalf("envoy.yaml holds %q %d times, want once", c.old, strings.Count(orig, c.old))
+			}
+			_, err := loadEnvoy([]byte(strings.Replace(orig, c.old, c.new, 1)))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("loadEnvoy(envoy.yaml with %q -> %q) = %v, want an error containing %q", c.old, c.new, err, c.wantErr)
+			}
+		})
+	}
+}
