@@ -2,13 +2,34 @@
 // (GOOS=wasip1, -buildmode=c-shared): the host functions a plugin imports, the
 // callbacks it exports, and the vocabulary both sides share.
 //
-// The files without a build constraint (this one, pairs.go) hold the ABI's
-// names, enumerations and the header-map serialisation; they compile on every
-// platform because the test host in package hostcalls/host uses them too, so
-// guest and host cannot disagree on a byte layout. The guest side (imports,
-// exports, typed wrappers) compiles only for wasip1; a native build gets
-// functions of the same names that report types.ErrorUnimplemented, so that
-// packages importing hostcalls can unit-test their pure parts natively.
+// The files without a build constraint (this one, pairs.go, status.go) hold
+// the ABI's names, enumerations, status errors and the header-map
+// serialisation; they compile on every platform because the test host in
+// package hostcalls/host uses them too, so guest and host cannot disagree on
+// a byte layout.
+//
+// The guest side: the //go:wasmimport declarations of every host function
+// are in imports_wasip1.go (one line each, the exact Wasm signatures); the
+// typed wrappers that call them, one file per family (log.go, buffer.go,
+// headers.go, shareddata.go, queue.go, metrics.go, properties.go, http.go,
+// stream.go, tick.go), document each host function's parameters, result
+// codes and the memory it reads and writes. The //go:wasmexport callbacks
+// are in exports.go (wasip1 only); they dispatch to the SDK's context
+// interfaces as context.go describes, and the allocator the host returns data
+// through is described in alloc.go. A native build replaces only the raw
+// imports (imports_native.go): every wrapper then returns
+// types.ErrorUnimplemented and logging does nothing, so packages importing
+// hostcalls build, vet and unit-test their pure parts natively.
+//
+// Usage, as with the SDK's proxywasm package:
+//
+//	func init() { hostcalls.SetVMContext(&vm{}) } // no host calls in init
+//	func main() {}                                 // never runs in a reactor
+//
+//	func (c *stream) OnHttpRequestHeaders(n int, eos bool) types.Action {
+//		team, err := hostcalls.GetHttpRequestHeader("x-team")
+//		...
+//	}
 //
 // Facts and their sources: ../shared/reference/proxy-wasm.md (proxy-wasm spec
 // abi-versions/v0.2.1, proxy-wasm-cpp-host, Envoy).
@@ -152,14 +173,15 @@ const (
 // LogLevel is the level of proxy_log.
 type LogLevel uint32
 
-// LogLevel values.
+// LogLevel values. They are named LogLevel* because LogTrace ... LogCritical
+// are the guest's logging functions (the SDK's proxywasm names).
 const (
-	LogTrace    LogLevel = 0
-	LogDebug    LogLevel = 1
-	LogInfo     LogLevel = 2
-	LogWarn     LogLevel = 3
-	LogError    LogLevel = 4
-	LogCritical LogLevel = 5
+	LogLevelTrace    LogLevel = 0
+	LogLevelDebug    LogLevel = 1
+	LogLevelInfo     LogLevel = 2
+	LogLevelWarn     LogLevel = 3
+	LogLevelError    LogLevel = 4
+	LogLevelCritical LogLevel = 5
 )
 
 // Actions Envoy accepts from the HTTP header and body callbacks beyond the

@@ -1,0 +1,251 @@
+package hostcalls
+
+import (
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// Dispatch of the host's callbacks to the SDK's context interfaces.
+//
+// The host names every context by a u32 id. proxy_on_context_create(id, 0)
+// creates a root context (types.PluginContext, from VMContext.NewPluginContext);
+// proxy_on_context_create(id, root) creates an HTTP stream context
+// (types.HttpContext, from the root's NewHttpContext). Both live in maps keyed
+// by id until proxy_on_delete(id).
+//
+// The end of an HTTP stream is signalled three times; Envoy's order is
+// proxy_on_log, proxy_on_done, proxy_on_delete (reference §0.4, §2.4), the
+// spec's is on_done before on_log, and proxytest calls only proxy_on_log.
+// HttpContext.OnHttpStreamDone runs exactly once, at whichever of on_log and
+// on_done comes first; on_delete drops the context. For a root context,
+// on_done calls PluginContext.OnPluginDone and returns its answer.
+//
+// The id of the context whose callback is running is kept in current (0
+// outside callbacks); SetEffectiveContext changes it along with the host's.
+// Callbacks for unknown ids are ignored and answer Continue / false.
+
+var vm = struct {
+	ctx   types.VMContext
+	roots map[uint32]*rootContext
+	https map[uint32]*httpContext
+	// current is the context id of the running callback or the id last
+	// passed to SetEffectiveContext.
+	current uint32
+	// calls are the pending DispatchHttpCall callbacks by token.
+	calls map[uint32]httpCall
+}{
+	roots: map[uint32]*rootContext{},
+	https: map[uint32]*httpContext{},
+	calls: map[uint32]httpCall{},
+}
+
+type rootContext struct {
+	ctx types.PluginContext
+}
+
+type httpContext struct {
+	ctx  types.HttpContext // nil: the root context declined the stream; callbacks pass through
+	root uint32
+	done bool // OnHttpStreamDone has run
+}
+
+type httpCall struct {
+	root     uint32
+	callback func(numHeaders, bodySize, numTrailers int)
+}
+
+// SetVMContext registers the plugin's VM context. Call it once, from an
+// init function or from main (which never runs in a reactor): the host calls
+// proxy_on_context_create and proxy_on_vm_start only after the module's
+// initialisation. It makes no host call. A later call replaces the context
+// for roots created afterwards.
+func SetVMContext(ctx types.VMContext) {
+	vm.ctx = ctx
+}
+
+// CurrentContextID returns the id of the context whose callback is running
+// (or the one last set with SetEffectiveContext), 0 outside callbacks.
+func CurrentContextID() uint32 { return vm.current }
+
+// enter makes id the current context and returns the previous one for leave.
+func enter(id uint32) uint32 {
+	prev := vm.current
+	vm.current = id
+	return prev
+}
+
+func leave(prev uint32) { vm.current = prev }
+
+func onContextCreate(id, parent uint32) {
+	defer leave(enter(id))
+	if parent == 0 {
+		vmctx := vm.ctx
+		if vmctx == nil {
+			vmctx = &types.DefaultVMContext{}
+		}
+		pc := vmctx.NewPluginContext(id)
+		if pc == nil {
+			pc = &types.DefaultPluginContext{}
+		}
+		vm.roots[id] = &rootContext{ctx: pc}
+		return
+	}
+	h := &httpContext{root: parent}
+	if r, ok := vm.roots[parent]; ok {
+		h.ctx = r.ctx.NewHttpContext(id)
+	}
+	vm.https[id] = h
+}
+
+func onVMStart(root, size uint32) bool {
+	defer leave(enter(root))
+	vmctx := vm.ctx
+	if vmctx == nil {
+		return true
+	}
+	return bool(vmctx.OnVMStart(int(size)))
+}
+
+func onConfigure(root, size uint32) bool {
+	defer leave(enter(root))
+	r, ok := vm.roots[root]
+	if !ok {
+		return false
+	}
+	return bool(r.ctx.OnPluginStart(int(size)))
+}
+
+func onTick(root uint32) {
+	defer leave(enter(root))
+	if r, ok := vm.roots[root]; ok {
+		r.ctx.OnTick()
+	}
+}
+
+func onQueueReady(root, queue uint32) {
+	defer leave(enter(root))
+	if r, ok := vm.roots[root]; ok {
+		r.ctx.OnQueueReady(queue)
+	}
+}
+
+func onHTTPCallResponse(root, token, numHeaders, bodySize, numTrailers uint32) {
+	defer leave(enter(root))
+	c, ok := vm.calls[token]
+	if !ok {
+		return
+	}
+	delete(vm.calls, token)
+	if c.callback != nil {
+		c.callback(int(numHeaders), int(bodySize), int(numTrailers))
+	}
+}
+
+// stream returns the HttpContext of id, or nil for an unknown or declined
+// stream (whose callbacks answer Continue).
+func stream(id uint32) types.HttpContext {
+	if h, ok := vm.https[id]; ok {
+		return h.ctx
+	}
+	return nil
+}
+
+func onRequestHeaders(id, n uint32, eos bool) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpRequestHeaders(int(n), eos)
+	}
+	return types.ActionContinue
+}
+
+func onRequestBody(id, size uint32, eos bool) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpRequestBody(int(size), eos)
+	}
+	return types.ActionContinue
+}
+
+func onRequestTrailers(id, n uint32) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpRequestTrailers(int(n))
+	}
+	return types.ActionContinue
+}
+
+func onResponseHeaders(id, n uint32, eos bool) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpResponseHeaders(int(n), eos)
+	}
+	return types.ActionContinue
+}
+
+func onResponseBody(id, size uint32, eos bool) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpResponseBody(int(size), eos)
+	}
+	return types.ActionContinue
+}
+
+func onResponseTrailers(id, n uint32) types.Action {
+	defer leave(enter(id))
+	if h := stream(id); h != nil {
+		return h.OnHttpResponseTrailers(int(n))
+	}
+	return types.ActionContinue
+}
+
+// streamDone runs OnHttpStreamDone once per stream.
+func streamDone(id uint32) {
+	h, ok := vm.https[id]
+	if !ok || h.done {
+		return
+	}
+	h.done = true
+	if h.ctx != nil {
+		h.ctx.OnHttpStreamDone()
+	}
+}
+
+func onLog(id uint32) {
+	defer leave(enter(id))
+	streamDone(id)
+}
+
+func onDone(id uint32) bool {
+	defer leave(enter(id))
+	if r, ok := vm.roots[id]; ok {
+		return r.ctx.OnPluginDone()
+	}
+	streamDone(id)
+	return true
+}
+
+func onDelete(id uint32) {
+	delete(vm.https, id)
+	if _, ok := vm.roots[id]; ok {
+		delete(vm.roots, id)
+		for token, c := range vm.calls {
+			if c.root == id {
+				delete(vm.calls, token)
+			}
+		}
+	}
+	if vm.current == id {
+		vm.current = 0
+	}
+}
+
+// rootOf returns the root context id of the current context: itself for a
+// root, its parent for a stream, 0 if unknown.
+func rootOf(id uint32) uint32 {
+	if _, ok := vm.roots[id]; ok {
+		return id
+	}
+	if h, ok := vm.https[id]; ok {
+		return h.root
+	}
+	return 0
+}

@@ -1,0 +1,61 @@
+package hostcalls
+
+// proxy_register_shared_queue(name_ptr, name_len, ret_id_ptr) → status
+//
+//	name_ptr   ──► [ name_len bytes ]   (read)
+//	ret_id_ptr ──► [ u32 LE queue id ]  (written)
+//
+// Registers (or finds) the queue name of this VM id; the registering root
+// context gets proxy_on_queue_ready(root, id) when data is enqueued.
+//
+// proxy_resolve_shared_queue(vm_id_ptr, vm_id_len, name_ptr, name_len, ret_id_ptr) → status
+//
+//	vm_id_ptr  ──► [ vm_id_len bytes ]  (read)
+//	name_ptr   ──► [ name_len bytes ]   (read)
+//	ret_id_ptr ──► [ u32 LE queue id ]  (written)
+//
+// Results: OK; NOT_FOUND if no such queue is registered.
+//
+// proxy_enqueue_shared_queue(queue_id, data_ptr, data_len) → status
+//
+//	data_ptr ──► [ data_len bytes ]   (read)
+//
+// Results: OK; NOT_FOUND for an unknown id.
+//
+// proxy_dequeue_shared_queue(queue_id, ret_ptr_ptr, ret_size_ptr) → status
+//
+//	ret_ptr_ptr  ──► [ u32 LE ptr ] ──► [ size bytes item ]  (written; allocated)
+//	ret_size_ptr ──► [ u32 LE size ]
+//
+// Results: OK; EMPTY when the queue has no item; NOT_FOUND for an unknown id.
+
+// RegisterSharedQueue registers the shared queue name and returns its id.
+func RegisterSharedQueue(name string) (uint32, error) {
+	beginCall(0)
+	if err := Status(proxyRegisterSharedQueue(strPtr(name), u32(len(name)), &retU32)).Err(); err != nil {
+		return 0, err
+	}
+	return retU32, nil
+}
+
+// ResolveSharedQueue returns the id of the queue name registered by a VM
+// with vmID; types.ErrorStatusNotFound if there is none.
+func ResolveSharedQueue(vmID, name string) (uint32, error) {
+	beginCall(0)
+	if err := Status(proxyResolveSharedQueue(strPtr(vmID), u32(len(vmID)), strPtr(name), u32(len(name)), &retU32)).Err(); err != nil {
+		return 0, err
+	}
+	return retU32, nil
+}
+
+// EnqueueSharedQueue appends data to queue id.
+func EnqueueSharedQueue(id uint32, data []byte) error {
+	return Status(proxyEnqueueSharedQueue(id, bytesPtr(data), u32(len(data)))).Err()
+}
+
+// DequeueSharedQueue removes and returns the oldest item of queue id;
+// types.ErrorStatusEmpty when there is none.
+func DequeueSharedQueue(id uint32) ([]byte, error) {
+	beginCall(0)
+	return returnedBytes(proxyDequeueSharedQueue(id, &retPtr, &retSize))
+}

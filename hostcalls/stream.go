@@ -1,0 +1,73 @@
+package hostcalls
+
+// proxy_continue_stream(stream_type) → status
+// proxy_close_stream(stream_type) → status
+//
+// No memory. stream_type: HTTP_REQUEST=0, HTTP_RESPONSE=1 (DOWNSTREAM=2,
+// UPSTREAM=3 for TCP). continue resumes a stream paused by a callback's
+// action; close resets it. Both act on the effective context. Results: OK;
+// BAD_ARGUMENT for an unknown type; NOT_FOUND without a stream.
+//
+// proxy_set_effective_context(context_id) → status
+//
+// No memory. Makes context_id the context that later host calls of this
+// callback act on. Results: OK; BAD_ARGUMENT for an unknown id.
+//
+// proxy_done() → status
+//
+// No memory. Tells the host that a root context which answered false from
+// proxy_on_done has finished; the host then calls proxy_on_delete.
+//
+// proxy_get_status(ret_code_ptr, ret_msg_ptr_ptr, ret_msg_size_ptr) → status
+//
+//	ret_code_ptr     ──► [ u32 LE status code ]                        (written)
+//	ret_msg_ptr_ptr  ──► [ u32 LE ptr ] ──► [ size bytes message ]     (written; allocated)
+//	ret_msg_size_ptr ──► [ u32 LE size ]
+//
+// The status of the last gRPC or http_call event (Envoy: code 11 and
+// "reset" for a failed http_call).
+
+// ContinueStream resumes stream st of the effective context.
+func ContinueStream(st StreamType) error { return Status(proxyContinueStream(uint32(st))).Err() }
+
+// CloseStream closes (resets) stream st of the effective context.
+func CloseStream(st StreamType) error { return Status(proxyCloseStream(uint32(st))).Err() }
+
+// ResumeHttpRequest resumes the request of the effective context, paused
+// by an earlier callback's action.
+func ResumeHttpRequest() error { return ContinueStream(StreamHTTPRequest) }
+
+// ResumeHttpResponse resumes the response of the effective context.
+func ResumeHttpResponse() error { return ContinueStream(StreamHTTPResponse) }
+
+// CloseHttpStream resets the HTTP stream of the effective context
+// (proxy_close_stream(HTTP_REQUEST)).
+func CloseHttpStream() error { return CloseStream(StreamHTTPRequest) }
+
+// SetEffectiveContext makes the context id the one later host calls of
+// this callback act on, in the host and in CurrentContextID. Use it in a
+// DispatchHttpCall callback or OnQueueReady before resuming a stream.
+func SetEffectiveContext(id uint32) error {
+	if err := Status(proxySetEffectiveContext(id)).Err(); err != nil {
+		return err
+	}
+	vm.current = id
+	return nil
+}
+
+// PluginDone tells the host that the current root context, which returned
+// false from OnPluginDone, has finished.
+func PluginDone() error { return Status(proxyDone()).Err() }
+
+// GetStatus returns the code and message of the last http_call or gRPC
+// event.
+func GetStatus() (code uint32, msg []byte, err error) {
+	beginCall(0)
+	st := proxyGetStatus(&retU32, &retPtr, &retSize)
+	code = retU32
+	msg, err = returnedBytes(st)
+	if err != nil {
+		return 0, nil, err
+	}
+	return code, msg, nil
+}
