@@ -1,0 +1,107 @@
+package host
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
+)
+
+// BenchmarkSharedData: ns per proxy_get_shared_data / proxy_set_shared_data
+// (16-byte value), the loop running inside the guest.
+func BenchmarkSharedData(b *testing.B) {
+	h := start(b, rawGuestPkg, Options{})
+	h.SetSharedData("bench", []byte("0123456789abcdef"), 0)
+	for _, fn := range []string{"get_shared_loop", "set_shared_loop"} {
+		b.Run(fn[:3], func(b *testing.B) {
+			b.ResetTimer()
+			if _, err := h.Call(0, fn, uint64(b.N)); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkBodyGet: ns per proxy_get_buffer_bytes of the whole request body
+// (4 KiB and 1 MiB), from inside on_request_body.
+func BenchmarkBodyGet(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		size int
+		gets int
+	}{{"4KiB", 4 << 10, 200}, {"1MiB", 1 << 20, 10}} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := start(b, rawGuestPkg, Options{PluginConfig: []byte("bench_body_gets=" + strconv.Itoa(tc.gets-1))})
+			body := bytes.Repeat([]byte("x"), tc.size)
+			b.SetBytes(int64(tc.size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s := h.NewStream(0)
+				s.RequestHeaders(getReq, false)
+				s.RequestBody(body, true)
+				s.Complete()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tc.gets), "ns/get")
+		})
+	}
+}
+
+// BenchmarkStreamPassThrough: one request/response through the Stream API
+// (no HTTP) with the minimal module: the virtual-time cost of a request.
+func BenchmarkStreamPassThrough(b *testing.B) {
+	h := start(b, passthroughPkg, Options{})
+	body := []byte(`{"model":"m","messages":[]}`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := h.NewStream(0)
+		s.RequestHeaders(getReq, false)
+		s.RequestBody(body, true)
+		s.ResponseHeaders([][2]string{{":status", "200"}}, false)
+		s.ResponseBody(body, true)
+		s.Complete()
+	}
+}
+
+// BenchmarkHandler: one full request through the proxy Handler with the
+// pass-through module, against the same request sent directly to the
+// upstream in the same run (ratio = proxy/direct).
+func BenchmarkHandler(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	h := start(b, passthroughPkg, Options{VMs: 2})
+	px := proxyFor(b, h, up.URL)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	run := func(b *testing.B, url string) {
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	b.Run("direct", func(b *testing.B) { run(b, up.URL+"/v1/chat/completions") })
+	b.Run("proxy", func(b *testing.B) { run(b, px.URL+"/v1/chat/completions") })
+}
+
+// BenchmarkModuleSize reports the size of the built test modules.
+func BenchmarkModuleSize(b *testing.B) {
+	for _, pkg := range []string{passthroughPkg, rawGuestPkg} {
+		wasm := wasmbuild.Module(b, pkg)
+		b.Run(pkg[len("./hostcalls/host/testdata/"):], func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_ = len(wasm)
+			}
+			b.ReportMetric(float64(len(wasm)), "bytes")
+		})
+	}
+}

@@ -1,0 +1,72 @@
+// Package host is a proxy-wasm host on wazero that behaves like Envoy, for
+// tests, simulations, benchmarks and a real local proxy. It runs a
+// standard-Go (wasip1, c-shared) or any other proxy-wasm ABI 0.2.x module.
+//
+// # What it models
+//
+// A Module is compiled once (wazero CompiledModule); Module.Start runs a
+// canary VM (started, configured, discarded, as Envoy validates a plugin
+// configuration) and then N worker VMs instantiated from it (Envoy's
+// workers, --concurrency), each with _initialize, proxy_on_context_create
+// (root, 0), proxy_on_vm_start and proxy_on_configure (the configuration
+// is buffer 7, readable only there). Each VM runs one call at a time; VMs
+// run in parallel. Host.Reconfigure models Envoy creating new VMs for a new
+// configuration: the old VMs get root on_done/on_delete once replaced and
+// finish their open streams; shared data survives (same vm_id).
+//
+// Every proxy_* import of ABI 0.2.1 is provided (gRPC answers
+// UNIMPLEMENTED), with Envoy's semantics where they differ from the spec
+// (reference/proxy-wasm.md §0–§2): shared data per vm_id shared by all VMs
+// of the process (cas 0 unconditional on an existing key, a missing key
+// always settable, one counter starting at 1 and skipping 0); shared
+// queues; metrics per Host by name (counter increments must be > 0, record
+// on a counter adds, histograms only record); header maps with lower-case
+// keys, first value on get, and available only while the filter can act
+// on them (request headers are forgotten once on_request_headers
+// continues: later calls on them are BAD_ARGUMENT); bodies with
+// StopIterationAndBuffer accumulation, Buffer::copyFrom semantics for
+// set_buffer_bytes and the buffer limit (413 request, 500 response);
+// headers StopIteration converted to StopAllIterationAndWatermark; local
+// replies deferred until the callback returns; the end-of-stream order
+// on_log → on_done → on_delete; tick timers per VM; http_call to named
+// clusters; properties; the allocator rules (malloc before
+// proxy_on_memory_allocate, empty results as ptr=0,size=0 without
+// allocation, restricted callbacks during allocation and _initialize).
+//
+// The WASI is the host's own wasi_snapshot_preview1 (and wasi_unstable)
+// with the functions cpp-host provides, in two behaviours: WASILegacy
+// (Envoy 1.33–1.38: poll_oneoff answers ENOSYS, which kills a Go guest at
+// a garbage collection) and WASIFixed (Envoy ≥ 1.39). The clocks read the
+// host Clock, so a VirtualClock drives a Go guest's time.Now.
+//
+// Streams are driven synchronously with Stream (NewStream: RequestHeaders,
+// RequestBody, ..., Complete) or through Handler, a real local proxy built
+// on it. Tests read what happened from Logs, Transcript (per VM:
+// "==> proxy_x(args)" / "<== STATUS results" for host calls, "--> callback"
+// / "<-- result" for calls into the guest), Metrics, SharedData and the
+// Stream accessors.
+//
+// # Where it differs from Envoy
+//
+//   - A malformed header-map serialisation is refused with BAD_ARGUMENT
+//     (Envoy silently uses an empty map and answers OK).
+//   - A local reply sent by the filter does not pass through that filter's
+//     response callbacks; the Handler's 503 for an unreachable upstream
+//     does (as Envoy's router reply does).
+//   - on_log is skipped for streams that were reset (client disconnect,
+//     close_stream, a local reply after the response started) [inferred].
+//   - The canary is discarded without on_done/on_delete.
+//   - A trap fails the VM; its streams end with 503 "wasm_fail_stream"
+//     (fail closed); the Handler replaces a failed VM with a new one for
+//     new streams.
+//   - The CAS counter is per vm_id store rather than process-wide (guests
+//     cannot tell the difference). Queue tokens are process-wide.
+//   - fd_write output is logged line by line (cpp-host logs each write).
+//   - Not modelled: network (L4) filters and their buffers, gRPC, foreign
+//     functions, allow_on_headers_stop_iteration, metadata callbacks,
+//     request trailers in the Handler, HTTP/2 stream limits, most CEL
+//     attributes beyond those listed on VM.property, the ~25 extra WASI
+//     stubs of cpp-host ≥ 94091cd.
+//   - http_calls run in real time even under a VirtualClock; Host.Wait
+//     waits for their answers.
+package host

@@ -1,0 +1,465 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// hopHeaders are not forwarded (RFC 9110 §7.6.1), as Envoy strips them.
+var hopHeaders = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
+	"transfer-encoding": true, "te": true, "upgrade": true, "trailer": true}
+
+// chunkSize is the most the Handler reads from a body before handing the
+// chunk to the filter.
+const chunkSize = 32 << 10
+
+// upstreamTransport is shared by every Handler so connections are reused.
+var upstreamTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false,
+	ResponseHeaderTimeout: 0, IdleConnTimeout: 90 * time.Second}
+
+// Handler returns a local proxy in front of upstream: each request runs
+// on one VM (Options.Balance) through the filter callbacks like Envoy's
+// HTTP connection manager, is forwarded with net/http, and the response is
+// streamed back through the response callbacks chunk by chunk as it
+// arrives (flushed after each chunk, so SSE streams). It honours local
+// replies, header changes (no Content-Length after the filter removed it:
+// chunked), rewritten bodies, client disconnects (the stream is reset:
+// on_done and on_delete run, on_log does not) and upstream failures (a
+// 503 "upstream connect error" reply that goes through the response
+// callbacks as Envoy's router reply does; on_log, on_done, on_delete run).
+// Request trailers from the client are not forwarded.
+func (h *Host) Handler(upstream *url.URL) http.Handler {
+	return &proxy{h: h, upstream: upstream, client: &http.Client{Transport: upstreamTransport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type proxy struct {
+	h        *Host
+	upstream *url.URL
+	client   *http.Client
+}
+
+// pickStream opens a stream on a VM picked by pickVM, replacing a failed
+// VM first (Envoy drops a VM that trapped and creates a new one for the
+// next stream) and picking again if the VM was retired meanwhile.
+func (h *Host) pickStream() *Stream {
+	for {
+		vm := h.pickVM()
+		if vm.Failed() != nil {
+			h.replaceFailed(vm)
+			continue
+		}
+		if s := h.tryNewStream(vm); s != nil {
+			return s
+		}
+	}
+}
+
+// replaceFailed swaps a failed worker VM for a new one started with the
+// current configuration; if that fails too, the failed VM stays (its
+// streams get 503).
+func (h *Host) replaceFailed(old *VM) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || old.index < 0 || old.index >= len(h.vms) || h.vms[old.index] != old {
+		return
+	}
+	vm, err := h.newVM(context.Background(), old.index, h.opts.PluginConfig)
+	if err != nil {
+		if vm != nil {
+			vm.closeInstance(context.Background())
+		}
+		h.addLog(hostcalls.LogLevelCritical, old.index, "host: replacing the failed VM: "+err.Error())
+		old.mu.Lock()
+		old.failed = fmt.Errorf("%w (replacement failed: %v)", old.failed, err)
+		old.mu.Unlock()
+		return
+	}
+	h.vms[old.index] = vm
+	h.retired = append(h.retired, old)
+	old.mu.Lock()
+	old.retired = true
+	old.mu.Unlock()
+	h.startTickers([]*VM{vm})
+}
+
+// pickVM picks the VM for a new stream.
+func (h *Host) pickVM() *VM {
+	vms := h.VMs()
+	start := int(h.rr.Add(1)-1) % len(vms)
+	if h.opts.Balance == RoundRobin {
+		return vms[start]
+	}
+	best := vms[start]
+	for i := 1; i < len(vms); i++ {
+		vm := vms[(start+i)%len(vms)]
+		if vm.active.Load() < best.active.Load() {
+			best = vm
+		}
+	}
+	return best
+}
+
+var errLocalReply = errors.New("host: stream ended by a local reply")
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := p.h.pickStream()
+	s.keepBodies = false
+	defer s.Complete()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	hdrs := requestPairs(r)
+	noBody := r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0
+	s.RequestHeaders(hdrs, noBody)
+	rp, ok := p.waitHeaders(ctx, s, false)
+	if !ok {
+		p.finish(w, s, rp, false)
+		return
+	}
+
+	// Request body: pumped into a pipe that feeds the upstream request.
+	pr, pw := io.Pipe()
+	if !noBody {
+		go p.pumpRequest(ctx, cancel, r.Body, pw, s)
+	} else {
+		pw.Close()
+	}
+	up, err := p.upstreamRequest(ctx, rp.headers, pr, noBody)
+	if err != nil {
+		s.ResetWithReason("bad_request_headers")
+		p.finish(w, s, s.take(false, true), false)
+		return
+	}
+	resp, err := p.client.Do(up)
+	if err != nil {
+		pr.CloseWithError(err)
+		if lr := s.LocalReply(); lr != nil || r.Context().Err() != nil {
+			if r.Context().Err() != nil {
+				s.Reset()
+			}
+			p.finish(w, s, s.take(true, false), false)
+			return
+		}
+		// Envoy's router answers an upstream failure with a 503 that goes
+		// through the encoder filters.
+		body := []byte("upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: " + err.Error())
+		s.ResponseHeaders([][2]string{{":status", "503"}, {"content-type", "text/plain"}, {"content-length", strconv.Itoa(len(body))}}, false)
+		s.ResponseBody(body, true)
+		p.respond(ctx, w, s, nil)
+		return
+	}
+	defer resp.Body.Close()
+	rh := [][2]string{{":status", strconv.Itoa(resp.StatusCode)}}
+	for k, vs := range resp.Header {
+		lk := strings.ToLower(k)
+		if hopHeaders[lk] {
+			continue
+		}
+		for _, v := range vs {
+			rh = append(rh, [2]string{lk, v})
+		}
+	}
+	if resp.ContentLength > 0 && resp.Header.Get("Content-Length") == "" {
+		rh = append(rh, [2]string{"content-length", strconv.FormatInt(resp.ContentLength, 10)})
+	}
+	respEOS := resp.ContentLength == 0 || r.Method == http.MethodHead || resp.StatusCode == 204 || resp.StatusCode == 304
+	s.ResponseHeaders(rh, respEOS)
+	if respEOS {
+		p.respond(ctx, w, s, nil)
+		return
+	}
+	p.respond(ctx, w, s, resp)
+}
+
+// requestPairs builds Envoy's request header map from r.
+func requestPairs(r *http.Request) [][2]string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	hdrs := [][2]string{{":authority", r.Host}, {":path", r.URL.RequestURI()}, {":method", r.Method}, {":scheme", scheme}}
+	for k, vs := range r.Header {
+		lk := strings.ToLower(k)
+		if hopHeaders[lk] || lk == "host" {
+			continue
+		}
+		for _, v := range vs {
+			hdrs = append(hdrs, [2]string{lk, v})
+		}
+	}
+	if r.ContentLength > 0 && r.Header.Get("Content-Length") == "" {
+		hdrs = append(hdrs, [2]string{"content-length", strconv.FormatInt(r.ContentLength, 10)})
+	}
+	if r.Header.Get("X-Request-Id") == "" {
+		hdrs = append(hdrs, [2]string{"x-request-id", newRequestID()})
+	}
+	return hdrs
+}
+
+// waitHeaders waits until the direction's headers are passed on (true),
+// or the stream ended or the client went away (false).
+func (p *proxy) waitHeaders(ctx context.Context, s *Stream, resp bool) (progress, bool) {
+	for {
+		pr := s.take(resp, false)
+		if pr.ended || pr.local != nil || pr.reset {
+			return pr, false
+		}
+		if pr.headersReleased {
+			return pr, true
+		}
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			s.Reset()
+			return s.take(resp, false), false
+		}
+	}
+}
+
+// pumpRequest reads the client body chunk by chunk into the filter and
+// writes what it passes on into the upstream pipe.
+func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body io.Reader, pw *io.PipeWriter, s *Stream) {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := body.Read(buf)
+		eof := err == io.EOF
+		if err != nil && !eof {
+			s.Reset()
+			pw.CloseWithError(err)
+			cancel()
+			return
+		}
+		if n > 0 || eof {
+			s.RequestBody(buf[:n], eof)
+		}
+		for {
+			pr := s.take(false, true)
+			if pr.local != nil || pr.reset {
+				pw.CloseWithError(errLocalReply)
+				cancel()
+				return
+			}
+			if len(pr.data) > 0 {
+				if _, werr := pw.Write(pr.data); werr != nil {
+					return
+				}
+			}
+			if pr.eos {
+				pw.Close()
+				return
+			}
+			if !eof {
+				break
+			}
+			// End of the client body but the filter holds the rest:
+			// wait for proxy_continue_stream or the end.
+			select {
+			case <-s.notify:
+			case <-ctx.Done():
+				pw.CloseWithError(ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// upstreamRequest builds the request sent upstream from the headers the
+// filter passed on.
+func (p *proxy) upstreamRequest(ctx context.Context, hdrs [][2]string, body io.Reader, noBody bool) (*http.Request, error) {
+	var method, path, authority string
+	hh := http.Header{}
+	cl := int64(-1)
+	for _, kv := range hdrs {
+		switch kv[0] {
+		case ":method":
+			method = kv[1]
+		case ":path":
+			path = kv[1]
+		case ":authority":
+			authority = kv[1]
+		case ":scheme":
+		case "content-length":
+			n, err := strconv.ParseInt(kv[1], 10, 64)
+			if err == nil {
+				cl = n
+			}
+		default:
+			hh.Add(kv[0], kv[1])
+		}
+	}
+	u := *p.upstream
+	ref, err := url.ParseRequestURI(path)
+	if err != nil {
+		return nil, fmt.Errorf("host: bad :path %q: %w", path, err)
+	}
+	u.Path = strings.TrimSuffix(p.upstream.Path, "/") + ref.Path
+	u.RawPath = ""
+	u.RawQuery = ref.RawQuery
+	if noBody {
+		body = http.NoBody
+		cl = 0
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = hh
+	req.Host = authority
+	req.ContentLength = cl
+	return req, nil
+}
+
+// respond streams the response through the filter to the client.
+func (p *proxy) respond(ctx context.Context, w http.ResponseWriter, s *Stream, resp *http.Response) {
+	rp, ok := p.waitHeaders(ctx, s, true)
+	if !ok {
+		p.finish(w, s, rp, false)
+		return
+	}
+	writeResponseHeaders(w, rp.headers)
+	flusher, _ := w.(http.Flusher)
+	write := func(pr progress) bool {
+		if len(pr.data) > 0 {
+			if _, err := w.Write(pr.data); err != nil {
+				s.Reset()
+				return false
+			}
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	if !write(rp) {
+		return
+	}
+	if resp != nil {
+		buf := make([]byte, chunkSize)
+		for {
+			n, err := resp.Body.Read(buf)
+			eof := err == io.EOF
+			if err != nil && !eof {
+				if ctx.Err() != nil {
+					s.Reset()
+				} else {
+					s.ResetWithReason("upstream_reset_after_response_started")
+				}
+				panic(http.ErrAbortHandler)
+			}
+			if n > 0 || eof {
+				if eof && len(resp.Trailer) > 0 {
+					if n > 0 {
+						s.ResponseBody(buf[:n], false)
+					}
+					var tr [][2]string
+					for k, vs := range resp.Trailer {
+						for _, v := range vs {
+							tr = append(tr, [2]string{strings.ToLower(k), v})
+						}
+					}
+					s.ResponseTrailers(tr)
+				} else {
+					s.ResponseBody(buf[:n], eof)
+				}
+			}
+			pr := s.take(true, true)
+			if pr.reset || pr.local != nil {
+				panic(http.ErrAbortHandler)
+			}
+			if !write(pr) {
+				return
+			}
+			if eof {
+				break
+			}
+		}
+	}
+	// The filter may still hold the end (StopIterationAndBuffer at eos):
+	// wait for it to be passed on.
+	for {
+		pr := s.take(true, true)
+		if pr.reset || pr.local != nil {
+			panic(http.ErrAbortHandler)
+		}
+		if !write(pr) {
+			return
+		}
+		if pr.eos {
+			for _, kv := range pr.trailers {
+				w.Header().Set(http.TrailerPrefix+kv[0], kv[1])
+			}
+			return
+		}
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			s.Reset()
+			return
+		}
+	}
+}
+
+func writeResponseHeaders(w http.ResponseWriter, hdrs [][2]string) {
+	status := 200
+	hasCL := false
+	for _, kv := range hdrs {
+		switch kv[0] {
+		case ":status":
+			if n, err := strconv.Atoi(kv[1]); err == nil {
+				status = n
+			}
+		default:
+			if strings.HasPrefix(kv[0], ":") || hopHeaders[kv[0]] {
+				continue
+			}
+			if kv[0] == "content-length" {
+				hasCL = true
+			}
+			w.Header().Add(kv[0], kv[1])
+		}
+	}
+	if !hasCL {
+		w.Header().Del("Content-Length")
+	}
+	w.WriteHeader(status)
+}
+
+// finish answers a stream that ended before its response started: a local
+// reply, or nothing (reset: the client connection is aborted).
+func (p *proxy) finish(w http.ResponseWriter, s *Stream, pr progress, _ bool) {
+	lr := pr.local
+	if lr == nil {
+		lr = s.LocalReply()
+	}
+	if lr == nil {
+		panic(http.ErrAbortHandler)
+	}
+	writeLocalReply(w, lr)
+}
+
+func writeLocalReply(w http.ResponseWriter, lr *LocalReply) {
+	for _, kv := range lr.Headers {
+		if !strings.HasPrefix(kv[0], ":") && !hopHeaders[kv[0]] {
+			w.Header().Add(kv[0], kv[1])
+		}
+	}
+	if w.Header().Get("Content-Type") == "" && len(lr.Body) > 0 {
+		w.Header().Set("Content-Type", "text/plain")
+	}
+	if lr.GRPCStatus >= 0 {
+		w.Header().Set("Grpc-Status", strconv.Itoa(int(lr.GRPCStatus)))
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(lr.Body)))
+	w.WriteHeader(lr.Status)
+	w.Write(lr.Body)
+}

@@ -1,0 +1,298 @@
+package host
+
+import (
+	"strings"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// headerMap returns the header map of type t in the effective context and
+// whether it may be changed. Envoy keeps a map only while the filter can
+// act on it: request (response) headers during the headers callback and
+// while the stream is stopped there — once the filter continues, Envoy
+// forgets the pointer and every call on the map is BAD_ARGUMENT; trailers
+// during the trailers callback; everything read-only during on_log; the
+// http_call response maps (6, 7) during proxy_on_http_call_response.
+func (vm *VM) headerMap(t hostcalls.MapType) (m *[][2]string, mutable, ok bool) {
+	switch t {
+	case hostcalls.MapHTTPCallResponseHeaders:
+		if vm.callResp != nil {
+			return &vm.callResp.headers, false, true
+		}
+		return nil, false, false
+	case hostcalls.MapHTTPCallResponseTrailers:
+		if vm.callResp != nil {
+			return &vm.callResp.trailers, false, true
+		}
+		return nil, false, false
+	}
+	s := vm.cur
+	if s == nil {
+		return nil, false, false
+	}
+	var d *direction
+	trailers := false
+	switch t {
+	case hostcalls.MapHTTPRequestHeaders:
+		d = &s.req
+	case hostcalls.MapHTTPRequestTrailers:
+		d, trailers = &s.req, true
+	case hostcalls.MapHTTPResponseHeaders:
+		d = &s.resp
+	case hostcalls.MapHTTPResponseTrailers:
+		d, trailers = &s.resp, true
+	default:
+		return nil, false, false
+	}
+	if trailers {
+		if d.trailersMutable || d.trailersStopped {
+			return &d.trailers, true, true
+		}
+		if s.logPhase {
+			return &d.trailers, false, true
+		}
+		return nil, false, false
+	}
+	if d.headersMutable {
+		return &d.headers, true, true
+	}
+	if s.logPhase {
+		return &d.headers, false, true
+	}
+	return nil, false, false
+}
+
+// headerByteSize is Envoy's HeaderMap::byteSize: the sum of the keys' and
+// values' lengths.
+func headerByteSize(m [][2]string) int {
+	n := 0
+	for _, kv := range m {
+		n += len(kv[0]) + len(kv[1])
+	}
+	return n
+}
+
+func removeHeader(m [][2]string, key string) [][2]string {
+	out := m[:0]
+	for _, kv := range m {
+		if kv[0] != key {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func replaceHeader(m [][2]string, key, value string) [][2]string {
+	for i, kv := range m {
+		if kv[0] == key {
+			m[i][1] = value
+			rest := removeHeader(append([][2]string(nil), m[i+1:]...), key)
+			return append(m[:i+1], rest...)
+		}
+	}
+	return append(m, [2]string{key, value})
+}
+
+// headerStatus is the status of a call on a map that is not available:
+// BAD_ARGUMENT, or NOT_FOUND for a read during on_log.
+func unavailable(vm *VM) hostcalls.Status {
+	if vm.cur != nil && vm.cur.logPhase {
+		return hostcalls.StatusNotFound
+	}
+	return hostcalls.StatusBadArgument
+}
+
+func fail(vm *VM, stack []uint64, st hostcalls.Status) {
+	setStatus(stack, st)
+	vm.traceRet(st, "")
+}
+
+// proxy_get_header_map_pairs(map_type, ret_ptr_ptr, ret_size_ptr) → status
+//
+// Copies the whole map out in the pairs serialisation (empty map:
+// ptr=0,size=0). OK; BAD_ARGUMENT: map not available now;
+// INVALID_MEMORY_ACCESS.
+//
+//	ret_ptr_ptr   ret_size_ptr
+//	[ ptr u32le ] [ size u32le ]
+//	   +--> [ N u32le | (klen u32le, vlen u32le) × N | k \0 v \0 ... ]
+func init() {
+	registerEnv(hostcalls.ProxyGetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		m, _, ok := vm.headerMap(t)
+		if !ok {
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
+		st := vm.copyOut(mod, hostcalls.EncodePairs(*m), uint32(stack[1]), uint32(stack[2]))
+		setStatus(stack, st)
+		vm.traceRet(st, "pairs=%d", len(*m))
+	})
+}
+
+// proxy_set_header_map_pairs(map_type, ptr, len) → status
+//
+// Replaces the whole map (keys lower-cased). OK; BAD_ARGUMENT: map not
+// available or not mutable now, or a malformed serialisation (Envoy
+// silently wipes the map and answers OK; this host refuses so the bug
+// shows); INVALID_MEMORY_ACCESS.
+//
+//	ptr
+//	[ N u32le | (klen u32le, vlen u32le) × N | k \0 v \0 ... ]
+func init() {
+	registerEnv(hostcalls.ProxySetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		raw, okm := read(mod, uint32(stack[1]), uint32(stack[2]))
+		if !okm {
+			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+			return
+		}
+		pairs, err := hostcalls.DecodePairs(raw)
+		vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+		m, mutable, ok := vm.headerMap(t)
+		if !ok || !mutable || err != nil {
+			if err != nil {
+				vm.h.addLog(hostcalls.LogLevelError, vm.index, "host: proxy_set_header_map_pairs: "+err.Error())
+			}
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
+		*m = lowerPairs(pairs)
+		fail(vm, stack, hostcalls.StatusOK)
+	})
+}
+
+// proxy_get_header_map_size(map_type, ret_size_ptr) → status
+//
+// Writes the map's byte size (Envoy's byteSize: Σ len(key)+len(value)).
+// OK; BAD_ARGUMENT: not available; INVALID_MEMORY_ACCESS.
+//
+//	ret_size_ptr
+//	[ size u32le ]
+func init() {
+	registerEnv(hostcalls.ProxyGetHeaderMapSize, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+		m, _, ok := vm.headerMap(t)
+		if !ok {
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
+		n := headerByteSize(*m)
+		st := hostcalls.StatusOK
+		if !writeU32(mod, uint32(stack[1]), uint32(n)) {
+			st = hostcalls.StatusInvalidMemoryAccess
+		}
+		setStatus(stack, st)
+		vm.traceRet(st, "size=%d", n)
+	})
+}
+
+// proxy_get_header_map_value(map_type, key_ptr, key_len, ret_ptr_ptr, ret_size_ptr) → status
+//
+// Copies out the FIRST value of the (lower-cased) key; an empty value is
+// ptr=0,size=0. OK; NOT_FOUND: no such header (or any map during on_log
+// that Envoy does not keep); BAD_ARGUMENT: map not available now;
+// INVALID_MEMORY_ACCESS.
+//
+//	key_ptr        ret_ptr_ptr   ret_size_ptr
+//	[ k e y ] ...  [ ptr u32le ] [ size u32le ]
+//	                  +--> [ v a l u e ]  (allocated by the guest)
+func init() {
+	registerEnv(hostcalls.ProxyGetHeaderMapValue, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		key, okm := readString(mod, uint32(stack[1]), uint32(stack[2]))
+		if !okm {
+			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+			return
+		}
+		key = strings.ToLower(key)
+		vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyGetHeaderMapValue, t, key)
+		m, _, ok := vm.headerMap(t)
+		if !ok {
+			fail(vm, stack, unavailable(vm))
+			return
+		}
+		for _, kv := range *m {
+			if kv[0] == key {
+				st := vm.copyOut(mod, []byte(kv[1]), uint32(stack[3]), uint32(stack[4]))
+				setStatus(stack, st)
+				vm.traceRet(st, "value=%q", kv[1])
+				return
+			}
+		}
+		fail(vm, stack, hostcalls.StatusNotFound)
+	})
+}
+
+// modifyHeader registers add/replace which share a layout:
+//
+//	key_ptr         value_ptr
+//	[ k e y ]  ...  [ v a l u e ]
+func modifyHeader(name string, apply func(m [][2]string, k, v string) [][2]string) {
+	registerEnv(name, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		key, ok1 := readString(mod, uint32(stack[1]), uint32(stack[2]))
+		value, ok2 := readString(mod, uint32(stack[3]), uint32(stack[4]))
+		if !ok1 || !ok2 {
+			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+			return
+		}
+		key = strings.ToLower(key)
+		vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
+		m, mutable, ok := vm.headerMap(t)
+		if !ok || !mutable {
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
+		*m = apply(*m, key, value)
+		fail(vm, stack, hostcalls.StatusOK)
+	})
+}
+
+// proxy_add_header_map_value(map_type, key_ptr, key_len, value_ptr, value_len) → status
+//
+// Appends a header (another value if the key exists). OK; BAD_ARGUMENT:
+// the map is not available or frozen (after the filter continued);
+// INVALID_MEMORY_ACCESS.
+//
+// proxy_replace_header_map_value(map_type, key_ptr, key_len, value_ptr, value_len) → status
+//
+// Sets the first value of the key and removes the others (adds it if
+// absent). Same results.
+func init() {
+	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k, v string) [][2]string {
+		return append(m, [2]string{k, v})
+	})
+	modifyHeader(hostcalls.ProxyReplaceHeaderMapValue, replaceHeader)
+}
+
+// proxy_remove_header_map_value(map_type, key_ptr, key_len) → status
+//
+// Removes every value of the key (absent: still OK). BAD_ARGUMENT: the map
+// is not available or frozen; INVALID_MEMORY_ACCESS.
+//
+//	key_ptr
+//	[ k e y ]
+func init() {
+	registerEnv(hostcalls.ProxyRemoveHeaderMapValue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
+		t := hostcalls.MapType(uint32(stack[0]))
+		key, okm := readString(mod, uint32(stack[1]), uint32(stack[2]))
+		if !okm {
+			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+			return
+		}
+		key = strings.ToLower(key)
+		vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyRemoveHeaderMapValue, t, key)
+		m, mutable, ok := vm.headerMap(t)
+		if !ok || !mutable {
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
+		*m = removeHeader(*m, key)
+		fail(vm, stack, hostcalls.StatusOK)
+	})
+}

@@ -1,0 +1,364 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// Host is one plugin configuration running in N worker VMs instantiated
+// from one Module, with a host-side store shared by all of them (shared
+// data, queues, metrics, logs). It is safe for concurrent use.
+type Host struct {
+	m       *Module
+	opts    Options
+	store   *sharedStore
+	metrics *metricStore
+	virtual *VirtualClock
+
+	mu      sync.RWMutex
+	vms     []*VM
+	retired []*VM
+	closed  bool
+
+	logMu sync.Mutex
+	logs  []LogEntry
+
+	stop   chan struct{}
+	ticks  sync.WaitGroup
+	calls  sync.WaitGroup
+	rr     atomic.Uint32
+	connID atomic.Uint64
+	token  atomic.Uint32
+}
+
+// LogEntry is one guest log line: proxy_log, or a line written to
+// stdout (info) or stderr (error) through fd_write.
+type LogEntry struct {
+	Time    time.Time
+	Level   hostcalls.LogLevel
+	VM      int // CanaryVM for the canary
+	Message string
+}
+
+// maxLogs bounds the kept log: beyond it the oldest half is dropped.
+const maxLogs = 20000
+
+// Start instantiates the canary VM (started, configured and discarded, as
+// Envoy validates a configuration) and then opts.VMs worker VMs, each
+// running _initialize, proxy_on_context_create(root, 0),
+// proxy_on_vm_start(root, len(VMConfig)) and proxy_on_configure(root,
+// len(PluginConfig)). It fails if an import is missing for the chosen WASI
+// behaviour, if a call traps, or if on_vm_start or on_configure returns
+// false. With a RealClock each worker VM gets a tick goroutine.
+func (m *Module) Start(ctx context.Context, opts Options) (*Host, error) {
+	opts.defaults()
+	if err := m.checkImports(opts.WASI); err != nil {
+		return nil, err
+	}
+	h := &Host{m: m, opts: opts, metrics: newMetricStore(), stop: make(chan struct{})}
+	h.virtual, _ = opts.Clock.(*VirtualClock)
+	h.store = acquireStore(opts.VMID)
+	vms, err := h.startGeneration(ctx, opts.PluginConfig)
+	if err != nil {
+		releaseStore(h.store)
+		return nil, err
+	}
+	h.vms = vms
+	h.startTickers(vms)
+	m.mu.Lock()
+	m.hosts = append(m.hosts, h)
+	m.mu.Unlock()
+	return h, nil
+}
+
+// startGeneration starts a canary and then the worker VMs for cfg; on error
+// every VM it made is closed.
+func (h *Host) startGeneration(ctx context.Context, cfg []byte) ([]*VM, error) {
+	canary, err := h.newVM(ctx, CanaryVM, cfg)
+	if canary != nil {
+		canary.closeInstance(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: canary VM: %w", err)
+	}
+	vms := make([]*VM, 0, h.opts.VMs)
+	for i := 0; i < h.opts.VMs; i++ {
+		vm, err := h.newVM(ctx, i, cfg)
+		if err != nil {
+			if vm != nil {
+				vm.closeInstance(ctx)
+			}
+			for _, v := range vms {
+				v.closeInstance(ctx)
+			}
+			return nil, fmt.Errorf("host: VM %d: %w", i, err)
+		}
+		vms = append(vms, vm)
+	}
+	return vms, nil
+}
+
+// newVM instantiates the module and runs its start-up sequence.
+func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
+	vm := &VM{h: h, index: index, nextID: rootContextID + 1, streams: map[uint32]*Stream{},
+		tracing: h.opts.Transcript, tickWake: make(chan struct{}, 1), curID: rootContextID}
+	vm.ctx = context.WithValue(context.Background(), vmKey{}, vm)
+	if h.opts.Seed != 0 {
+		vm.rnd = &splitmix{x: h.opts.Seed*0x9e3779b97f4a7c15 + uint64(index+2)}
+	}
+	vm.enter()
+	defer vm.exit()
+	vm.inStart = true
+	vm.trace("--> _initialize()")
+	mod, err := h.m.rt.InstantiateModule(vm.ctx, h.m.compiled,
+		wazero.NewModuleConfig().WithName("").WithStartFunctions(hostcalls.ExportInitialize))
+	vm.inStart = false
+	if err != nil {
+		vm.trace("<-- trap: %v", err)
+		return nil, fmt.Errorf("_initialize: %w", err)
+	}
+	vm.trace("<--")
+	vm.mod = mod
+	vm.exports = map[string]api.Function{}
+	for name := range h.m.exports {
+		vm.exports[name] = mod.ExportedFunction(name)
+	}
+	vm.alloc = vm.exports[hostcalls.ExportMalloc]
+	if vm.alloc == nil {
+		vm.alloc = vm.exports[hostcalls.ExportMemoryAllocate]
+	}
+	if _, err := vm.callback(hostcalls.ExportContextCreate, 0, rootContextID, 0); err != nil {
+		return vm, err
+	}
+	ok, err := vm.callback(hostcalls.ExportVMStart, 1, rootContextID, uint64(len(h.opts.VMConfig)))
+	if err != nil {
+		return vm, err
+	}
+	if uint32(ok) == 0 {
+		return vm, errors.New("proxy_on_vm_start returned false")
+	}
+	vm.inConfigure, vm.configuring = true, cfg
+	ok, err = vm.callback(hostcalls.ExportConfigure, 1, rootContextID, uint64(len(cfg)))
+	vm.inConfigure, vm.configuring = false, nil
+	if err != nil {
+		return vm, err
+	}
+	if uint32(ok) == 0 {
+		return vm, errors.New("proxy_on_configure returned false")
+	}
+	return vm, nil
+}
+
+// closeInstance closes the wazero instance without callbacks.
+func (vm *VM) closeInstance(ctx context.Context) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if !vm.closed && vm.mod != nil {
+		vm.closed = true
+		vm.mod.Close(ctx)
+	}
+}
+
+// retire ends a worker VM the way Envoy tears a plugin down: on_done on
+// the root context, then on_delete (at once if on_done returned true,
+// else when the guest calls proxy_done). The instance is closed when its
+// last stream completes.
+func (vm *VM) retire() {
+	vm.enter()
+	if vm.retired {
+		vm.exit()
+		return
+	}
+	vm.retired = true
+	vm.tickPeriod = 0
+	select {
+	case vm.tickWake <- struct{}{}:
+	default:
+	}
+	vm.curID, vm.cur = rootContextID, nil
+	done, err := vm.callback(hostcalls.ExportDone, 1, rootContextID)
+	if err == nil && uint32(done) != 0 {
+		vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+	} else if err == nil {
+		vm.waitDone = true
+	}
+	closeNow := vm.active.Load() == 0
+	vm.exit()
+	if closeNow {
+		vm.closeInstance(context.Background())
+	}
+}
+
+// Reconfigure applies a new plugin configuration the way Envoy does: a
+// canary and a new set of worker VMs are started with cfg; if any fails
+// the old VMs stay and the error is returned. Otherwise the new VMs
+// replace the old ones for new streams and the old ones are retired
+// (root on_done, on_delete); streams already running finish on the old
+// VMs. Shared data is kept (same vm_id). Metrics are kept.
+func (h *Host) Reconfigure(cfg []byte) error {
+	h.mu.RLock()
+	closed := h.closed
+	h.mu.RUnlock()
+	if closed {
+		return errors.New("host: reconfigure: host closed")
+	}
+	vms, err := h.startGeneration(context.Background(), cfg)
+	if err != nil {
+		return fmt.Errorf("host: reconfigure: %w", err)
+	}
+	h.mu.Lock()
+	old := h.vms
+	h.vms = vms
+	h.opts.PluginConfig = cfg
+	h.retired = append(h.retired, old...)
+	h.mu.Unlock()
+	h.startTickers(vms)
+	for _, vm := range old {
+		vm.retire()
+	}
+	return nil
+}
+
+// Close retires every VM (root on_done, on_delete), stops the tick
+// goroutines, waits for outstanding http_calls, closes the instances and
+// releases the shared-data store (erased when the last Host with the
+// same VMID closes, as Envoy erases it with the last VM of a vm_id).
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	vms := append(append([]*VM(nil), h.vms...), h.retired...)
+	h.mu.Unlock()
+	close(h.stop)
+	h.ticks.Wait()
+	h.calls.Wait()
+	for _, vm := range vms {
+		vm.retire()
+	}
+	for _, vm := range vms {
+		vm.closeInstance(ctx)
+	}
+	releaseStore(h.store)
+	return nil
+}
+
+// VMs returns the current worker VMs (a copy of the slice), in index order.
+func (h *Host) VMs() []*VM {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return append([]*VM(nil), h.vms...)
+}
+
+func (h *Host) vm(i int) *VM {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if i < 0 || i >= len(h.vms) {
+		panic(fmt.Sprintf("host: no VM %d (have %d)", i, len(h.vms)))
+	}
+	return h.vms[i]
+}
+
+// Options returns the options the Host runs with (defaults applied).
+func (h *Host) Options() Options {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.opts
+}
+
+// Now returns the host clock's time.
+func (h *Host) Now() time.Time { return h.opts.Clock.Now() }
+
+// addLog records a guest log line and forwards it to Options.Logger.
+func (h *Host) addLog(level hostcalls.LogLevel, vm int, msg string) {
+	e := LogEntry{Time: h.opts.Clock.Now(), Level: level, VM: vm, Message: msg}
+	h.logMu.Lock()
+	if len(h.logs) >= maxLogs {
+		h.logs = append(h.logs[:0], h.logs[maxLogs/2:]...)
+	}
+	h.logs = append(h.logs, e)
+	h.logMu.Unlock()
+	if l := h.opts.Logger; l != nil {
+		l.Log(context.Background(), slogLevel(level), msg, "vm", vm)
+	}
+}
+
+func slogLevel(l hostcalls.LogLevel) slog.Level {
+	switch {
+	case l <= hostcalls.LogLevelDebug:
+		return slog.LevelDebug
+	case l == hostcalls.LogLevelInfo:
+		return slog.LevelInfo
+	case l == hostcalls.LogLevelWarn:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
+// Logs returns a copy of the captured guest log (the most recent
+// maxLogs/2..maxLogs entries), oldest first.
+func (h *Host) Logs() []LogEntry {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return append([]LogEntry(nil), h.logs...)
+}
+
+// Transcript returns a copy of VM i's transcript (Options.Transcript):
+// "==> proxy_x(args)" / "<== STATUS results" for host calls made by the
+// guest, "--> callback(args)" / "<-- result" for calls into the guest.
+func (h *Host) Transcript(i int) []string {
+	vm := h.vm(i)
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return append([]string(nil), vm.transcript...)
+}
+
+// ResetTranscript clears VM i's transcript.
+func (h *Host) ResetTranscript(i int) {
+	vm := h.vm(i)
+	vm.mu.Lock()
+	vm.transcript = nil
+	vm.mu.Unlock()
+}
+
+// Wait blocks until every http_call issued so far has been answered
+// (its proxy_on_http_call_response has returned).
+func (h *Host) Wait() { h.calls.Wait() }
+
+// Call calls the guest export name on VM vm with the root context
+// effective, as a test or benchmark hook (for example an export that runs
+// a host call in a loop). A trap marks the VM failed.
+func (h *Host) Call(vm int, name string, args ...uint64) ([]uint64, error) {
+	v := h.vm(vm)
+	v.enter()
+	defer v.exit()
+	if v.failed != nil {
+		return nil, errVMFailed
+	}
+	fn := v.mod.ExportedFunction(name)
+	if fn == nil {
+		return nil, fmt.Errorf("host: VM %d exports no %s", vm, name)
+	}
+	v.curID, v.cur = rootContextID, nil
+	v.trace("--> %s(%s)", name, formatArgs(name, args))
+	res, err := fn.Call(v.ctx, args...)
+	if err != nil {
+		v.failed = fmt.Errorf("host: VM %d: %s: %w", v.index, name, err)
+		v.trace("<-- trap: %v", err)
+		return nil, v.failed
+	}
+	v.trace("<-- %v", res)
+	return res, nil
+}

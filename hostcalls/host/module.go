@@ -1,0 +1,170 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// compilationCache is shared by every Module of the process so that tests
+// and benchmarks compiling the same bytes pay the compilation once.
+var compilationCache = wazero.NewCompilationCache()
+
+// Module is a compiled proxy-wasm module: one wazero Runtime holding the
+// host modules (env, wasi_snapshot_preview1, wasi_unstable) and the
+// CompiledModule from which Start instantiates VMs. It is safe for
+// concurrent use; Close releases everything, including Hosts not closed.
+type Module struct {
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	imports  []api.FunctionDefinition
+	exports  map[string]api.FunctionDefinition
+
+	mu    sync.Mutex
+	hosts []*Host
+}
+
+// Compile compiles wasm once. It fails if the module does not announce a
+// proxy-wasm ABI version (proxy_abi_version_0_2_1, _0_2_0 or _0_1_0) or
+// exports neither malloc nor proxy_on_memory_allocate, as cpp-host does.
+// Cost: the compilation (seconds for a Go module) unless cached.
+func Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(compilationCache))
+	m := &Module{rt: rt}
+	if err := m.instantiateHostModules(ctx); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("host: compile: %w", err)
+	}
+	m.compiled = compiled
+	m.imports = compiled.ImportedFunctions()
+	m.exports = compiled.ExportedFunctions()
+	abi := false
+	for name := range m.exports {
+		if strings.HasPrefix(name, "proxy_abi_version_") {
+			abi = true
+		}
+	}
+	if !abi {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("host: compile: missing or unknown Proxy-Wasm ABI version")
+	}
+	if m.exports[hostcalls.ExportMalloc] == nil && m.exports[hostcalls.ExportMemoryAllocate] == nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("host: compile: the module exports neither malloc nor proxy_on_memory_allocate")
+	}
+	return m, nil
+}
+
+// Close closes every Host started from m and the runtime.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	hosts := m.hosts
+	m.hosts = nil
+	m.mu.Unlock()
+	for _, h := range hosts {
+		h.Close(ctx)
+	}
+	return m.rt.Close(ctx)
+}
+
+// checkImports reports an import the emulated Envoy does not provide, as
+// Envoy does when loading ("Failed to load Wasm module due to a missing
+// import").
+func (m *Module) checkImports(mode WASI) error {
+	for _, d := range m.imports {
+		mod, name, _ := d.Import()
+		switch mod {
+		case hostcalls.HostModule:
+			if _, ok := envFuncs[name]; !ok {
+				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s", mod, name)
+			}
+		case wasiModule, wasiUnstable:
+			f, ok := wasiFuncs[name]
+			if !ok || (mode == WASILegacy && f.fixedOnly) {
+				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s (%s WASI)", mod, name, mode)
+			}
+		default:
+			return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s", mod, name)
+		}
+	}
+	return nil
+}
+
+// hostFunc is one host function: its signature and its Go body, which
+// receives the calling VM (from the call's context) and the stack.
+type hostFunc struct {
+	params, results []api.ValueType
+	fn              func(vm *VM, mod api.Module, stack []uint64)
+	fixedOnly       bool // WASI: only in the fixed (≥94091cd) set
+}
+
+const (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+func sig(n int, results ...api.ValueType) []api.ValueType {
+	p := make([]api.ValueType, n)
+	for i := range p {
+		p[i] = i32
+	}
+	return p
+}
+
+func (m *Module) instantiateHostModules(ctx context.Context) error {
+	b := m.rt.NewHostModuleBuilder(hostcalls.HostModule)
+	for name, f := range envFuncs {
+		b.NewFunctionBuilder().WithGoModuleFunction(wrap(name, f), f.params, f.results).Export(name)
+	}
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("host: env module: %w", err)
+	}
+	for _, modName := range []string{wasiModule, wasiUnstable} {
+		b := m.rt.NewHostModuleBuilder(modName)
+		for name, f := range wasiFuncs {
+			b.NewFunctionBuilder().WithGoModuleFunction(wrap(name, f), f.params, f.results).Export(name)
+		}
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("host: %s module: %w", modName, err)
+		}
+	}
+	return nil
+}
+
+type vmKey struct{}
+
+// wrap turns a hostFunc into a wazero function: it finds the calling VM and
+// enforces cpp-host's restricted callbacks (during allocation and start).
+func wrap(name string, f hostFunc) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		vm, _ := ctx.Value(vmKey{}).(*VM)
+		if vm == nil {
+			panic(fmt.Errorf("host: %s called outside a VM call", name))
+		}
+		vm.checkRestricted(name)
+		f.fn(vm, mod, stack)
+	}
+}
+
+// envFuncs and wasiFuncs are filled by the files of each family.
+var (
+	envFuncs  = map[string]hostFunc{}
+	wasiFuncs = map[string]hostFunc{}
+)
+
+func registerEnv(name string, nparams int, results []api.ValueType, fn func(vm *VM, mod api.Module, stack []uint64)) {
+	envFuncs[name] = hostFunc{params: sig(nparams), results: results, fn: fn}
+}
+
+var ret32 = []api.ValueType{i32}

@@ -1,0 +1,110 @@
+package host
+
+import (
+	"log/slog"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// WASI selects which proxy-wasm-cpp-host WASI behaviour the host emulates.
+type WASI int
+
+const (
+	// WASIFixed is cpp-host ≥ 94091cd (Envoy ≥ 1.39 [inferred]): poll_oneoff
+	// answers success with nevents=0 and is allowed during allocation;
+	// clock_res_get and fd_pwrite exist. The zero value.
+	WASIFixed WASI = iota
+	// WASILegacy is cpp-host c4d7bb0…beb8a4e (Envoy 1.33–1.38): poll_oneoff
+	// answers ENOSYS (52), which makes Go's runtime throw "poll_oneoff
+	// failed" at a garbage collection once its poller is set up.
+	WASILegacy
+)
+
+// String returns "fixed" or "legacy".
+func (w WASI) String() string {
+	if w == WASILegacy {
+		return "legacy"
+	}
+	return "fixed"
+}
+
+// Balance selects how the Handler picks a VM for a request.
+type Balance int
+
+const (
+	// LeastBusy picks the VM with the fewest active streams, ties broken
+	// round-robin. The zero value.
+	LeastBusy Balance = iota
+	// RoundRobin picks VMs in turn.
+	RoundRobin
+)
+
+// DefaultBufferLimit is Envoy's default per_connection_buffer_limit_bytes
+// (1 MiB): the most a filter may buffer before 413 (request) or 500
+// (response).
+const DefaultBufferLimit = 1 << 20
+
+// Options configures Module.Start. The zero value starts one worker VM with
+// empty configurations, the WASIFixed behaviour and the real clock.
+type Options struct {
+	// VMs is the number of worker VMs (Envoy's --concurrency); 0 means 1.
+	// A canary VM is also started, configured and discarded before them.
+	VMs int
+	// VMID is vm_config.vm_id: the shared-data and shared-queue namespace.
+	// Every Host of the process with the same VMID shares one store, as
+	// every VM of an Envoy process with the same vm_id does.
+	VMID string
+	// PluginName is the plugin_name property (Istio: "<ns>.<name>").
+	PluginName string
+	// RootID is the plugin_root_id property (Istio: WasmPlugin pluginName).
+	RootID string
+	// PluginConfig is the PLUGIN_CONFIGURATION buffer (type 7) read in
+	// proxy_on_configure.
+	PluginConfig []byte
+	// VMConfig is the VM_CONFIGURATION buffer (type 6) read in
+	// proxy_on_vm_start.
+	VMConfig []byte
+	// Env is the guest's environment (vm_config.environment_variables).
+	Env map[string]string
+	// Clock is the time source; nil means RealClock{}.
+	Clock Clock
+	// WASI selects the legacy or fixed WASI behaviour.
+	WASI WASI
+	// Seed, if non-zero, makes random_get deterministic (a per-VM stream
+	// derived from Seed and the VM index); 0 uses crypto/rand.
+	Seed uint64
+	// Clusters maps proxy_http_call cluster names to base URLs
+	// ("http://127.0.0.1:8080"). An unknown cluster is BAD_ARGUMENT.
+	Clusters map[string]string
+	// ClusterName and RouteName are the xds.cluster_name and
+	// xds.route_name properties of every stream.
+	ClusterName, RouteName string
+	// BufferLimit is per_connection_buffer_limit_bytes; 0 means
+	// DefaultBufferLimit.
+	BufferLimit int
+	// LogLevel is what proxy_get_log_level answers; proxy_log below it is
+	// dropped. The zero value (LogTrace) keeps everything.
+	LogLevel hostcalls.LogLevel
+	// Logger, if set, also receives every guest log line.
+	Logger *slog.Logger
+	// Transcript records, per VM, every host call and callback
+	// (Host.Transcript). It costs a formatted string per call.
+	Transcript bool
+	// TranscriptWASI adds the WASI calls to the transcript (they are
+	// many: the Go runtime reads the clock and random bytes often).
+	TranscriptWASI bool
+	// Balance selects how the Handler picks VMs.
+	Balance Balance
+}
+
+func (o *Options) defaults() {
+	if o.VMs <= 0 {
+		o.VMs = 1
+	}
+	if o.Clock == nil {
+		o.Clock = RealClock{}
+	}
+	if o.BufferLimit <= 0 {
+		o.BufferLimit = DefaultBufferLimit
+	}
+}

@@ -1,0 +1,553 @@
+package host
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+)
+
+// Action is what the host did with a stream event after the filter
+// callback returned (with Envoy's conversions applied).
+type Action int
+
+const (
+	// Continue: the event (and anything buffered before it) was passed on.
+	Continue Action = iota
+	// StopIteration: trailers held until proxy_continue_stream.
+	StopIteration
+	// StopAllIterationAndBuffer: headers held; the body is buffered by the
+	// host, not delivered, until proxy_continue_stream; above the buffer
+	// limit the stream gets a 413 (request) or 500 (response).
+	StopAllIterationAndBuffer
+	// StopAllIterationAndWatermark: headers held and the body too, with
+	// flow control instead of a limit. A headers callback's
+	// StopIteration(1) becomes this (ABI 0.2.x without
+	// allow_on_headers_stop_iteration).
+	StopAllIterationAndWatermark
+	// StopIterationAndBuffer: the body so far is kept; the next body call
+	// sees all of it. Above the buffer limit: 413 / 500.
+	StopIterationAndBuffer
+	// StopIterationAndWatermark: like StopIterationAndBuffer without the
+	// limit (flow control).
+	StopIterationAndWatermark
+	// StopIterationNoBuffer: the chunk is neither passed on nor kept.
+	StopIterationNoBuffer
+	// Held: the filter was not called: the stream is stopped at headers
+	// and the host holds the data.
+	Held
+	// Ended: the stream had already ended (local reply, reset, failed VM);
+	// nothing was called.
+	Ended
+)
+
+var actionNames = [...]string{"Continue", "StopIteration", "StopAllIterationAndBuffer", "StopAllIterationAndWatermark",
+	"StopIterationAndBuffer", "StopIterationAndWatermark", "StopIterationNoBuffer", "Held", "Ended"}
+
+// String returns the action's name.
+func (a Action) String() string {
+	if a >= 0 && int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// LocalReply is a response the stream ended with instead of the
+// upstream's: from proxy_send_local_response, the buffer limit (413/500),
+// or a failed VM (503).
+type LocalReply struct {
+	Status     int
+	Details    string // response code details, spaces replaced by '_'
+	Body       []byte
+	Headers    [][2]string
+	GRPCStatus int32 // -1: none
+}
+
+// direction is one side of a stream (request or response).
+type direction struct {
+	resp bool
+
+	headers, trailers         [][2]string
+	headersSeen               bool // headers callback ran
+	headersMutable            bool // during the headers callback and while stopped there
+	trailersMutable           bool
+	headersReleased           bool // passed on (sent upstream / to the client)
+	releasedHeaders           [][2]string
+	stopAtHeaders             Action // 0 or StopAll*
+	held                      []byte // data held while stopped at headers
+	heldTrailers              [][2]string
+	heldEOS                   bool
+	buf                       []byte // the body buffer the filter sees
+	buffering                 Action // 0 or StopIterationAndBuffer/Watermark
+	inBody                    bool
+	trailersStopped           bool
+	eosIn                     bool // end of stream received from the driver
+	out                       []byte
+	outTaken                  int
+	eosOut                    bool // end of stream passed on
+	releasedTrailers          [][2]string
+	continuePending, resumeUp bool
+}
+
+// Stream is one HTTP stream (one HTTP context) on one VM, driven
+// synchronously: each method makes the filter calls Envoy would make for
+// that event and returns when they are done. Methods lock the VM, so one
+// VM runs one call at a time; a Stream may be driven from two goroutines
+// (request and response sides), as the Handler does.
+type Stream struct {
+	h        *Host
+	vm       *VM
+	id       uint32
+	conn     uint64
+	logPhase bool
+
+	created  bool
+	req      direction
+	resp     direction
+	pending  *LocalReply // send_local_response during the running callback
+	local    *LocalReply
+	reset    bool
+	resetWhy string
+	closeReq bool
+	ended    bool // local reply or reset: no more callbacks but the end
+	complete bool // Complete ran
+	fs       map[string][]byte
+	notify   chan struct{}
+	// keepBodies false (Handler streams) drops passed-on data once taken.
+	keepBodies bool
+}
+
+// NewStream opens an HTTP stream on VM vm (0 ≤ vm < VMs). The HTTP
+// context is created in the guest at the first event, as Envoy does.
+func (h *Host) NewStream(vm int) *Stream {
+	return h.newStream(h.vm(vm))
+}
+
+func (h *Host) newStream(vm *VM) *Stream {
+	vm.mu.Lock()
+	s := h.newStreamLocked(vm)
+	vm.mu.Unlock()
+	return s
+}
+
+// tryNewStream opens a stream unless the VM was retired.
+func (h *Host) tryNewStream(vm *VM) *Stream {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.retired || vm.closed {
+		return nil
+	}
+	return h.newStreamLocked(vm)
+}
+
+func (h *Host) newStreamLocked(vm *VM) *Stream {
+	id := vm.nextID
+	vm.nextID++
+	vm.active.Add(1)
+	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true},
+		fs: map[string][]byte{}, notify: make(chan struct{}, 1), keepBodies: true}
+}
+
+// ID returns the HTTP context id.
+func (s *Stream) ID() uint32 { return s.id }
+
+// VM returns the index of the stream's VM.
+func (s *Stream) VM() int { return s.vm.index }
+
+func (s *Stream) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// lock enters the VM; unlock leaves it and runs deferred work.
+func (s *Stream) lock()   { s.vm.enter() }
+func (s *Stream) unlock() { s.vm.exit() }
+
+// ensureCreated calls proxy_on_context_create(id, root) once. Caller holds
+// the VM.
+func (s *Stream) ensureCreated() bool {
+	if s.created {
+		return true
+	}
+	s.created = true
+	s.vm.streams[s.id] = s
+	_, err := s.call(hostcalls.ExportContextCreate, 0, uint64(s.id), rootContextID)
+	return err == nil
+}
+
+// call runs a callback with this stream as the effective context; a trap
+// ends the stream with 503 (fail closed).
+func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
+	s.vm.curID, s.vm.cur = s.id, s
+	r, err := s.vm.callback(name, def, args...)
+	s.vm.curID, s.vm.cur = rootContextID, nil
+	if err != nil && !s.ended {
+		s.endLocal(&LocalReply{Status: 503, Details: "wasm_fail_stream", Body: []byte("wasm_fail_stream"), GRPCStatus: -1})
+	}
+	return r, err
+}
+
+func (s *Stream) dir(resp bool) *direction {
+	if resp {
+		return &s.resp
+	}
+	return &s.req
+}
+
+func lowerPairs(p [][2]string) [][2]string {
+	out := make([][2]string, len(p))
+	for i, kv := range p {
+		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
+	}
+	return out
+}
+
+// RequestHeaders delivers the request headers (keys are lower-cased;
+// pseudo-headers :method, :path, :authority, :scheme as Envoy has them)
+// to proxy_on_request_headers. eos says the request has no body.
+func (s *Stream) RequestHeaders(hdrs [][2]string, eos bool) Action {
+	return s.headersEvent(false, hdrs, eos)
+}
+
+// ResponseHeaders delivers the response headers (with :status) to
+// proxy_on_response_headers.
+func (s *Stream) ResponseHeaders(hdrs [][2]string, eos bool) Action {
+	return s.headersEvent(true, hdrs, eos)
+}
+
+// RequestBody delivers a request body chunk to proxy_on_request_body
+// (unless the stream is stopped at headers: then the host holds it).
+func (s *Stream) RequestBody(chunk []byte, eos bool) Action { return s.bodyEvent(false, chunk, eos) }
+
+// ResponseBody delivers a response body chunk to proxy_on_response_body.
+func (s *Stream) ResponseBody(chunk []byte, eos bool) Action { return s.bodyEvent(true, chunk, eos) }
+
+// RequestTrailers delivers request trailers (ending the request) to
+// proxy_on_request_trailers.
+func (s *Stream) RequestTrailers(tr [][2]string) Action { return s.trailersEvent(false, tr) }
+
+// ResponseTrailers delivers response trailers to proxy_on_response_trailers.
+func (s *Stream) ResponseTrailers(tr [][2]string) Action { return s.trailersEvent(true, tr) }
+
+func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
+	s.lock()
+	defer s.unlock()
+	d := s.dir(resp)
+	if s.ended || s.complete || d.headersSeen {
+		return Ended
+	}
+	d.headers = lowerPairs(hdrs)
+	d.headersSeen = true
+	d.eosIn = eos
+	if !s.ensureCreated() {
+		return Ended
+	}
+	d.headersMutable = true
+	name := hostcalls.ExportRequestHeaders
+	if resp {
+		name = hostcalls.ExportResponseHeaders
+	}
+	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.headers)), b2u(eos))
+	if err != nil || s.afterCallback() {
+		d.headersMutable = false
+		return Ended
+	}
+	var a Action
+	switch uint32(r) {
+	case 0, 2: // Continue, ContinueAndEndStream
+		a = Continue
+	case 3:
+		a = StopAllIterationAndBuffer
+	default: // 1 (StopIteration, converted), 4, and above
+		a = StopAllIterationAndWatermark
+	}
+	if a == Continue {
+		s.releaseHeaders(d)
+	} else {
+		d.stopAtHeaders = a
+	}
+	s.applyResume()
+	return a
+}
+
+// releaseHeaders passes the headers on and freezes them (Envoy forgets the
+// header map pointer once the filter continues). Caller holds the VM.
+func (s *Stream) releaseHeaders(d *direction) {
+	d.headersMutable = false
+	d.headersReleased = true
+	d.releasedHeaders = append([][2]string(nil), d.headers...)
+	if d.eosIn && !d.resp {
+		d.eosOut = true
+	}
+	if d.resp && d.eosIn {
+		d.eosOut = true
+	}
+	s.signal()
+}
+
+func (s *Stream) bodyEvent(resp bool, chunk []byte, eos bool) Action {
+	s.lock()
+	defer s.unlock()
+	d := s.dir(resp)
+	if s.ended || s.complete || !d.headersSeen || d.eosIn {
+		return Ended
+	}
+	d.eosIn = eos
+	if d.stopAtHeaders != 0 {
+		d.held = append(d.held, chunk...)
+		d.heldEOS = eos
+		if d.stopAtHeaders == StopAllIterationAndBuffer && len(d.held) > s.h.opts.BufferLimit {
+			s.tooLarge(d)
+			return Ended
+		}
+		return Held
+	}
+	if d.trailersStopped {
+		return Held
+	}
+	return s.deliverBody(d, chunk, eos)
+}
+
+// deliverBody runs the body callback over the buffered body plus chunk.
+// Caller holds the VM.
+func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
+	if d.buffering != 0 {
+		d.buf = append(d.buf, chunk...)
+	} else {
+		d.buf = append([]byte(nil), chunk...)
+	}
+	name := hostcalls.ExportRequestBody
+	if d.resp {
+		name = hostcalls.ExportResponseBody
+	}
+	d.inBody = true
+	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.buf)), b2u(eos))
+	d.inBody = false
+	if err != nil || s.afterCallback() {
+		return Ended
+	}
+	var a Action
+	switch uint32(r) {
+	case 0:
+		a = Continue
+	case 1:
+		a = StopIterationAndBuffer
+	case 2:
+		a = StopIterationAndWatermark
+	default:
+		a = StopIterationNoBuffer
+	}
+	switch a {
+	case Continue:
+		d.buffering = 0
+		s.pass(d, d.buf, eos)
+		d.buf = nil
+	case StopIterationNoBuffer:
+		d.buffering = 0
+		d.buf = nil
+	default:
+		d.buffering = a
+		if a == StopIterationAndBuffer && len(d.buf) > s.h.opts.BufferLimit {
+			s.tooLarge(d)
+			return Ended
+		}
+	}
+	s.applyResume()
+	return a
+}
+
+// pass appends data to what the direction has passed on.
+func (s *Stream) pass(d *direction, data []byte, eos bool) {
+	d.out = append(d.out, data...)
+	if eos {
+		d.eosOut = true
+	}
+	s.signal()
+}
+
+func (s *Stream) trailersEvent(resp bool, tr [][2]string) Action {
+	s.lock()
+	defer s.unlock()
+	d := s.dir(resp)
+	if s.ended || s.complete || !d.headersSeen || d.eosIn {
+		return Ended
+	}
+	d.eosIn = true
+	d.trailers = lowerPairs(tr)
+	if d.stopAtHeaders != 0 {
+		d.heldEOS = true
+		d.heldTrailers = d.trailers
+		return Held
+	}
+	return s.deliverTrailers(d)
+}
+
+func (s *Stream) deliverTrailers(d *direction) Action {
+	name := hostcalls.ExportRequestTrailers
+	if d.resp {
+		name = hostcalls.ExportResponseTrailers
+	}
+	d.trailersMutable = true
+	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.trailers)))
+	if err != nil || s.afterCallback() {
+		d.trailersMutable = false
+		return Ended
+	}
+	if uint32(r) == 0 {
+		s.releaseTrailers(d)
+		s.applyResume()
+		return Continue
+	}
+	d.trailersStopped = true
+	s.applyResume()
+	return StopIteration
+}
+
+func (s *Stream) releaseTrailers(d *direction) {
+	d.trailersMutable = false
+	d.trailersStopped = false
+	d.buffering = 0
+	d.out = append(d.out, d.buf...)
+	d.buf = nil
+	d.releasedTrailers = append([][2]string(nil), d.trailers...)
+	d.eosOut = true
+	s.signal()
+}
+
+// afterCallback applies a send_local_response or close_stream made during
+// the callback (the callback's result is then forced to stop) and reports
+// whether the stream has ended. Caller holds the VM.
+func (s *Stream) afterCallback() bool {
+	if s.pending != nil {
+		lr := s.pending
+		s.pending = nil
+		s.endLocal(lr)
+	}
+	if s.closeReq && !s.ended {
+		s.abort("wasm_close_stream")
+	}
+	return s.ended
+}
+
+// endLocal ends the stream with a local reply; if the response headers
+// were already passed on, Envoy cannot send it and resets the stream.
+func (s *Stream) endLocal(lr *LocalReply) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	if s.resp.headersReleased {
+		s.reset, s.resetWhy = true, "local reply after response headers: "+lr.Details
+	} else {
+		s.local = lr
+	}
+	s.signal()
+}
+
+// tooLarge answers a buffer overflow: 413 for a request, 500 for a
+// response (a reset if the response headers were already sent).
+func (s *Stream) tooLarge(d *direction) {
+	if d.resp {
+		s.endLocal(&LocalReply{Status: 500, Details: "response_payload_too_large", Body: []byte("Internal Server Error"), GRPCStatus: -1})
+	} else {
+		s.endLocal(&LocalReply{Status: 413, Details: "request_payload_too_large", Body: []byte("Payload Too Large"), GRPCStatus: -1})
+	}
+}
+
+// applyResume performs proxy_continue_stream calls made by callbacks (of
+// this stream, or of the root context with this stream effective). Caller
+// holds the VM.
+func (s *Stream) applyResume() {
+	for _, d := range []*direction{&s.req, &s.resp} {
+		for d.continuePending && !s.ended {
+			d.continuePending = false
+			switch {
+			case d.stopAtHeaders != 0:
+				d.stopAtHeaders = 0
+				s.releaseHeaders(d)
+				if len(d.held) > 0 || (d.heldEOS && d.heldTrailers == nil) {
+					held, eos := d.held, d.heldEOS && d.heldTrailers == nil
+					d.held = nil
+					s.deliverBody(d, held, eos)
+				} else if d.eosIn && d.heldTrailers == nil && len(d.held) == 0 {
+					s.pass(d, nil, true)
+				}
+				if d.heldTrailers != nil && !s.ended {
+					d.heldTrailers = nil
+					s.deliverTrailers(d)
+				}
+			case d.trailersStopped:
+				s.releaseTrailers(d)
+			case d.buffering != 0:
+				d.buffering = 0
+				s.pass(d, d.buf, d.eosIn && d.trailers == nil)
+				d.buf = nil
+			}
+		}
+	}
+}
+
+// abort resets the stream (downstream disconnect, upstream reset): no
+// further filter callbacks but the end; Complete then skips on_log (the
+// request did not complete) and runs on_done and on_delete. Caller holds
+// the VM.
+func (s *Stream) abort(reason string) {
+	s.reset = true
+	s.resetWhy = reason
+	s.ended = true
+	s.signal()
+}
+
+// Reset resets the stream as a downstream disconnect does
+// ("downstream_remote_disconnect"): no further filter callbacks; Complete
+// then skips on_log and runs on_done and on_delete.
+func (s *Stream) Reset() { s.ResetWithReason("downstream_remote_disconnect") }
+
+// ResetWithReason resets the stream with the given reason (ResetReason).
+func (s *Stream) ResetWithReason(reason string) {
+	s.lock()
+	if !s.complete && !s.reset {
+		s.abort(reason)
+	}
+	s.unlock()
+}
+
+// Complete ends the stream as Envoy's doDeferredStreamDestroy does:
+// proxy_on_log (only if the stream completed: not after a reset), then
+// proxy_on_done, then proxy_on_delete. Later events return Ended. Safe to
+// call twice.
+func (s *Stream) Complete() {
+	s.lock()
+	if s.complete {
+		s.unlock()
+		return
+	}
+	s.complete = true
+	s.ended = true
+	if s.created {
+		if !s.reset {
+			s.logPhase = true
+			s.call(hostcalls.ExportLog, 0, uint64(s.id))
+			s.logPhase = false
+		}
+		s.call(hostcalls.ExportDone, 1, uint64(s.id))
+		s.call(hostcalls.ExportDelete, 0, uint64(s.id))
+		delete(s.vm.streams, s.id)
+	}
+	vm := s.vm
+	closeNow := vm.active.Add(-1) == 0 && vm.retired && !vm.waitDone
+	s.unlock()
+	if closeNow {
+		vm.closeInstance(vm.ctx)
+	}
+	s.signal()
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
