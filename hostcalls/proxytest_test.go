@@ -13,7 +13,7 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
-	"github.com/fairshare-wasm/fairshare/hostcalls/internal/proxytestcompat"
+	"github.com/fairshare-wasm/fairshare/internal/proxytestcompat"
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
