@@ -1,0 +1,156 @@
+package fairshare
+
+import "time"
+
+// Grant is the decision for one request. Release must be called once when
+// the request has finished (successfully or not); further calls do nothing.
+// A Grant is a plain value: it can be stored with the request and copied.
+type Grant struct {
+	// Team is the pool entry the request is counted in: the configured
+	// team, or UnknownTeam for a team the configuration does not list.
+	Team string
+	// Class is the request's class (clamped to Interactive or Batch).
+	Class Class
+	// Priority is the vLLM priority to send (lower runs earlier).
+	Priority int
+	// Borrowing is set when the request is above its team's reservation.
+	Borrowing bool
+	// Saturated is set when, as the request arrived, the pool already had
+	// C or more requests in flight (phantoms included).
+	Saturated bool
+	// Holder is the holder (Wasm VM instance) that holds the request.
+	Holder uint32
+	// Estimate is the estimated cost of the request (cost units), counted
+	// in its team's in-flight estimate until Release.
+	Estimate float64
+	// Penalty is the entry penalty charged to the team's usage at Acquire
+	// (Estimate when Config.EntryPenalty, else 0); Release removes what is
+	// left of it after decay.
+	Penalty float64
+	// At is when the request was granted (and its entry penalty charged),
+	// in unix nanoseconds; never before the pool's latest usage update.
+	At int64
+
+	released bool
+	epoch    uint64 // the epoch of the team's entry
+}
+
+// Released reports whether Release has been called on g (or g was never
+// granted: the Grant of a TryAcquire that failed).
+func (g *Grant) Released() bool { return g.released }
+
+// Acquire records a new in-flight request of team, held by holder, at time
+// now, and returns its grant.
+//
+// The request is within share iff the team's within-share requests in
+// flight (phantoms included) are fewer than its reservation: priority
+// WithinShareBase + class. Otherwise it borrows, at BorrowBase +
+// min(rank, MaxRank)·RankStep + class, where rank is the team's dense level
+// fairshare rank (see rank.go): the most over-served borrower gets the
+// largest number. A team the configuration does not list counts as
+// UnknownTeam: share 0, reservation 0, ranked last.
+//
+// With Config.EntryPenalty the estimate (cost units; negative, NaN and
+// infinite count as 0) is charged to the team's usage at once, after the
+// decision, so a team that sends many requests at once is deprioritised
+// from its second request on. Acquire counts as a heartbeat of holder and
+// first expires dead holders and stale phantoms. Cost: O(teams) for a
+// within-share request, O(teams·log teams) for a borrower; no allocation
+// once the pool's buffers have grown.
+func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, estimate float64) Grant {
+	t := now.UnixNano()
+	p.advance(t)
+	return p.acquire(t, holder, team, class, estimate)
+}
+
+// TryAcquire is Acquire only when the pool has room (fewer than C requests
+// in flight, phantoms included), decided and recorded in the same
+// transition: a fallback that moves a request to this pool never pushes it
+// past C. When the pool is full it returns a released zero Grant and false
+// (it still counts as a heartbeat of holder).
+func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class, estimate float64) (Grant, bool) {
+	t := now.UnixNano()
+	p.advance(t)
+	if p.InFlight() >= p.capacity {
+		p.touch(holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, false
+	}
+	return p.acquire(t, holder, team, class, estimate), true
+}
+
+func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate float64) Grant {
+	class = clampClass(class)
+	estimate = sanitizeAmount(estimate)
+	i := p.acquireEntry(team)
+	saturated := p.InFlight() >= p.capacity
+	e := &p.teams[i]
+	at := max(t, p.usageAt)
+	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at, epoch: e.epoch}
+	if e.within+e.pWithin < e.reserved {
+		g.Priority = WithinShareBase + int(class)
+	} else {
+		g.Borrowing = true
+		g.Priority = borrowPriority(p.rank(i), class)
+	}
+	p.count(holder, t, i, p.window(at), g.Borrowing)
+	e = &p.teams[i]
+	e.estimate = min(e.estimate+estimate, maxUsage)
+	if p.entryPenalty && estimate > 0 {
+		p.addUsage(i, at, estimate)
+		p.teams[i].penalty = min(p.teams[i].penalty+estimate, p.teams[i].usage)
+		g.Penalty = estimate
+	}
+	return g
+}
+
+// Adopt counts a request decided before (by a previous owner of the pool,
+// or admitted without one) as in flight with the standing it was given,
+// held by holder, and returns its grant. Nothing is decided: the priority
+// is the one the request already runs with, and no entry penalty is
+// charged. The team is the entry of that name if the pool has one (a
+// removed team still draining included), else UnknownTeam.
+func (p *Pool) Adopt(now time.Time, holder uint32, team string, priority int, borrowing bool, estimate float64) Grant {
+	t := now.UnixNano()
+	p.advance(t)
+	estimate = sanitizeAmount(estimate)
+	i := p.resolve(team, true)
+	saturated := p.InFlight() >= p.capacity
+	base := WithinShareBase
+	if borrowing {
+		base = BorrowBase
+	}
+	class := Interactive
+	if d := priority - base; d >= 0 && d%RankStep == int(Batch) {
+		class = Batch
+	}
+	at := max(t, p.usageAt)
+	p.count(holder, t, i, p.window(at), borrowing)
+	e := &p.teams[i]
+	e.estimate = min(e.estimate+estimate, maxUsage)
+	return Grant{Team: e.name, Class: class, Priority: priority, Borrowing: borrowing,
+		Saturated: saturated, Holder: holder, Estimate: estimate, At: at, epoch: e.epoch}
+}
+
+// count adds one request in flight of entry i held by holder, granted in
+// window gen.
+func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool) {
+	h := &p.holders[p.touch(holder, t, true)]
+	c := holderCount{team: i, gen: gen}
+	k := 0
+	for k < len(h.counts) && compareCount(h.counts[k], c) < 0 {
+		k++
+	}
+	if k == len(h.counts) || compareCount(h.counts[k], c) != 0 {
+		h.counts = append(h.counts, holderCount{})
+		copy(h.counts[k+1:], h.counts[k:])
+		h.counts[k] = c
+	}
+	e := &p.teams[i]
+	if borrowing {
+		h.counts[k].borrowing++
+		e.borrowing++
+	} else {
+		h.counts[k].within++
+		e.within++
+	}
+}

@@ -1,0 +1,642 @@
+package fairshare
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+)
+
+// The record codec: one pool's state as a compact, versioned byte string,
+// decoded and encoded by every worker on every request.
+//
+// Layout of version 1 (uvarint/varint as encoding/binary; times are
+// unix nanoseconds, written as varint differences from the stamp with
+// wrapping arithmetic; f64 is an IEEE 754 float64, little endian):
+//
+//	u8       version = 1
+//	uvarint  length of the static section, then the static section:
+//	  u8       flags: bit 0 EntryPenalty
+//	  u64le    fingerprint of the configuration applied
+//	  uvarint  len(name), name bytes
+//	  uvarint  configured capacity, live capacity
+//	  uvarint  half-life, holder timeout, request timeout (ns)
+//	  uvarint  epochs (entries created so far)
+//	  uvarint  number of entries, then per entry:
+//	    u8       flags: 1 configured, 2 weight≠1, 64 UnknownTeam
+//	    uvarint  len(name), name bytes        (absent for UnknownTeam)
+//	    uvarint  epoch (< epochs)
+//	    f64      share                        (configured only)
+//	    f64      weight                       (flag 2)
+//	varint   stamp: the latest time the pool has seen
+//	varint   usage time − stamp
+//	per entry, in the order of the static section:
+//	  u8       flags: 4 usage, 8 last update, 16 estimate, 32 phantoms,
+//	           128 penalty
+//	  f64      usage                          (flag 4)
+//	  f64      in-flight estimate             (flag 16)
+//	  f64      penalties not settled          (flag 128)
+//	  varint   last update − stamp            (flag 8)
+//	  uvarint  groups, then per group:        (flag 32)
+//	           varint until − stamp; uvarint within, borrowing
+//	uvarint  number of holders, then per holder, ids ascending:
+//	  u32le    id
+//	  varint   last seen − stamp
+//	  uvarint  entries, then per entry ((team, window) ascending):
+//	           uvarint team index; varint window(stamp) − window;
+//	           uvarint within, borrowing
+//
+// The static section holds what changes only with the configuration
+// (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
+// the bytes of the static section it last decoded or encoded: when the
+// next record carries the same bytes, decoding skips them (no name, share
+// or reservation is touched), and encoding copies them.
+//
+// Requests in flight per team are not stored: they are the sums of the
+// holders' counts, so the two can never disagree. Nor are reservations:
+// they follow from the capacity and the shares (Apportion), recomputed
+// when the static section changes. Entries are in pool order (configured,
+// removed, UnknownTeam last). A record of 100 teams and 64 holders
+// (TestRecordSize: 8-character names, usage, penalties and estimates on
+// every team, three teams per holder, ten phantom groups) takes 6,459
+// bytes.
+
+// recordVersion is the version of the record layout written by AppendBinary.
+const recordVersion = 1
+
+// ErrUnknownVersion is returned by UnmarshalBinary for a record written by
+// a version of the codec this package does not know (or an empty one):
+// rebuild the record from the configuration.
+var ErrUnknownVersion = errors.New("fairshare: unknown record version")
+
+// Entry flags (static and dynamic flags share one numbering).
+const (
+	flagConfigured = 1 << iota
+	flagWeight
+	flagUsage
+	flagLastUpdate
+	flagEstimate
+	flagPhantoms
+	flagUnknown
+	flagPenalty
+
+	flagsStatic  = flagConfigured | flagWeight | flagUnknown
+	flagsDynamic = flagUsage | flagLastUpdate | flagEstimate | flagPhantoms | flagPenalty
+)
+
+func appendF64(b []byte, f float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+}
+
+// appendTime appends t as a wrapping difference from stamp.
+func appendTime(b []byte, t, stamp int64) []byte {
+	return binary.AppendVarint(b, int64(uint64(t)-uint64(stamp)))
+}
+
+// invalidate marks the cached static section stale; every change to the
+// configuration, the capacity or the set of entries calls it.
+func (p *Pool) invalidate() { p.staticOK = false }
+
+// appendStatic appends the static section of p to b.
+func (p *Pool) appendStatic(b []byte) []byte {
+	var flags byte
+	if p.entryPenalty {
+		flags |= 1
+	}
+	b = append(b, flags)
+	b = binary.LittleEndian.AppendUint64(b, p.fp)
+	b = binary.AppendUvarint(b, uint64(len(p.name)))
+	b = append(b, p.name...)
+	b = binary.AppendUvarint(b, uint64(p.cfgCapacity))
+	b = binary.AppendUvarint(b, uint64(p.capacity))
+	b = binary.AppendUvarint(b, uint64(p.halfLife))
+	b = binary.AppendUvarint(b, uint64(p.holderTimeout))
+	b = binary.AppendUvarint(b, uint64(p.requestTimeout))
+	b = binary.AppendUvarint(b, p.epochs)
+	b = binary.AppendUvarint(b, uint64(len(p.teams)))
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.configured {
+			f |= flagConfigured
+		}
+		if e.weight != 1 {
+			f |= flagWeight
+		}
+		if e.name == UnknownTeam {
+			f |= flagUnknown
+		}
+		b = append(b, f)
+		if f&flagUnknown == 0 {
+			b = binary.AppendUvarint(b, uint64(len(e.name)))
+			b = append(b, e.name...)
+		}
+		b = binary.AppendUvarint(b, e.epoch)
+		if f&flagConfigured != 0 {
+			b = appendF64(b, e.share)
+		}
+		if f&flagWeight != 0 {
+			b = appendF64(b, e.weight)
+		}
+	}
+	return b
+}
+
+// AppendBinary appends the record of p to b and returns it (see the layout
+// above). It never fails; the error is there for encoding.BinaryAppender.
+// Cost: O(size of the record); no allocation when b has room and the
+// static section is cached.
+func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
+	if !p.staticOK {
+		p.static = p.appendStatic(p.static[:0])
+		p.staticOK = true
+	}
+	st := p.now
+	b = append(b, recordVersion)
+	b = binary.AppendUvarint(b, uint64(len(p.static)))
+	b = append(b, p.static...)
+	b = binary.AppendVarint(b, st)
+	b = appendTime(b, p.usageAt, st)
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		b = append(b, f)
+		if f&flagUsage != 0 {
+			b = appendF64(b, e.usage)
+		}
+		if f&flagEstimate != 0 {
+			b = appendF64(b, e.estimate)
+		}
+		if f&flagPenalty != 0 {
+			b = appendF64(b, e.penalty)
+		}
+		if f&flagLastUpdate != 0 {
+			b = appendTime(b, e.lastUpdate, st)
+		}
+		if f&flagPhantoms != 0 {
+			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				b = appendTime(b, g.until, st)
+				b = binary.AppendUvarint(b, uint64(g.within))
+				b = binary.AppendUvarint(b, uint64(g.borrowing))
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		b = binary.LittleEndian.AppendUint32(b, h.id)
+		b = appendTime(b, h.seen, st)
+		b = binary.AppendUvarint(b, uint64(len(h.counts)))
+		for _, c := range h.counts {
+			dg := cur - c.gen // 0 or 1 in a consistent record
+			if uint(c.team) < 0x80 && uint64(dg) < 0x40 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+				b = append(b, byte(c.team), byte(dg<<1), byte(c.within), byte(c.borrowing))
+				continue
+			}
+			b = binary.AppendUvarint(b, uint64(c.team))
+			b = appendTime(b, cur, c.gen)
+			b = binary.AppendUvarint(b, uint64(c.within))
+			b = binary.AppendUvarint(b, uint64(c.borrowing))
+		}
+	}
+	return b, nil
+}
+
+// decoder reads a record; the first error sticks (and every later read
+// returns zero values).
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+var (
+	errTruncated = errors.New("fairshare: record truncated")
+	errCorrupt   = errors.New("fairshare: record corrupt")
+)
+
+// left returns the number of bytes not read yet.
+func (d *decoder) left() int { return len(d.b) - d.off }
+
+//go:noinline
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.off = len(d.b)
+}
+
+func (d *decoder) byte() byte {
+	if d.off < len(d.b) {
+		c := d.b[d.off]
+		d.off++
+		return c
+	}
+	d.fail(errTruncated)
+	return 0
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var sh uint
+	for i := d.off; i < len(d.b); i++ {
+		c := d.b[i]
+		if c < 0x80 {
+			if i-d.off == binary.MaxVarintLen64-1 && c > 1 {
+				break // overflows 64 bits
+			}
+			d.off = i + 1
+			return x | uint64(c)<<sh
+		}
+		if i-d.off == binary.MaxVarintLen64-1 {
+			break
+		}
+		x |= uint64(c&0x7f) << sh
+		sh += 7
+	}
+	d.fail(errTruncated)
+	return 0
+}
+
+// bounded reads a uvarint that must not exceed max.
+func (d *decoder) bounded(max uint64) int {
+	v := d.uvarint()
+	if v > max {
+		d.fail(errCorrupt)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) varint() int64 {
+	v := d.uvarint()
+	return int64(v>>1) ^ -int64(v&1)
+}
+
+func (d *decoder) time(stamp int64) int64 {
+	return int64(uint64(stamp) + uint64(d.varint()))
+}
+
+func (d *decoder) u32() uint32 {
+	if d.left() < 4 {
+		d.fail(errTruncated)
+		return 0
+	}
+	d.off += 4
+	return binary.LittleEndian.Uint32(d.b[d.off-4:])
+}
+
+func (d *decoder) u64() uint64 {
+	if d.left() < 8 {
+		d.fail(errTruncated)
+		return 0
+	}
+	d.off += 8
+	return binary.LittleEndian.Uint64(d.b[d.off-8:])
+}
+
+// f64 reads a float that must be finite and within [lo, hi].
+func (d *decoder) f64(lo, hi float64) float64 {
+	if o := d.off; o+8 <= len(d.b) {
+		f := math.Float64frombits(binary.LittleEndian.Uint64(d.b[o:]))
+		if f >= lo && f <= hi {
+			d.off = o + 8
+			return f
+		}
+	}
+	return d.f64Fail()
+}
+
+//go:noinline
+func (d *decoder) f64Fail() float64 {
+	if d.left() < 8 {
+		d.fail(errTruncated)
+	} else {
+		d.fail(errCorrupt)
+	}
+	return 0
+}
+
+// str reads a length-prefixed byte string (a view into the input).
+func (d *decoder) str() []byte {
+	n := d.uvarint()
+	if n > uint64(d.left()) {
+		d.fail(errTruncated)
+		return nil
+	}
+	d.off += int(n)
+	return d.b[d.off-int(n) : d.off]
+}
+
+// setString sets *s to b, allocating only if the text differs.
+func setString(s *string, b []byte) bool {
+	if *s == string(b) {
+		return false
+	}
+	*s = string(b)
+	return true
+}
+
+// UnmarshalBinary replaces p's state with the record data, reusing p's
+// memory: when the static section (configuration and entry names) is the
+// one p last decoded or encoded, it is skipped, and otherwise no string is
+// allocated for a name that is unchanged; slices only grow. Any input
+// either decodes or returns an error; it never panics, and allocation is
+// bounded by a small multiple of len(data) (every count is checked against
+// the bytes left before anything is allocated). A record of another
+// version returns ErrUnknownVersion; a malformed one another error. On
+// error p is left empty (no teams, no holders, capacity 0) but usable.
+// Cost: O(len(data)), plus O(n log n) name comparisons when the names
+// change.
+func (p *Pool) UnmarshalBinary(data []byte) error {
+	if err := p.decode(data); err != nil {
+		p.clear()
+		return err
+	}
+	return nil
+}
+
+// clear empties p, keeping its buffers.
+func (p *Pool) clear() {
+	p.name, p.fp = "", 0
+	p.cfgCapacity, p.capacity = 0, 0
+	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
+	p.entryPenalty = false
+	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
+	p.teams = p.teams[:0]
+	p.configured = 0
+	p.index = p.index[:0]
+	p.holders = p.holders[:0]
+	p.invalidate()
+}
+
+func (p *Pool) decode(data []byte) error {
+	if len(data) == 0 || data[0] != recordVersion {
+		return ErrUnknownVersion
+	}
+	d := decoder{b: data[1:]}
+	size := d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if size > uint64(d.left()) {
+		return errTruncated
+	}
+	static := d.b[d.off : d.off+int(size)]
+	d.off += int(size)
+	if !p.staticOK || !bytes.Equal(static, p.static) {
+		p.invalidate()
+		if err := p.decodeStatic(static); err != nil {
+			return err
+		}
+		p.static = append(p.static[:0], static...)
+		p.staticOK = true
+	}
+	return p.decodeDynamic(&d)
+}
+
+// decodeStatic reads the static section.
+func (p *Pool) decodeStatic(data []byte) error {
+	d := decoder{b: data}
+	flags := d.byte()
+	if flags&^1 != 0 {
+		return errCorrupt
+	}
+	p.entryPenalty = flags&1 != 0
+	p.fp = d.u64()
+	setString(&p.name, d.str())
+	p.cfgCapacity = d.bounded(maxCapacity)
+	p.capacity = d.bounded(maxCapacity)
+	p.halfLife = time.Duration(d.bounded(math.MaxInt64))
+	p.holderTimeout = time.Duration(d.bounded(math.MaxInt64))
+	p.requestTimeout = time.Duration(d.bounded(math.MaxInt64))
+	p.epochs = d.uvarint()
+	// Every entry takes at least two bytes.
+	n := d.bounded(uint64(d.left() / 2))
+	if d.err != nil {
+		return d.err
+	}
+	oldLen := len(p.teams)
+	renamed := n != oldLen
+	if cap(p.teams) < n {
+		p.teams = slices.Grow(p.teams[:cap(p.teams)], n-cap(p.teams))
+	}
+	p.teams = p.teams[:n]
+	p.configured = 0
+	for i := 0; i < n && d.err == nil; i++ {
+		e := &p.teams[i]
+		f := d.byte()
+		if f&^flagsStatic != 0 {
+			return errCorrupt
+		}
+		if f&flagConfigured != 0 {
+			if p.configured != i || f&flagUnknown != 0 {
+				return errCorrupt // configured entries come first
+			}
+			p.configured++
+		}
+		if f&flagUnknown != 0 {
+			if i != n-1 {
+				return errCorrupt // UnknownTeam comes last
+			}
+			if e.name != UnknownTeam {
+				e.name = UnknownTeam
+				renamed = true
+			}
+		} else {
+			nb := d.str()
+			if len(nb) == 0 || string(nb) == UnknownTeam {
+				return errCorrupt
+			}
+			if setString(&e.name, nb) {
+				renamed = true
+			}
+		}
+		e.epoch = d.uvarint()
+		if e.epoch >= p.epochs {
+			return errCorrupt
+		}
+		e.configured = f&flagConfigured != 0
+		e.share = 0
+		if e.configured {
+			e.share = d.f64(0, math.MaxFloat64)
+		}
+		e.weight = 1
+		if f&flagWeight != 0 {
+			e.weight = d.f64(minWeight, maxWeight)
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if d.left() != 0 {
+		return errCorrupt
+	}
+	if renamed || len(p.index) != n-boolInt(p.unknownIndex() >= 0) {
+		p.rebuildIndex()
+		for k := 1; k < len(p.index); k++ {
+			if p.teams[p.index[k]].name == p.teams[p.index[k-1]].name {
+				return errCorrupt
+			}
+		}
+	}
+	p.reapportion()
+	return nil
+}
+
+// decodeDynamic reads what follows the static section.
+func (p *Pool) decodeDynamic(d *decoder) error {
+	st := d.varint()
+	p.now = st
+	p.usageAt = d.time(st)
+	if p.usageAt > st {
+		return errCorrupt // the stamp is the latest time the pool has seen
+	}
+	n := len(p.teams)
+	p.phantomMin = math.MaxInt64
+	for i := 0; i < n && d.err == nil; i++ {
+		e := &p.teams[i]
+		f := d.byte()
+		if f&^flagsDynamic != 0 {
+			return errCorrupt
+		}
+		// The floats, read in one go.
+		need := 8 * bits.OnesCount8(f&(flagUsage|flagEstimate|flagPenalty))
+		if d.left() < need {
+			return errTruncated
+		}
+		fb := d.b[d.off : d.off+need]
+		d.off += need
+		e.usage, e.estimate, e.penalty = 0, 0, 0
+		if f&flagUsage != 0 {
+			e.usage = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+			fb = fb[8:]
+		}
+		if f&flagEstimate != 0 {
+			e.estimate = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+			fb = fb[8:]
+		}
+		if f&flagPenalty != 0 {
+			e.penalty = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+		}
+		if !(e.usage >= 0 && e.usage <= maxUsage && e.estimate >= 0 && e.estimate <= maxUsage &&
+			e.penalty >= 0 && e.penalty <= e.usage) {
+			return errCorrupt
+		}
+		e.updated, e.lastUpdate = f&flagLastUpdate != 0, 0
+		if e.updated {
+			e.lastUpdate = d.time(st)
+		}
+		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
+		e.phantoms = e.phantoms[:0]
+		if f&flagPhantoms != 0 {
+			// Every group takes at least three bytes.
+			m := d.bounded(uint64(d.left() / 3))
+			if m == 0 && d.err == nil {
+				return errCorrupt
+			}
+			e.phantoms = slices.Grow(e.phantoms, m)
+			for k := 0; k < m && d.err == nil; k++ {
+				g := phantomGroup{until: d.time(st), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
+				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until {
+					return errCorrupt
+				}
+				e.phantoms = append(e.phantoms, g)
+				e.pWithin += g.within
+				e.pBorrowing += g.borrowing
+			}
+			if len(e.phantoms) > 0 {
+				p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
+			}
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	cur := p.window(st)
+	// Every holder takes at least six bytes.
+	nh := d.bounded(uint64(d.left() / 6))
+	if d.err != nil {
+		return d.err
+	}
+	if cap(p.holders) < nh {
+		p.holders = slices.Grow(p.holders[:cap(p.holders)], nh-cap(p.holders))
+	}
+	p.holders = p.holders[:nh]
+	for k := 0; k < nh && d.err == nil; k++ {
+		h := &p.holders[k]
+		h.id = d.u32()
+		if k > 0 && h.id <= p.holders[k-1].id {
+			return errCorrupt
+		}
+		h.seen = d.time(st)
+		// Every count takes at least four bytes.
+		m := d.bounded(uint64(d.left() / 4))
+		h.counts = slices.Grow(h.counts[:0], m)
+		for j := 0; j < m && d.err == nil; j++ {
+			var c holderCount
+			if b, o := d.b, d.off; o+4 <= len(b) && (b[o]|b[o+1]|b[o+2]|b[o+3])&0x80 == 0 {
+				// Fast path: four one-byte varints (the common case).
+				x := uint64(b[o+1])
+				c = holderCount{team: int(b[o]), gen: int64(uint64(cur) - uint64(int64(x>>1)^-int64(x&1))),
+					within: int(b[o+2]), borrowing: int(b[o+3])}
+				d.off = o + 4
+			} else {
+				c.team = d.bounded(uint64(n))
+				c.gen = int64(uint64(cur) - uint64(d.varint()))
+				c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
+				if d.err != nil {
+					break
+				}
+			}
+			if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(h.counts[j-1], c) >= 0 ||
+				c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 {
+				return errCorrupt
+			}
+			h.counts = append(h.counts, c)
+			e := &p.teams[c.team]
+			e.within += c.within
+			e.borrowing += c.borrowing
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if d.left() != 0 {
+		return errCorrupt
+	}
+	// Removed teams are only kept while they have requests in flight.
+	for i := p.configured; i < n; i++ {
+		if e := &p.teams[i]; e.name != UnknownTeam && e.inFlight() == 0 {
+			return errCorrupt
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,271 @@
+package fairshare
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// bigPool builds a pool of n teams and h holders, each holder with
+// requests of three teams, every team with usage, some with phantoms.
+func bigPool(n, h int) *Pool {
+	cfg := Config{Capacity: 4 * n, HalfLife: time.Hour, EntryPenalty: true,
+		HolderTimeout: 5 * time.Second, RequestTimeout: 10 * time.Minute}
+	for i := range n {
+		cfg.Teams = append(cfg.Teams, TeamConfig{Name: fmt.Sprintf("team-%03d", i), Share: 1 / float64(n)})
+	}
+	p := NewPool("llama-3-8b", cfg, base)
+	for i := range n {
+		p.Charge(base, cfg.Teams[i].Name, float64(i)*1.7+0.3)
+	}
+	for k := range h {
+		id := uint32(k)*2654435761 + 12345
+		for j := range 3 {
+			p.Acquire(at(time.Duration(k)*time.Millisecond), id, cfg.Teams[(k*7+j*13)%n].Name, Class(j%2), 1.5)
+		}
+	}
+	for i := 0; i < n; i += 10 {
+		p.AddPhantoms(at(time.Second), cfg.Teams[i].Name, 2, at(time.Minute))
+	}
+	return p
+}
+
+// TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB.
+func TestRecordSize(t *testing.T) {
+	p := bigPool(100, 64)
+	verify(t, p)
+	b, _ := p.AppendBinary(nil)
+	t.Logf("record of 100 teams, 64 holders (3 teams each), 10 phantom groups: %d bytes", len(b))
+	if len(b) >= 8<<10 {
+		t.Fatalf("record = %d bytes, want < 8 KiB", len(b))
+	}
+}
+
+func TestUnknownVersion(t *testing.T) {
+	good, _ := twoTeams(nil).AppendBinary(nil)
+	for _, data := range [][]byte{nil, {}, {0}, {2}, append([]byte{99}, good[1:]...)} {
+		var p Pool
+		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
+			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
+		}
+	}
+}
+
+// TestDecodeMalformed: every truncation of a valid record, every single
+// byte change and trailing garbage either decode to a valid pool or fail;
+// none panics, and a failure leaves the pool empty and usable.
+func TestDecodeMalformed(t *testing.T) {
+	src := bigPool(8, 4)
+	good, _ := src.AppendBinary(nil)
+	var p Pool
+	for n := range len(good) {
+		if err := p.UnmarshalBinary(good[:n]); err == nil {
+			t.Fatalf("UnmarshalBinary of %d of %d bytes succeeded", n, len(good))
+		}
+		if len(p.teams) != 0 || p.capacity != 0 {
+			t.Fatal("a failed decode left state behind")
+		}
+		verify(t, &p)
+	}
+	if err := p.UnmarshalBinary(append(append([]byte(nil), good...), 0)); err == nil {
+		t.Fatal("UnmarshalBinary with a trailing byte succeeded")
+	}
+	for i := range good {
+		for _, x := range []byte{0x01, 0x80, 0xff} {
+			bad := append([]byte(nil), good...)
+			bad[i] ^= x
+			if err := p.UnmarshalBinary(bad); err == nil {
+				verify(t, &p)
+			}
+		}
+	}
+	g := p.Acquire(base, 1, "a", Interactive, 0)
+	if !p.Release(base, &g, 1) {
+		t.Fatal("pool unusable after a failed decode")
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	enc := func(mod func(p *Pool)) []byte {
+		p := twoTeams(nil)
+		p.Acquire(base, 1, "a", Interactive, 0)
+		mod(p)
+		b, _ := p.AppendBinary(nil)
+		return b
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"duplicate names", enc(func(p *Pool) { p.teams[1].name = "a" })},
+		{"unknown team not last", enc(func(p *Pool) { p.teams[0].name = UnknownTeam; p.teams[0].configured = false; p.configured = 0 })},
+		{"NaN usage", enc(func(p *Pool) { p.teams[0].usage = math.NaN() })},
+		{"negative usage", enc(func(p *Pool) { p.teams[0].usage = -1 })},
+		{"infinite share", enc(func(p *Pool) { p.teams[0].share = math.Inf(1) })},
+		{"zero weight", enc(func(p *Pool) { p.teams[0].weight = 0 })},
+		{"empty name", enc(func(p *Pool) { p.teams[1].name = "" })},
+		{"penalty above usage", enc(func(p *Pool) { p.teams[0].penalty = 1 })},
+		{"epoch from the future", enc(func(p *Pool) { p.teams[0].epoch = 99 })},
+		{"holder count of no team", enc(func(p *Pool) { p.holders[0].counts[0].team = 5 })},
+		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
+		{"removed team with nothing in flight", enc(func(p *Pool) { p.teams[1].configured = false; p.configured = 1; p.teams[1].share = 0 })},
+		{"huge team count", append([]byte{recordVersion, 0}, bytes.Repeat([]byte{0xff}, 30)...)},
+	}
+	for _, tt := range tests {
+		var p Pool
+		if err := p.UnmarshalBinary(tt.data); err == nil || errors.Is(err, ErrUnknownVersion) {
+			t.Errorf("%s: UnmarshalBinary = %v, want a corruption error", tt.name, err)
+		}
+	}
+}
+
+// TestDecodeAllocationBound: counts that claim more entries than the input
+// could hold are refused before anything is allocated.
+func TestDecodeAllocationBound(t *testing.T) {
+	var empty Pool
+	static := empty.appendStatic(nil)
+	static = static[:len(static)-1] // drop "0 entries"
+	for _, claim := range []uint64{1 << 20, 1 << 40, math.MaxUint64} {
+		s := appendUvarint(append([]byte(nil), static...), claim)
+		s = append(s, bytes.Repeat([]byte{0}, 64)...)
+		data := appendUvarint([]byte{recordVersion}, uint64(len(s)))
+		data = append(data, s...)
+		data = append(data, 0, 0, 0) // stamp, usage time, no holders
+		var ms0, ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		var q Pool
+		err := q.UnmarshalBinary(data)
+		runtime.ReadMemStats(&ms1)
+		if err == nil {
+			t.Fatalf("claim of %d teams decoded", claim)
+		}
+		if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > uint64(64*len(data)+4096) {
+			t.Fatalf("claim of %d teams allocated %d bytes for a %d-byte input", claim, alloc, len(data))
+		}
+	}
+	// The same for holders and their counts.
+	p := twoTeams(nil)
+	good, _ := p.AppendBinary(nil)
+	for _, claim := range []uint64{1 << 20, math.MaxUint64} {
+		data := appendUvarint(append([]byte(nil), good[:len(good)-1]...), claim)
+		var q Pool
+		if err := q.UnmarshalBinary(data); err == nil {
+			t.Fatalf("claim of %d holders decoded", claim)
+		}
+	}
+}
+
+func appendUvarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+// TestDecodeReusesMemory: decoding a record whose names are unchanged into
+// a reused pool allocates nothing, and neither does encoding into a reused
+// buffer.
+func TestDecodeReusesMemory(t *testing.T) {
+	src := bigPool(32, 16)
+	rec, _ := src.AppendBinary(nil)
+	var p Pool
+	if err := p.UnmarshalBinary(rec); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 2*len(rec))
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := p.UnmarshalBinary(rec); err != nil {
+			t.Fatal(err)
+		}
+		buf, _ = p.AppendBinary(buf[:0])
+	})
+	if allocs != 0 {
+		t.Fatalf("decode + encode allocates %v times, want 0", allocs)
+	}
+	if !bytes.Equal(buf, rec) {
+		t.Fatal("re-encoding differs from the record")
+	}
+}
+
+func TestRoundTripKeepsEverything(t *testing.T) {
+	p := bigPool(10, 5)
+	p.SetCapacity(17)
+	p.Acquire(base, 3, "outsider", Batch, 4)
+	b, _ := p.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if dump(p) != dump(&q) {
+		t.Fatalf("round trip:\n%s\n%s", dump(p), dump(&q))
+	}
+	if q.Name() != "llama-3-8b" || q.Capacity() != 17 || q.Config().Capacity != 40 || q.Fingerprint() != p.Config().Fingerprint() {
+		t.Fatalf("decoded name %q capacity %d config %+v", q.Name(), q.Capacity(), q.Config())
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	seed, _ := bigPool(8, 4).AppendBinary(nil)
+	for _, p := range []*Pool{twoTeams(nil), bigPool(8, 4), bigPool(3, 2), {}} {
+		b, _ := p.AppendBinary(nil)
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1})
+	f.Add([]byte{2, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var p Pool
+		err := p.UnmarshalBinary(data)
+		// A pool that decoded another record before (its static section
+		// cached) decodes data the same way.
+		var r Pool
+		r.UnmarshalBinary(seed)
+		errR := r.UnmarshalBinary(data)
+		if (err == nil) != (errR == nil) || err == nil && dump(&p) != dump(&r) {
+			t.Fatalf("fresh decode: %v, reused decode: %v\n%s\n%s", err, errR, dump(&p), dump(&r))
+		}
+		if err != nil {
+			return
+		}
+		verify(t, &p) // includes encode∘decode round trip
+		// A decoded pool stays consistent under operations.
+		g := p.Acquire(time.Unix(0, p.now), 1, "x", Interactive, 1)
+		verify(t, &p)
+		p.Release(time.Unix(0, p.now), &g, 1)
+		verify(t, &p)
+	})
+}
+
+// TestDecoderUvarint: the decoder's varint reader agrees with
+// encoding/binary on every input, overflow and truncation included.
+func TestDecoderUvarint(t *testing.T) {
+	inputs := [][]byte{
+		{}, {0}, {1}, {0x7f}, {0x80}, {0x80, 0}, {0xff, 0x7f},
+		bytes.Repeat([]byte{0xff}, 9), append(bytes.Repeat([]byte{0xff}, 9), 1), append(bytes.Repeat([]byte{0xff}, 9), 2),
+		bytes.Repeat([]byte{0x80}, 11), append(bytes.Repeat([]byte{0x80}, 9), 0x80, 0),
+	}
+	for v := uint64(1); v != 0; v <<= 3 {
+		inputs = append(inputs, binary.AppendUvarint(nil, v), binary.AppendUvarint(nil, v-1))
+	}
+	for _, in := range inputs {
+		want, n := binary.Uvarint(in)
+		d := decoder{b: in}
+		got := d.uvarint()
+		if n <= 0 {
+			if d.err == nil {
+				t.Errorf("uvarint(% x) = %d, want an error", in, got)
+			}
+			continue
+		}
+		if d.err != nil || got != want || d.off != n {
+			t.Errorf("uvarint(% x) = %d (read %d, err %v), want %d (read %d)", in, got, d.off, d.err, want, n)
+		}
+	}
+}

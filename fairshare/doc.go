@@ -1,0 +1,86 @@
+// Package fairshare decides the vLLM priority of every request so that a
+// GPU pool shared by several teams behaves like a reservation with
+// borrowing:
+//
+//   - each team owns share × C of the pool's sustainable concurrency C
+//     (its reservation, see Apportion);
+//   - a request that keeps its team within that reservation is sent
+//     "within share": priority 0 (Interactive) or 1 (Batch);
+//   - a request above it "borrows" idle capacity: priority 10 / 11 and
+//     more, so it runs when nobody else needs the GPUs, and it is the one
+//     vLLM preempts when they do.
+//
+// The mapping relies on two properties of vLLM's priority scheduler: the
+// waiting queue is a min-heap on (priority, arrival_time), and when a
+// running request runs out of KV blocks vLLM preempts the running request
+// with the largest (priority, arrival_time). A waiting request never
+// preempts a running one.
+//
+// # Ranking borrowers
+//
+// Among borrowers the order follows Slurm's Fair Tree level fairshare
+// LF = S / U: S is the team's share normalised over the teams of the pool,
+// U its decayed usage normalised the same way, after dividing each team's
+// usage by its weight (Kueue's LocalQueue fairSharing.weight). Usage is the
+// consumption (cost units, e.g. GPU-seconds or weighted tokens) of the
+// team's finished requests, decayed with a half-life by the exact
+// exponential exp(−ln2·Δt/halfLife). Teams are ranked by LF, highest
+// first, equal LF sharing a rank; a borrower's priority is
+// BorrowBase + min(rank, MaxRank)·RankStep + class, so the most
+// over-served borrower gets the largest number: admitted last, preempted
+// first.
+//
+// # Worked example
+//
+// A pool of C = 10 with search 0.5, chat 0.3 and labs 0.2 reserves 5, 3 and
+// 2 slots. Past usage (decayed) is search 50, chat 10, labs 40, so
+//
+//	        S     U            LF     rank
+//	search  0.5   50/100=0.5   1      1
+//	chat    0.3   10/100=0.1   3      0
+//	labs    0.2   40/100=0.4   0.5    2
+//
+// search's first five requests run within share at priority 0; its sixth
+// borrows at 10 + 1·10 = 20. A batch request of labs with both its slots
+// taken borrows at 10 + 2·10 + 1 = 31, and a request from a team the pool
+// does not know (share 0, so LF 0: ranked last, rank 3) at 40.
+//
+// Entry penalty (Kueue's admission fair sharing): with Config.EntryPenalty
+// a request's estimated cost is added to its team's usage when it is
+// granted, so a team that sends 100 requests at once is deprioritised from
+// its second one on, before any of them has finished. If search sends a
+// burst of requests estimated at 10 each, its usage reaches 100 after five
+// of them and its sixth borrows tied with labs (LF 0.75 both, rank 1, 20);
+// from the seventh on it ranks last of the three (30). Release removes
+// what is left of the penalty after decay and charges what the request
+// actually consumed, so once the burst has finished search's usage is the
+// decayed sum of its consumption, exactly.
+//
+// Leases: the pool lives in a shared-data record that several Wasm VMs
+// (holders) decode, change and write back. Each request in flight is
+// counted under its holder; a holder that stops heartbeating for
+// HolderTimeout is presumed dead, and its requests become phantoms that
+// still hold their slots (within-share phantoms hold within-share slots)
+// for RequestTimeout, then expire. A request released later by a VM that
+// was presumed dead drops one phantom instead. A live VM can lose a
+// release too (a CAS retry loop that gave up): a request still counted one
+// to two RequestTimeouts after it was granted is dropped from the count. No
+// slot leaks when a VM dies or a release is lost.
+//
+// # Use
+//
+// Time is always an argument; a Pool is a plain value decoded from the
+// record (UnmarshalBinary), changed by one operation and encoded back
+// (AppendBinary), without allocating when its buffers are reused:
+//
+//	var p fairshare.Pool
+//	if err := p.UnmarshalBinary(rec); err != nil { /* rebuild: NewPool */ }
+//	if p.Fingerprint() != cfg.Fingerprint() { p.Reconfigure(now, cfg) }
+//	g := p.Acquire(now, vmID, team, fairshare.Interactive, estimate)
+//	rec, _ = p.AppendBinary(rec[:0]) // write back with CAS; send g.Priority
+//	...
+//	gc := g; p.Release(now, &gc, consumed) // on the response's end
+//
+// A Pool is not safe for concurrent use: the shared-data record's CAS
+// serialises the VMs.
+package fairshare

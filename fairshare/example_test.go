@@ -1,0 +1,117 @@
+package fairshare_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func ExampleApportion() {
+	// The seed's example: rounding up would promise 9 + 2 = 11 > C slots.
+	r := fairshare.Apportion(10, []string{"a", "b"}, map[string]float64{"a": 0.8125, "b": 0.1875})
+	fmt.Println(r["a"], r["b"])
+	// Output: 8 2
+}
+
+func ExamplePool_Acquire() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity: 10,
+		Teams: []fairshare.TeamConfig{
+			{Name: "search", Share: 0.5},
+			{Name: "chat", Share: 0.3},
+			{Name: "labs", Share: 0.2},
+		},
+		HalfLife: time.Hour,
+	}, t0)
+	// Past consumption, decayed: search 50, chat 10, labs 40 (cost units).
+	p.SetUsage(t0, "search", 50)
+	p.SetUsage(t0, "chat", 10)
+	p.SetUsage(t0, "labs", 40)
+	const vm = 7 // the holder: one Wasm VM
+	for i := range 6 {
+		g := p.Acquire(t0, vm, "search", fairshare.Interactive, 1)
+		fmt.Printf("search #%d: priority %d borrowing %v\n", i+1, g.Priority, g.Borrowing)
+	}
+	g := p.Acquire(t0, vm, "labs", fairshare.Batch, 1)
+	fmt.Println("labs batch:", g.Priority, g.Borrowing)
+	g = p.Acquire(t0, vm, "somebody", fairshare.Interactive, 1)
+	fmt.Println("unknown team:", g.Team, g.Priority, g.Borrowing)
+	// Output:
+	// search #1: priority 0 borrowing false
+	// search #2: priority 0 borrowing false
+	// search #3: priority 0 borrowing false
+	// search #4: priority 0 borrowing false
+	// search #5: priority 0 borrowing false
+	// search #6: priority 20 borrowing true
+	// labs batch: 1 false
+	// unknown team: * 40 true
+}
+
+// Example_entryPenalty: with EntryPenalty, each request's estimate counts
+// in its team's usage at once, so a burst ranks the team down as it comes.
+func Example_entryPenalty() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity: 10,
+		Teams: []fairshare.TeamConfig{
+			{Name: "search", Share: 0.5},
+			{Name: "chat", Share: 0.3},
+			{Name: "labs", Share: 0.2},
+		},
+		HalfLife:     time.Hour,
+		EntryPenalty: true,
+	}, t0)
+	p.SetUsage(t0, "search", 50)
+	p.SetUsage(t0, "chat", 10)
+	p.SetUsage(t0, "labs", 40)
+	var burst []fairshare.Grant
+	for range 12 {
+		burst = append(burst, p.Acquire(t0, 7, "search", fairshare.Interactive, 10))
+	}
+	var prios []string
+	for i, g := range burst {
+		prios = append(prios, fmt.Sprintf("%d:%d", i+1, g.Priority))
+	}
+	fmt.Println(strings.Join(prios, " "))
+	// The requests finish an hour later, each having consumed 4: the
+	// penalties are settled and search's usage is 50 and 12 × 4 decayed
+	// over one half-life.
+	for i := range burst {
+		p.Release(t0.Add(time.Hour), &burst[i], 4)
+	}
+	usage, _ := p.Usage(t0.Add(time.Hour))
+	fmt.Printf("search usage %.1f\n", usage["search"])
+	// Output:
+	// 1:0 2:0 3:0 4:0 5:0 6:20 7:30 8:30 9:30 10:30 11:30 12:30
+	// search usage 73.0
+}
+
+// Example_leases: a holder (one Wasm VM) that stops heartbeating leaves
+// phantoms that hold its slots until the request timeout, then free them.
+func Example_leases() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity:       2,
+		Teams:          []fairshare.TeamConfig{{Name: "search", Share: 1}},
+		HolderTimeout:  3 * time.Second,
+		RequestTimeout: time.Minute,
+	}, t0)
+	p.Acquire(t0, 7, "search", fairshare.Interactive, 1)
+	p.Acquire(t0, 7, "search", fairshare.Interactive, 1)
+	// VM 8 heartbeats; VM 7 has died.
+	for s := 1; s <= 5; s++ {
+		p.Heartbeat(t0.Add(time.Duration(s)*time.Second), 8)
+	}
+	show := func(d time.Duration) {
+		s := p.Snapshot(t0.Add(d))[0]
+		_, ok := p.TryAcquire(t0.Add(d), 8, "search", fairshare.Interactive, 1)
+		fmt.Printf("+%v: in flight %d, phantoms %d, TryAcquire %v\n", d, s.InFlight, s.Phantoms, ok)
+	}
+	show(5 * time.Second)
+	show(63 * time.Second)
+	// Output:
+	// +5s: in flight 0, phantoms 2, TryAcquire false
+	// +1m3s: in flight 0, phantoms 0, TryAcquire true
+}

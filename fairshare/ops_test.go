@@ -1,0 +1,348 @@
+package fairshare
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// source yields the choices of a random operation sequence.
+type source interface {
+	// intn returns a value in [0, n); ok is false when the source is
+	// exhausted.
+	intn(n int) (v int, ok bool)
+}
+
+type randSource struct {
+	r    *rand.Rand
+	left int
+}
+
+func (s *randSource) intn(n int) (int, bool) {
+	if s.left <= 0 {
+		return 0, false
+	}
+	s.left--
+	return s.r.IntN(n), true
+}
+
+type byteSource struct{ b []byte }
+
+func (s *byteSource) intn(n int) (int, bool) {
+	if len(s.b) == 0 {
+		return 0, false
+	}
+	v := int(s.b[0])
+	s.b = s.b[1:]
+	if n > 256 && len(s.b) > 0 {
+		v = v<<8 | int(s.b[0])
+		s.b = s.b[1:]
+	}
+	return v % n, true
+}
+
+// term is one contribution to a team's usage in the model: amount charged
+// at time at (unix ns); grant >= 0 ties an entry penalty to its grant.
+type term struct {
+	amount float64
+	at     int64
+	grant  int
+}
+
+// model is what the usage of every entry must be: the decayed sum of its
+// terms, each decayed in one step.
+type model struct {
+	halfLife time.Duration
+	terms    map[string][]term
+}
+
+func (m *model) want(team string, now int64) (sum, scale float64) {
+	scale = 1
+	for _, tm := range m.terms[team] {
+		v := tm.amount
+		if m.halfLife > 0 && now > tm.at {
+			v *= math.Exp(-math.Ln2 * float64(now-tm.at) / float64(m.halfLife))
+		}
+		sum += v
+		scale = max(scale, tm.amount)
+	}
+	return sum, scale
+}
+
+func (m *model) removeGrant(team string, id int) {
+	ts := m.terms[team]
+	for k, tm := range ts {
+		if tm.grant == id {
+			m.terms[team] = append(ts[:k], ts[k+1:]...)
+			return
+		}
+	}
+}
+
+func (m *model) hasPenalties(team string) bool {
+	for _, tm := range m.terms[team] {
+		if tm.grant >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+var opTeams = []string{"alpha", "beta", "gamma", "delta", "x-unknown", "y-unknown", "*", ""}
+
+func randConfig(s source, hl time.Duration) Config {
+	cfg := Config{HalfLife: hl, EntryPenalty: true, HolderTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second}
+	c, _ := s.intn(20)
+	cfg.Capacity = c
+	mask, _ := s.intn(16)
+	for k, name := range opTeams[:4] {
+		if mask&(1<<k) == 0 {
+			continue
+		}
+		sh, _ := s.intn(100)
+		w, _ := s.intn(4)
+		cfg.Teams = append(cfg.Teams, TeamConfig{Name: name, Share: float64(sh+1) / 400, Weight: float64(w)})
+	}
+	pen, _ := s.intn(4)
+	cfg.EntryPenalty = pen != 0
+	return cfg
+}
+
+var amounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
+
+// runOps applies a random sequence of operations to a pool, checking every
+// invariant after each one.
+func runOps(t testing.TB, s source) {
+	t.Helper()
+	hlChoice, _ := s.intn(3)
+	hl := []time.Duration{0, time.Second, time.Minute}[hlChoice]
+	now := int64(1_700_000_000_000_000_000)
+	at := func() time.Time { return time.Unix(0, now) }
+	p := NewPool("pool", randConfig(s, hl), at())
+	verify(t, p)
+	m := &model{halfLife: hl, terms: map[string][]term{}}
+	type held struct {
+		g  Grant
+		id int
+	}
+	var grants []held
+	var released []Grant
+	nextID := 0
+	log := ""
+	var spare Pool
+	for step := 0; step < 400; step++ {
+		op, ok := s.intn(16)
+		if !ok {
+			break
+		}
+		pick := func(n int) int { v, _ := s.intn(n); return v }
+		team := opTeams[pick(len(opTeams))]
+		holder := uint32(pick(4) * 1000003)
+		amount := amounts[pick(len(amounts))]
+		what := ""
+		switch op {
+		case 0, 1, 2, 3: // Acquire / TryAcquire
+			p.advance(now)
+			i := p.acquireEntry(team)
+			e := p.teams[i]
+			wantWithin := e.within+e.pWithin < e.reserved
+			wantRank := p.rank(i)
+			wantSat := p.InFlight() >= p.capacity
+			class := Class(pick(3))
+			var g Grant
+			if op == 3 {
+				var ok bool
+				g, ok = p.TryAcquire(at(), holder, team, class, amount)
+				what = fmt.Sprintf("TryAcquire(%d, %q, %v) = %+v, %v", holder, team, amount, g, ok)
+				if ok == wantSat {
+					t.Fatalf("%s: want ok = %v", what, !wantSat)
+				}
+				if !ok {
+					if !g.Released() || p.Release(at(), &g, 1) {
+						t.Fatalf("%s: failed TryAcquire returned a live grant", what)
+					}
+					break
+				}
+			} else {
+				g = p.Acquire(at(), holder, team, class, amount)
+				what = fmt.Sprintf("Acquire(%d, %q, %v) = %+v", holder, team, amount, g)
+			}
+			if g.Borrowing == wantWithin || g.Saturated != wantSat {
+				t.Fatalf("%s: want within %v saturated %v", what, wantWithin, wantSat)
+			}
+			c := clampClass(class)
+			wantPrio := WithinShareBase + int(c)
+			if g.Borrowing {
+				wantPrio = BorrowBase + min(wantRank, MaxRank)*RankStep + int(c)
+			}
+			if g.Priority != wantPrio {
+				t.Fatalf("%s: priority %d, want %d", what, g.Priority, wantPrio)
+			}
+			// No new within-share grant beyond the reservation.
+			e = p.teams[p.find(g.Team)]
+			if !g.Borrowing && e.within+e.pWithin > e.reserved {
+				t.Fatalf("%s: within share beyond reservation: %d+%d > %d", what, e.within, e.pWithin, e.reserved)
+			}
+			if g.Penalty > 0 {
+				m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
+			}
+			grants = append(grants, held{g, nextID})
+			nextID++
+		case 4, 5, 6: // Release
+			if len(grants) == 0 {
+				break
+			}
+			k := pick(len(grants))
+			h := grants[k]
+			grants = append(grants[:k], grants[k+1:]...)
+			what = fmt.Sprintf("Release(%+v, %v)", h.g, amount)
+			exists := p.find(h.g.Team) >= 0
+			if !p.Release(at(), &h.g, amount) {
+				t.Fatalf("%s = false on first release", what)
+			}
+			m.removeGrant(h.g.Team, h.id)
+			if exists {
+				m.terms[h.g.Team] = append(m.terms[h.g.Team], term{sanitizeAmount(amount), now, -1})
+			}
+			released = append(released, h.g)
+		case 7: // a second Release does nothing
+			if len(released) == 0 {
+				break
+			}
+			g := released[pick(len(released))]
+			before := dump(p)
+			what = fmt.Sprintf("Release again(%+v)", g)
+			if p.Release(at(), &g, 5) {
+				t.Fatalf("%s = true", what)
+			}
+			if after := dump(p); after != before {
+				t.Fatalf("%s changed the pool:\n%s\n%s", what, before, after)
+			}
+		case 8: // time passes
+			d := []int64{1, int64(time.Millisecond), int64(time.Second), int64(4 * time.Second), int64(time.Minute)}[pick(5)]
+			now += d
+			p.Heartbeat(at(), holder)
+			what = fmt.Sprintf("+%v, Heartbeat(%d)", time.Duration(d), holder)
+		case 9:
+			n := pick(4)
+			until := now + int64(pick(20))*int64(time.Second)
+			p.AddPhantoms(at(), team, n, time.Unix(0, until))
+			what = fmt.Sprintf("AddPhantoms(%q, %d, +%v)", team, n, time.Duration(until-now))
+		case 10:
+			p.DropPhantom(at(), team)
+			what = fmt.Sprintf("DropPhantom(%q)", team)
+		case 11:
+			prio := pick(40)
+			g := p.Adopt(at(), holder, team, prio, prio >= BorrowBase, amount)
+			what = fmt.Sprintf("Adopt(%q, %d) = %+v", team, prio, g)
+			grants = append(grants, held{g, nextID})
+			nextID++
+		case 12:
+			i := p.resolve(team, true)
+			name := p.teams[i].name
+			p.Charge(at(), team, amount)
+			what = fmt.Sprintf("Charge(%q, %v)", team, amount)
+			m.terms[name] = append(m.terms[name], term{sanitizeAmount(amount), now, -1})
+		case 13:
+			i := p.resolve(team, true)
+			name := p.teams[i].name
+			if m.hasPenalties(name) {
+				break
+			}
+			p.SetUsage(at(), team, amount)
+			what = fmt.Sprintf("SetUsage(%q, %v)", team, amount)
+			m.terms[name] = []term{{sanitizeAmount(amount), now, -1}}
+		case 14:
+			c := pick(20)
+			p.SetCapacity(c)
+			what = fmt.Sprintf("SetCapacity(%d)", c)
+		case 15:
+			if pick(2) == 0 {
+				cfg := randConfig(s, hl)
+				p.Reconfigure(at(), cfg)
+				what = fmt.Sprintf("Reconfigure(%+v)", cfg)
+			} else {
+				// The record round-trips into a reused pool.
+				enc, _ := p.AppendBinary(nil)
+				var q Pool
+				q.teams = make([]entry, 1, 8)
+				q.teams[0].name = "stale"
+				if err := q.UnmarshalBinary(enc); err != nil {
+					t.Fatalf("decode: %v", err)
+				}
+				p = &q
+				what = "encode/decode"
+			}
+		}
+		verify(t, p)
+		// A long-lived pool decoding every record (the plugin's reuse,
+		// with the static section cached) sees the same state.
+		rec, _ := p.AppendBinary(nil)
+		if err := spare.UnmarshalBinary(rec); err != nil {
+			t.Fatalf("step %d after %s: reused decode: %v", step, what, err)
+		}
+		if a, b := dump(p), dump(&spare); a != b {
+			t.Fatalf("step %d after %s: reused decode differs:\n%s\n%s", step, what, a, b)
+		}
+		if err := check(&spare); err != nil {
+			t.Fatalf("step %d after %s: reused decode: %v", step, what, err)
+		}
+		if len(log) > 3000 {
+			log = log[1000:]
+		}
+		log += fmt.Sprintf("%d %s\n", step, what)
+		// Usage equals the decayed sum of consumption (and penalties in
+		// flight); entries that are gone take their usage with them.
+		p.decayTo(now)
+		for name := range m.terms {
+			i := p.find(name)
+			if i < 0 {
+				delete(m.terms, name)
+				continue
+			}
+			want, scale := m.want(name, now)
+			if got := p.teams[i].usage; math.Abs(got-want) > 1e-9*max(scale, 1) {
+				t.Fatalf("step %d after %s: usage[%q] = %v, want %v\nterms %v\n%s\n%s", step, what, name, got, want, m.terms[name], dump(p), log)
+			}
+		}
+	}
+	// Release everything: every slot comes back, and every team's usage
+	// is the decayed sum of its consumption.
+	for _, h := range grants {
+		p.Release(time.Unix(0, now), &h.g, 1)
+		verify(t, p)
+	}
+	now += int64(time.Hour)
+	p.Heartbeat(time.Unix(0, now), 1)
+	verify(t, p)
+	for i := range p.teams {
+		e := &p.teams[i]
+		if e.within+e.borrowing != 0 {
+			t.Fatalf("entry %q has %d requests in flight after every release", e.name, e.within+e.borrowing)
+		}
+	}
+}
+
+func TestRandomOperations(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	for seed := range n {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000})
+		})
+	}
+}
+
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 5, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{1, 10, 15, 3, 0, 1, 1, 0, 0, 1, 2, 0, 3, 2, 1, 0, 4, 0, 0, 8, 1, 3, 0, 9, 2, 2, 5})
+	f.Add([]byte{2, 19, 7, 1, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 8, 4, 4, 4, 4, 4, 4, 4, 4, 15, 0, 3, 5, 1})
+	f.Add([]byte{1, 3, 15, 0, 0, 9, 2, 1, 0, 4, 0, 0, 3, 1, 0, 0, 0, 0, 15, 1, 0, 0, 8, 4, 1, 8, 4, 2, 4, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runOps(t, &byteSource{b: data})
+	})
+}

@@ -1,0 +1,397 @@
+package fairshare
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Pool tracks one capacity domain: its configuration, every team's
+// reservation, decayed usage and requests in flight, and the holders (Wasm
+// VM instances) that hold those requests.
+//
+// A Pool is a value that the plugin decodes from the shared-data record,
+// changes with one operation and encodes back (AppendBinary,
+// UnmarshalBinary); every method that depends on time takes it as an
+// argument. It is not safe for concurrent use.
+//
+// The zero Pool is usable: it has capacity 0, no teams (every request
+// borrows as UnknownTeam), no decay and no leases.
+//
+// Entries are kept in a fixed order: the configured teams in
+// configuration order, then removed teams whose requests are still in
+// flight (share 0, until they finish), then the UnknownTeam entry once an
+// unknown team has been seen.
+type Pool struct {
+	name           string
+	fp             uint64
+	cfgCapacity    int // Capacity of the configuration applied
+	capacity       int // live C (SetCapacity)
+	halfLife       time.Duration
+	holderTimeout  time.Duration
+	requestTimeout time.Duration
+	entryPenalty   bool
+
+	now        int64  // latest time seen (unix ns); the record's stamp
+	usageAt    int64  // every entry's usage is decayed to this time
+	phantomMin int64  // no phantom expires before this time (may be stale-low)
+	epochs     uint64 // entries created so far: the next entry's epoch
+
+	teams      []entry
+	configured int     // teams[:configured] are the configured teams
+	index      []int32 // indices of named entries (not UnknownTeam), sorted by name
+	holders    []holder
+
+	static   []byte // the encoded static section of the record (codec.go)
+	staticOK bool   // static matches the state
+
+	lf     []float64 // scratch: level fairshare per entry
+	higher []float64 // scratch: LF values above the requester's
+}
+
+// entry is one team of the pool (configured, draining or UnknownTeam).
+type entry struct {
+	name       string
+	share      float64 // configured share, 0 when not configured
+	weight     float64 // > 0
+	reserved   int
+	configured bool
+	epoch      uint64 // tells entries of the same name apart over time
+	within     int    // within-share grants in flight (sum over holders)
+	borrowing  int    // borrowing grants in flight (sum over holders)
+	pWithin    int    // within-share phantoms (sum over groups)
+	pBorrowing int    // borrowing phantoms (sum over groups)
+	estimate   float64
+	usage      float64 // decayed to Pool.usageAt
+	penalty    float64 // entry penalties in usage not settled yet, decayed alike
+	updated    bool
+	lastUpdate int64 // unix ns of the last usage change, if updated
+	phantoms   []phantomGroup
+}
+
+// phantomGroup counts phantoms of one team that expire together.
+type phantomGroup struct {
+	until     int64
+	within    int
+	borrowing int
+}
+
+// holder is one Wasm VM instance with requests in flight.
+type holder struct {
+	id     uint32
+	seen   int64
+	counts []holderCount // sorted by (team, gen), no zero entries
+}
+
+// holderCount is a holder's requests in flight of one team granted in one
+// window of RequestTimeout (see leases.go).
+type holderCount struct {
+	team      int
+	gen       int64
+	within    int
+	borrowing int
+}
+
+func (e *entry) inFlight() int { return e.within + e.borrowing + e.pWithin + e.pBorrowing }
+
+// NewPool returns a pool named name (the name is informational: it is kept
+// in the record and returned by Name) configured with cfg at time now.
+func NewPool(name string, cfg Config, now time.Time) *Pool {
+	p := &Pool{name: name}
+	p.Reconfigure(now, cfg)
+	return p
+}
+
+// Name returns the pool name.
+func (p *Pool) Name() string { return p.name }
+
+// Capacity returns C, the live capacity (see SetCapacity).
+func (p *Pool) Capacity() int { return p.capacity }
+
+// Fingerprint returns the fingerprint of the configuration the pool was
+// last built from (NewPool or Reconfigure); SetCapacity does not change it.
+// Compare it with Config.Fingerprint to know when to Reconfigure.
+func (p *Pool) Fingerprint() uint64 { return p.fp }
+
+// Config returns the configuration the pool was last built from, as it
+// applies it (clean shares and weights, Capacity of the configuration
+// even after SetCapacity). It allocates the Teams slice.
+func (p *Pool) Config() Config {
+	c := Config{
+		Capacity:       p.cfgCapacity,
+		HalfLife:       p.halfLife,
+		EntryPenalty:   p.entryPenalty,
+		HolderTimeout:  p.holderTimeout,
+		RequestTimeout: p.requestTimeout,
+		Teams:          make([]TeamConfig, 0, p.configured),
+	}
+	for _, e := range p.teams[:p.configured] {
+		c.Teams = append(c.Teams, TeamConfig{Name: e.name, Share: e.share, Weight: e.weight})
+	}
+	return c
+}
+
+// InFlight returns the number of requests in flight in the pool, phantoms
+// included: the figure compared with C for Grant.Saturated and TryAcquire.
+// Cost: O(teams).
+func (p *Pool) InFlight() int {
+	n := 0
+	for i := range p.teams {
+		n += p.teams[i].inFlight()
+	}
+	return n
+}
+
+// Reconfigure applies a new configuration at time now. Teams that remain
+// keep their usage, requests in flight (with their standing) and phantoms;
+// new teams start empty; reservations are recomputed with Apportion and the
+// live capacity becomes cfg.Capacity. A removed team keeps its entry, as
+// share 0 and reservation 0, while it has requests in flight or phantoms,
+// so they finish and release normally; then the entry is dropped with its
+// usage. New requests of a removed team count as UnknownTeam. Usage is
+// decayed to now under the old half-life before the new one applies; entry
+// penalties still in flight are then settled at the new rate (an error of
+// at most those penalties' decay difference). The stored fingerprint
+// becomes cfg.Fingerprint(). Cost: O(n log n) in teams plus the holders'
+// entries; it allocates.
+func (p *Pool) Reconfigure(now time.Time, cfg Config) {
+	t := now.UnixNano()
+	p.advance(t)
+	p.decayTo(t)
+	teams := cfg.teams()
+	old := p.teams
+	oldIndex := p.index
+	find := func(name string) int {
+		k, ok := slices.BinarySearchFunc(oldIndex, name, func(i int32, n string) int {
+			return strings.Compare(old[i].name, n)
+		})
+		if !ok {
+			return -1
+		}
+		return int(oldIndex[k])
+	}
+	remap := make([]int, len(old))
+	for i := range remap {
+		remap[i] = -1
+	}
+	next := make([]entry, 0, len(teams)+1)
+	for _, tc := range teams {
+		e := entry{name: tc.Name, weight: tc.Weight, epoch: p.epochs}
+		if i := find(tc.Name); i < 0 {
+			p.epochs++
+		} else {
+			e = old[i]
+			remap[i] = len(next)
+		}
+		e.share, e.weight, e.configured = tc.Share, tc.Weight, true
+		next = append(next, e)
+	}
+	configured := len(next)
+	unknown := -1
+	for i := range old {
+		if remap[i] >= 0 {
+			continue
+		}
+		if old[i].name == UnknownTeam {
+			unknown = i
+			continue
+		}
+		if old[i].inFlight() == 0 {
+			continue // a removed team with nothing in flight: dropped
+		}
+		e := old[i]
+		e.share, e.reserved, e.configured = 0, 0, false
+		remap[i] = len(next)
+		next = append(next, e)
+	}
+	if unknown >= 0 {
+		remap[unknown] = len(next)
+		next = append(next, old[unknown])
+	}
+	p.teams = next
+	p.configured = configured
+	for h := range p.holders {
+		c := p.holders[h].counts
+		for k := range c {
+			c[k].team = remap[c[k].team]
+		}
+		slices.SortFunc(c, compareCount)
+	}
+	p.cfgCapacity = cleanCapacity(cfg.Capacity)
+	p.capacity = p.cfgCapacity
+	p.halfLife = cleanDuration(cfg.HalfLife)
+	p.holderTimeout = cleanDuration(cfg.HolderTimeout)
+	p.requestTimeout = cleanDuration(cfg.RequestTimeout)
+	p.entryPenalty = cfg.EntryPenalty
+	p.fp = cfg.Fingerprint()
+	p.reapportion()
+	p.rebuildIndex()
+	p.invalidate()
+}
+
+// SetCapacity changes C (an elastic pool whose instances come and go) and
+// recomputes the within-share reservations with Apportion. Requests in
+// flight keep their within-share or borrowing standing; new requests are
+// judged against the new reservations (and, for TryAcquire, the new C). It
+// returns the previous C. Negative values count as 0. The fingerprint and
+// Config are unchanged: they describe the configuration applied.
+func (p *Pool) SetCapacity(capacity int) int {
+	prev := p.capacity
+	p.capacity = cleanCapacity(capacity)
+	p.reapportion()
+	p.invalidate()
+	return prev
+}
+
+// Reserved returns the within-share slots of every team entry (configured
+// teams, draining teams and UnknownTeam, the last two with 0). It
+// allocates the map.
+func (p *Pool) Reserved() map[string]int {
+	m := make(map[string]int, len(p.teams))
+	for _, e := range p.teams {
+		m[e.name] = e.reserved
+	}
+	return m
+}
+
+// reapportion recomputes every entry's reservation for the live capacity.
+func (p *Pool) reapportion() {
+	n := p.configured
+	names := make([]string, n)
+	shares := make([]float64, n)
+	out := make([]int, n)
+	for i := range n {
+		names[i], shares[i] = p.teams[i].name, p.teams[i].share
+	}
+	apportion(p.capacity, names, shares, out)
+	for i := range p.teams {
+		if i < n {
+			p.teams[i].reserved = out[i]
+		} else {
+			p.teams[i].reserved = 0
+		}
+	}
+}
+
+// rebuildIndex sorts the named entries by name.
+func (p *Pool) rebuildIndex() {
+	p.index = p.index[:0]
+	for i := range p.teams {
+		if p.teams[i].name != UnknownTeam {
+			p.index = append(p.index, int32(i))
+		}
+	}
+	slices.SortFunc(p.index, func(a, b int32) int { return strings.Compare(p.teams[a].name, p.teams[b].name) })
+}
+
+// find returns the index of the entry named name exactly (UnknownTeam
+// included), or -1. Cost: O(log n) string comparisons.
+func (p *Pool) find(name string) int {
+	if name == UnknownTeam {
+		return p.unknownIndex()
+	}
+	lo, hi := 0, len(p.index)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if p.teams[p.index[m]].name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(p.index) && p.teams[p.index[lo]].name == name {
+		return int(p.index[lo])
+	}
+	return -1
+}
+
+// unknownIndex returns the index of the UnknownTeam entry, or -1.
+func (p *Pool) unknownIndex() int {
+	if n := len(p.teams); n > 0 && p.teams[n-1].name == UnknownTeam {
+		return n - 1
+	}
+	return -1
+}
+
+// unknownEntry returns the index of the UnknownTeam entry, creating it.
+func (p *Pool) unknownEntry() int {
+	if i := p.unknownIndex(); i >= 0 {
+		return i
+	}
+	p.teams = append(p.teams, entry{name: UnknownTeam, weight: 1, epoch: p.epochs})
+	p.epochs++
+	p.invalidate()
+	return len(p.teams) - 1
+}
+
+// acquireEntry is the entry a new request of team is judged in: the
+// configured team, or UnknownTeam (a removed team counts as unknown).
+func (p *Pool) acquireEntry(team string) int {
+	if i := p.find(team); i >= 0 && p.teams[i].configured {
+		return i
+	}
+	return p.unknownEntry()
+}
+
+// resolve is the entry other operations apply to: the entry named team if
+// the pool has one (configured or draining), else UnknownTeam, created if
+// create is set (-1 if absent and not created).
+func (p *Pool) resolve(team string, create bool) int {
+	if i := p.find(team); i >= 0 {
+		return i
+	}
+	if create {
+		return p.unknownEntry()
+	}
+	return p.unknownIndex()
+}
+
+// compact drops removed teams that have nothing in flight any more.
+func (p *Pool) compact() {
+	end := len(p.teams)
+	if p.unknownIndex() >= 0 {
+		end--
+	}
+	if end == p.configured {
+		return
+	}
+	dropped := false
+	for i := end - 1; i >= p.configured; i-- {
+		if p.teams[i].inFlight() != 0 {
+			continue
+		}
+		p.teams = slices.Delete(p.teams, i, i+1)
+		for h := range p.holders {
+			c := p.holders[h].counts
+			for k := range c {
+				if c[k].team > i {
+					c[k].team--
+				}
+			}
+		}
+		dropped = true
+	}
+	if dropped {
+		p.rebuildIndex()
+		p.invalidate()
+	}
+}
+
+// compareCount orders holder counts by team, then generation.
+func compareCount(a, b holderCount) int {
+	if a.team != b.team {
+		return a.team - b.team
+	}
+	return cmp.Compare(a.gen, b.gen)
+}
+
+// sanitizeAmount maps negative, NaN and infinite amounts to 0 and clamps
+// the rest to the usage bound.
+func sanitizeAmount(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+		return 0
+	}
+	return min(x, maxUsage)
+}

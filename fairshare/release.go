@@ -1,0 +1,119 @@
+package fairshare
+
+import "time"
+
+// settleEps is the relative size below which what is left of a team's
+// usage after removing a penalty counts as rounding error (0).
+const settleEps = 1e-12
+
+// Release ends the request of g at time now and charges the resources it
+// actually consumed (cost units; negative, NaN and infinite values count as
+// 0) to its team's usage. It reports false, doing nothing, if g was
+// already released; otherwise it marks g released and reports true.
+//
+// The request leaves the count of its holder. If that holder was presumed
+// dead and its requests turned into phantoms, one phantom of the team is
+// dropped instead (one of the grant's standing if there is one); if those
+// phantoms have expired too, nothing is left to drop. A request released
+// so late that it was already dropped as lost (more than one to two
+// RequestTimeouts after it was granted, see leases.go) only settles usage. Usage is settled
+// either way: what remains of the entry penalty after decay,
+// Penalty·exp(−λ(now−At)), is removed and the consumption is added, so once
+// every request has been released the team's usage is exactly the decayed
+// sum of what it consumed. The pool keeps the sum of the penalties not yet
+// settled per team, so a Release never removes more than is still charged.
+// A grant that outlived its team's entry (the team was removed, its
+// requests expired as phantoms, and a later configuration added it again)
+// only charges its consumption to the new entry. A Release counts as a heartbeat of its holder if
+// the holder is still in the record.
+//
+// Usage is charged from consumption, never from time in flight: a request
+// waiting in vLLM's queue is in flight but consumes nothing.
+//
+// CAS callers copy the grant per attempt (gc := *g; p.Release(now, &gc, c))
+// and keep gc only if the write succeeded. Cost: O(teams).
+func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
+	if g == nil || g.released {
+		return false
+	}
+	g.released = true
+	t := now.UnixNano()
+	p.advance(t)
+	hi := p.findHolder(g.Holder)
+	if hi >= 0 && t > p.holders[hi].seen {
+		p.holders[hi].seen = t
+	}
+	i := p.find(g.Team)
+	if i < 0 {
+		return true // the team's entry is gone with all its requests
+	}
+	// A grant that outlived its team's entry (dropped, then created again
+	// by a later configuration) only charges its consumption.
+	current := p.teams[i].epoch == g.epoch
+	// A request not released within its window and the next one was
+	// dropped from the count already (leases.go): nothing to uncount.
+	gen := p.window(g.At)
+	counted := p.requestTimeout <= 0 || gen >= p.window(p.now)-1
+	residual := 0.0
+	if current {
+		if counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing)) {
+			p.dropPhantom(i, g.Borrowing, true)
+		}
+		e := &p.teams[i]
+		e.estimate -= g.Estimate
+		if e.estimate < 0 || e.inFlight() == 0 {
+			e.estimate = 0
+		}
+		residual = sanitizeAmount(g.Penalty)
+	}
+	p.decayTo(t)
+	if te := max(t, p.usageAt); te > g.At {
+		residual *= p.decayFactor(te - g.At)
+	}
+	e := &p.teams[i]
+	// Only what is still charged can be removed.
+	residual = min(residual, e.penalty)
+	e.penalty -= residual
+	if e.penalty < settleEps*residual {
+		e.penalty = 0
+	}
+	left := e.usage - residual
+	if left < settleEps*e.usage {
+		left = 0
+	}
+	e.usage = min(left+sanitizeAmount(consumed), maxUsage)
+	e.updated, e.lastUpdate = true, max(t, p.usageAt)
+	if hi >= 0 && p.holderTimeout == 0 && len(p.holders[hi].counts) == 0 {
+		p.removeHolder(hi)
+	}
+	p.compact()
+	return true
+}
+
+// uncount removes one request of entry i granted in window gen with the
+// given standing from holder hi and reports whether the holder had one.
+func (p *Pool) uncount(hi, i int, gen int64, borrowing bool) bool {
+	h := &p.holders[hi]
+	for k := range h.counts {
+		c := &h.counts[k]
+		if c.team != i || c.gen != gen {
+			continue
+		}
+		e := &p.teams[i]
+		switch {
+		case borrowing && c.borrowing > 0:
+			c.borrowing--
+			e.borrowing--
+		case !borrowing && c.within > 0:
+			c.within--
+			e.within--
+		default:
+			return false
+		}
+		if c.within == 0 && c.borrowing == 0 {
+			h.counts = append(h.counts[:k], h.counts[k+1:]...)
+		}
+		return true
+	}
+	return false
+}

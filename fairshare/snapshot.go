@@ -1,0 +1,108 @@
+package fairshare
+
+import (
+	"slices"
+	"time"
+)
+
+// TeamStat is a snapshot of one team entry of a pool.
+type TeamStat struct {
+	// Team is the entry's name (UnknownTeam for the shared entry of
+	// unknown teams).
+	Team string
+	// Share is the configured share (0 for UnknownTeam and removed teams).
+	Share float64
+	// NormalizedShare is S, the share divided by the sum of the pool's
+	// shares (0 when that sum is 0).
+	NormalizedShare float64
+	// Weight is the team's weight (Kueue's fairSharing.weight; 1 unless
+	// configured).
+	Weight float64
+	// WeightedShare is U, the team's fraction of the pool's weighted
+	// usage: (Usage/Weight) / Σ over the pool's entries of (Usage/Weight),
+	// in [0, 1]; 0 when the pool has no usage. It plays the part of Kueue's
+	// LocalQueue status.fairSharing.weightedShare: the larger, the later
+	// the team's borrowers run.
+	WeightedShare float64
+	// Reserved is the number of within-share slots, see Apportion.
+	Reserved int
+	// InFlight counts the team's granted requests in flight (phantoms not
+	// included).
+	InFlight int
+	// Borrowing counts the requests of InFlight that borrow.
+	Borrowing int
+	// InFlightEstimate is the sum of the estimates of the team's requests
+	// in flight (cost units). Requests of a dead holder that expire as
+	// phantoms keep their estimate counted until the team has nothing in
+	// flight.
+	InFlightEstimate float64
+	// Usage is the decayed usage (cost units) at the snapshot time,
+	// including entry penalties of requests in flight.
+	Usage float64
+	// LevelFairshare is LF = NormalizedShare / WeightedShare (+Inf when
+	// the team has a share and no usage, 0 when it has no share).
+	LevelFairshare float64
+	// Rank is the dense LF rank, 0 for the highest LF (not capped: the
+	// priority caps it at MaxRank).
+	Rank int
+	// Phantoms are requests counted in flight without a grant (a dead
+	// holder's requests, AddPhantoms); InFlight does not include them.
+	Phantoms int
+	// PhantomsWithin counts the phantoms that hold within-share slots.
+	PhantomsWithin int
+	// LastUpdate is when the team's usage last changed (a charge, an entry
+	// penalty, a settlement, SetUsage); the zero Time if never.
+	LastUpdate time.Time
+}
+
+// Snapshot returns the state of every team entry at now, in a stable
+// order: configured teams in configuration order, then removed teams still
+// draining, then UnknownTeam. Like every method taking the time it first
+// expires dead holders and stale phantoms and decays usage to now. It
+// allocates the result. Cost: O(n log n) in teams.
+func (p *Pool) Snapshot(now time.Time) []TeamStat {
+	t := now.UnixNano()
+	p.advance(t)
+	p.decayTo(t)
+	lf := p.levelFairshares()
+	sumS, sumU := 0.0, 0.0
+	for i := range p.teams {
+		sumS += p.teams[i].share
+		sumU += p.teams[i].usage / p.teams[i].weight
+	}
+	out := make([]TeamStat, len(p.teams))
+	for i := range p.teams {
+		e := &p.teams[i]
+		s := TeamStat{
+			Team:             e.name,
+			Share:            e.share,
+			Weight:           e.weight,
+			Reserved:         e.reserved,
+			InFlight:         e.within + e.borrowing,
+			Borrowing:        e.borrowing,
+			InFlightEstimate: e.estimate,
+			Usage:            e.usage,
+			LevelFairshare:   lf[i],
+			Phantoms:         e.pWithin + e.pBorrowing,
+			PhantomsWithin:   e.pWithin,
+		}
+		if sumS > 0 {
+			s.NormalizedShare = e.share / sumS
+		}
+		if sumU > 0 {
+			s.WeightedShare = (e.usage / e.weight) / sumU
+		}
+		if e.updated {
+			s.LastUpdate = time.Unix(0, e.lastUpdate)
+		}
+		out[i] = s
+	}
+	// Dense ranks in one sort: the distinct LF values in ascending order;
+	// a rank is the number of distinct values above.
+	distinct := slices.Compact(slices.Sorted(slices.Values(lf)))
+	for i := range out {
+		k, _ := slices.BinarySearch(distinct, lf[i])
+		out[i].Rank = len(distinct) - 1 - k
+	}
+	return out
+}

@@ -1,0 +1,198 @@
+package fairshare
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// verify checks every invariant of p (container/heap style); tests call
+// it after every operation.
+func verify(t testing.TB, p *Pool) {
+	t.Helper()
+	if err := check(p); err != nil {
+		t.Fatalf("invariant: %v\nstate: %s", err, dump(p))
+	}
+}
+
+// check returns the first broken invariant of p.
+func check(p *Pool) error {
+	if p.configured > len(p.teams) {
+		return fmt.Errorf("configured = %d > %d entries", p.configured, len(p.teams))
+	}
+	if p.capacity < 0 || p.capacity > maxCapacity {
+		return fmt.Errorf("capacity %d out of range", p.capacity)
+	}
+	sumReserved := 0
+	names := map[string]bool{}
+	for i := range p.teams {
+		e := &p.teams[i]
+		if names[e.name] {
+			return fmt.Errorf("duplicate entry %q", e.name)
+		}
+		names[e.name] = true
+		if e.configured != (i < p.configured) {
+			return fmt.Errorf("entry %d %q: configured = %v", i, e.name, e.configured)
+		}
+		if e.name == UnknownTeam && i != len(p.teams)-1 {
+			return fmt.Errorf("UnknownTeam at %d, not last", i)
+		}
+		if e.epoch >= p.epochs {
+			return fmt.Errorf("entry %q: epoch %d >= %d", e.name, e.epoch, p.epochs)
+		}
+		if e.name == "" {
+			return fmt.Errorf("entry %d has no name", i)
+		}
+		if !e.configured && (e.share != 0 || e.reserved != 0) {
+			return fmt.Errorf("entry %q not configured has share %v reserved %d", e.name, e.share, e.reserved)
+		}
+		if !e.configured && e.name != UnknownTeam && e.inFlight() == 0 {
+			return fmt.Errorf("removed entry %q kept with nothing in flight", e.name)
+		}
+		if e.reserved < 0 || e.within < 0 || e.borrowing < 0 || e.pWithin < 0 || e.pBorrowing < 0 {
+			return fmt.Errorf("entry %q: negative count %+v", e.name, *e)
+		}
+		if !(e.usage >= 0 && e.usage <= maxUsage) || !(e.estimate >= 0 && e.estimate <= maxUsage) {
+			return fmt.Errorf("entry %q: usage %v estimate %v", e.name, e.usage, e.estimate)
+		}
+		if !(e.penalty >= 0 && e.penalty <= e.usage) {
+			return fmt.Errorf("entry %q: penalty %v, usage %v", e.name, e.penalty, e.usage)
+		}
+		if !(e.weight >= minWeight && e.weight <= maxWeight) || !(e.share >= 0) || math.IsInf(e.share, 0) {
+			return fmt.Errorf("entry %q: weight %v share %v", e.name, e.weight, e.share)
+		}
+		sumReserved += e.reserved
+		pw, pb := 0, 0
+		for k, g := range e.phantoms {
+			if g.within < 0 || g.borrowing < 0 || g.within+g.borrowing == 0 {
+				return fmt.Errorf("entry %q: bad phantom group %+v", e.name, g)
+			}
+			if k > 0 && g.until <= e.phantoms[k-1].until {
+				return fmt.Errorf("entry %q: phantom groups out of order", e.name)
+			}
+			if g.until < p.phantomMin {
+				return fmt.Errorf("entry %q: phantom until %d before phantomMin %d", e.name, g.until, p.phantomMin)
+			}
+			pw += g.within
+			pb += g.borrowing
+		}
+		if pw != e.pWithin || pb != e.pBorrowing {
+			return fmt.Errorf("entry %q: phantoms %d/%d, groups sum %d/%d", e.name, e.pWithin, e.pBorrowing, pw, pb)
+		}
+	}
+	if p.usageAt > p.now {
+		return fmt.Errorf("usage time %d after the stamp %d", p.usageAt, p.now)
+	}
+	if sumReserved > p.capacity {
+		return fmt.Errorf("Σ reserved = %d > C = %d", sumReserved, p.capacity)
+	}
+	// Reservations are Apportion of the configured shares.
+	names2 := make([]string, p.configured)
+	shares := map[string]float64{}
+	for i := range p.configured {
+		names2[i] = p.teams[i].name
+		shares[p.teams[i].name] = p.teams[i].share
+	}
+	want := Apportion(p.capacity, names2, shares)
+	for i := range p.configured {
+		if got := p.teams[i].reserved; got != want[p.teams[i].name] {
+			return fmt.Errorf("reserved[%q] = %d, Apportion gives %d", p.teams[i].name, got, want[p.teams[i].name])
+		}
+	}
+	// Index: every named entry, sorted.
+	if len(p.index) != len(p.teams)-boolInt(p.unknownIndex() >= 0) {
+		return fmt.Errorf("index has %d entries for %d teams", len(p.index), len(p.teams))
+	}
+	for k, i := range p.index {
+		if k > 0 && p.teams[i].name <= p.teams[p.index[k-1]].name {
+			return fmt.Errorf("index out of order at %d", k)
+		}
+		if p.find(p.teams[i].name) != int(i) {
+			return fmt.Errorf("find(%q) != %d", p.teams[i].name, i)
+		}
+	}
+	// Holders: ids ascending, counts sparse and sorted, none from a window
+	// that has expired; team counts are sums.
+	within := make([]int, len(p.teams))
+	borrowing := make([]int, len(p.teams))
+	for k := range p.holders {
+		h := &p.holders[k]
+		if k > 0 && h.id <= p.holders[k-1].id {
+			return fmt.Errorf("holders out of order at %d", k)
+		}
+		for j, c := range h.counts {
+			if c.team < 0 || c.team >= len(p.teams) || c.within < 0 || c.borrowing < 0 || c.within+c.borrowing == 0 {
+				return fmt.Errorf("holder %d: bad count %+v", h.id, c)
+			}
+			if j > 0 && compareCount(h.counts[j-1], c) >= 0 {
+				return fmt.Errorf("holder %d: counts out of order", h.id)
+			}
+			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
+				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
+			}
+			within[c.team] += c.within
+			borrowing[c.team] += c.borrowing
+		}
+	}
+	for i := range p.teams {
+		if within[i] != p.teams[i].within || borrowing[i] != p.teams[i].borrowing {
+			return fmt.Errorf("entry %q: in flight %d/%d, holders sum %d/%d", p.teams[i].name,
+				p.teams[i].within, p.teams[i].borrowing, within[i], borrowing[i])
+		}
+	}
+	// Rank order agrees with LF order.
+	lf := append([]float64(nil), p.levelFairshares()...)
+	for i := range lf {
+		if math.IsNaN(lf[i]) || lf[i] < 0 {
+			return fmt.Errorf("LF[%q] = %v", p.teams[i].name, lf[i])
+		}
+		if p.teams[i].share == 0 && lf[i] != 0 {
+			return fmt.Errorf("LF[%q] = %v with share 0", p.teams[i].name, lf[i])
+		}
+	}
+	for i := range lf {
+		ri := p.denseRank(lf, lf[i])
+		for j := range lf {
+			rj := p.denseRank(lf, lf[j])
+			if (lf[i] > lf[j]) != (ri < rj) || (lf[i] == lf[j]) != (ri == rj) {
+				return fmt.Errorf("LF %v/%v but ranks %d/%d", lf[i], lf[j], ri, rj)
+			}
+		}
+	}
+	// The record round-trips.
+	enc, err := p.AppendBinary(nil)
+	if err != nil {
+		return err
+	}
+	var q Pool
+	if err := q.UnmarshalBinary(enc); err != nil {
+		return fmt.Errorf("decode own record: %v", err)
+	}
+	if a, b := dump(p), dump(&q); a != b {
+		return fmt.Errorf("round trip changed the state:\n%s\n%s", a, b)
+	}
+	enc2, _ := q.AppendBinary(nil)
+	if !bytes.Equal(enc, enc2) {
+		return fmt.Errorf("re-encoding differs")
+	}
+	return nil
+}
+
+// dump prints the whole state of p (not its scratch buffers).
+func dump(p *Pool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name=%q fp=%x C=%d/%d hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
+		p.name, p.fp, p.cfgCapacity, p.capacity, p.halfLife, p.holderTimeout, p.requestTimeout,
+		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
+	for _, e := range p.teams {
+		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v res=%d conf=%v in=%d/%d ph=%d/%d est=%v use=%v pen=%v upd=%v@%d groups=%v\n",
+			e.name, e.epoch, e.share, e.weight, e.reserved, e.configured, e.within, e.borrowing, e.pWithin, e.pBorrowing,
+			e.estimate, e.usage, e.penalty, e.updated, e.lastUpdate, e.phantoms)
+	}
+	for _, h := range p.holders {
+		fmt.Fprintf(&b, "  holder %d seen=%d counts=%v\n", h.id, h.seen, h.counts)
+	}
+	return b.String()
+}
