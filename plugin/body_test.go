@@ -1,0 +1,208 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestInspect(t *testing.T) {
+	type request struct {
+		model                 string
+		modelBad              bool
+		prompt, completion, n int64
+		stream, includeUsage  bool
+	}
+	tests := []struct {
+		name string
+		body string
+		want request
+	}{
+		{"chat defaults", `{"model":"m","messages":[{"role":"user","content":"hello"}]}`,
+			request{model: "m", prompt: ceil4(len(`[{"role":"user","content":"hello"}]`)), completion: 512, n: 1}},
+		{"max_completion_tokens wins", `{"model":"m","prompt":"abcdefgh","max_tokens":7,"max_completion_tokens":9,"n":3}`,
+			request{model: "m", prompt: 2, completion: 9, n: 3}},
+		{"max_tokens", `{"prompt":"abcdefghi","max_tokens":7}`, request{prompt: 3, completion: 7, n: 1}},
+		{"token ids exact", `{"model":"m","prompt":[1,2,3,4,5]}`, request{model: "m", prompt: 5, completion: 512, n: 1}},
+		{"batch of token ids", `{"prompt":[[1,2],[3,4,5]]}`, request{prompt: 5, completion: 512, n: 1}},
+		{"batch of strings", `{"prompt":["abcd","abcdefgh"]}`, request{prompt: 3, completion: 512, n: 1}},
+		{"stream", `{"stream":true,"stream_options":{"include_usage":true}}`, request{completion: 512, n: 1, stream: true, includeUsage: true}},
+		{"stream no usage", `{"stream":true,"stream_options":{"include_usage":false}}`, request{completion: 512, n: 1, stream: true}},
+		{"bad numbers ignored", `{"max_tokens":-3,"n":1.5,"max_completion_tokens":"9"}`, request{completion: 512, n: 1}},
+		{"model not a string", `{"model":3}`, request{modelBad: true, completion: 512, n: 1}},
+		{"last duplicate wins", `{"model":"a","model":"b","stream":true,"stream":false}`, request{model: "b", completion: 512, n: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := inspect([]byte(tt.body), 512)
+			if !ok {
+				t.Fatalf("inspect(%s) not ok", tt.body)
+			}
+			got := request{r.model, r.modelBad, r.prompt, r.completion, r.n, r.stream, r.includeUsage}
+			if got != tt.want {
+				t.Errorf("inspect(%s) = %+v, want %+v", tt.body, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInspectValidates(t *testing.T) {
+	for in, want := range map[string]bool{`{}`: true, ` {"a":1} `: true, `[]`: false, `"x"`: false, `{`: false, ``: false, `{"a":1}x`: false, `null`: false} {
+		if _, got := inspect([]byte(in), 1); got != want {
+			t.Errorf("inspect(%q) ok = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestRewrite(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		prio     int
+		addUsage bool
+		want     string
+	}{
+		{"insert", `{"model":"m"}`, 10, false, `{"priority":10,"model":"m"}`},
+		{"empty object", `{}`, 0, false, `{"priority":0}`},
+		{"whitespace kept", " {\n \"model\" : \"m\"\n}\n", 1, false, " {\"priority\":1,\n \"model\" : \"m\"\n}\n"},
+		{"overwrite", `{"model":"m","priority":-5}`, 11, false, `{"model":"m","priority":11}`},
+		{"overwrite any type", `{"priority":"high","x":1}`, 0, false, `{"priority":0,"x":1}`},
+		{"overwrite duplicates", `{"priority":-1,"a":1,"priority":-2}`, 20, false, `{"priority":20,"a":1,"priority":20}`},
+		{"nested priority untouched", `{"metadata":{"priority":-1}}`, 3, false, `{"priority":3,"metadata":{"priority":-1}}`},
+		{"add usage", `{"stream":true}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true},"stream":true}`},
+		{"merge usage", `{"stream":true,"stream_options":{"x":1}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true,"x":1}}`},
+		{"empty options", `{"stream_options":{}}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true}}`},
+		{"flip usage off continuous", `{"stream_options":{"include_usage":false,"continuous_usage_stats":true},"priority":1}`, 2, true,
+			`{"stream_options":{"include_usage":true,"continuous_usage_stats":false},"priority":2}`},
+		{"options not object", `{"stream_options":null}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true}}`},
+		{"unicode escaped key", `{"pr\u0069ority":-9}`, 4, false, `{"pr\u0069ority":4}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rewrite(nil, []byte(tt.body), tt.prio, tt.addUsage)
+			if string(got) != tt.want {
+				t.Errorf("rewrite(%s, %d, %v) = %s, want %s", tt.body, tt.prio, tt.addUsage, got, tt.want)
+			}
+			if !json.Valid(got) {
+				t.Errorf("rewrite(%s) is not valid JSON: %s", tt.body, got)
+			}
+		})
+	}
+}
+
+// decodeLast decodes a JSON object as Python's json module does: the last
+// of duplicate members wins (encoding/json does the same).
+func decodeLast(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return m
+}
+
+// checkRewrite verifies the rewrite of a valid JSON object: the result is
+// valid JSON, priority is prio, stream_options asks for one usage chunk
+// when addUsage, and every other member is unchanged.
+func checkRewrite(t *testing.T, body []byte, prio int, addUsage bool) {
+	got := rewrite(nil, body, prio, addUsage)
+	if !json.Valid(got) {
+		t.Fatalf("rewrite(%q) = %q: invalid JSON", body, got)
+	}
+	before, after := decodeLast(t, body), decodeLast(t, got)
+	if p := after["priority"]; fmt.Sprint(p) != fmt.Sprint(prio) {
+		t.Fatalf("rewrite(%q) priority = %v, want %d", body, p, prio)
+	}
+	if addUsage {
+		so, ok := after["stream_options"].(map[string]any)
+		if !ok || so["include_usage"] != true || (so["continuous_usage_stats"] != nil && so["continuous_usage_stats"] != false) {
+			t.Fatalf("rewrite(%q) stream_options = %v", body, after["stream_options"])
+		}
+		delete(after, "stream_options")
+		delete(before, "stream_options")
+	}
+	delete(after, "priority")
+	delete(before, "priority")
+	if !reflect.DeepEqual(before, after) {
+		t.Fatalf("rewrite(%q) changed other members: %v -> %v", body, before, after)
+	}
+}
+
+func FuzzRewrite(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"priority":3}`), 10, true)
+	f.Add([]byte(`{}`), 0, false)
+	f.Add([]byte(`{"stream_options":{"continuous_usage_stats":true},"stream":true}`), 101, true)
+	f.Add([]byte(`{"priority":1,"priority":2,"stream_options":1}`), 1, true)
+	f.Fuzz(func(t *testing.T, body []byte, prio int, addUsage bool) {
+		if _, ok := inspect(body, 1); !ok {
+			// Not a request the plugin rewrites.
+			return
+		}
+		var probe map[string]any
+		if json.Unmarshal(body, &probe) != nil {
+			return
+		}
+		checkRewrite(t, body, prio, addUsage)
+	})
+}
+
+// benchBody returns a chat request of about n bytes.
+func benchBody(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":256,"stream":true,"messages":[`)
+	msg := `{"role":"user","content":"` + strings.Repeat("lorem ipsum dolor sit amet ", 8) + `"}`
+	for i := 0; b.Len() < n-len(msg)-8; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(msg)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}}
+
+// BenchmarkRewrite compares the plugin's inspect+rewrite with the
+// encoding/json baseline (unmarshal into a map, set, marshal); report the
+// ratio of the two in the same run.
+func BenchmarkRewrite(b *testing.B) {
+	for _, s := range benchSizes {
+		body := benchBody(s.n)
+		b.Run("plugin/"+s.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var dst []byte
+			for b.Loop() {
+				r, ok := inspect(body, 512)
+				if !ok {
+					b.Fatal("not an object")
+				}
+				dst = r.rewrite(dst[:0], body, 10, r.stream && !r.includeUsage)
+			}
+		})
+		b.Run("encoding_json/"+s.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var m map[string]any
+				if err := json.Unmarshal(body, &m); err != nil {
+					b.Fatal(err)
+				}
+				m["priority"] = 10
+				m["stream_options"] = map[string]any{"include_usage": true}
+				if _, err := json.Marshal(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

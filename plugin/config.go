@@ -1,0 +1,699 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/tidwall/gjson"
+)
+
+// Defaults of the plugin configuration. Every field the operator leaves out
+// takes the value named here; the README's configuration table lists them.
+const (
+	// DefaultTeamHeader is the request header naming the team (team_header).
+	DefaultTeamHeader = "x-team"
+	// DefaultClassHeader is the request header naming the class (class_header).
+	DefaultClassHeader = "x-request-class"
+	// DefaultClassName is the class of a request without a class header
+	// (default_class).
+	DefaultClassName = "interactive"
+	// DefaultUnknownTeam is what happens to a team missing from a pool
+	// (unknown_team): "borrow" (share 0) or "reject" (403).
+	DefaultUnknownTeam = "borrow"
+	// DefaultHalfLife is the half-life of the decayed usage (half_life).
+	DefaultHalfLife = 168 * time.Hour
+	// DefaultEntryPenalty charges a request's estimate while it runs
+	// (entry_penalty).
+	DefaultEntryPenalty = true
+	// DefaultPromptTokenCost is the cost of one uncached prompt token
+	// (cost.prompt_token).
+	DefaultPromptTokenCost = 1.0
+	// DefaultCachedPromptTokenCost is the cost of one prompt token served
+	// from vLLM's prefix cache (cost.cached_prompt_token).
+	DefaultCachedPromptTokenCost = 1.0
+	// DefaultCompletionTokenCost is the cost of one generated token
+	// (cost.completion_token).
+	DefaultCompletionTokenCost = 2.0
+	// DefaultMaxTokens is the completion estimate of a request without
+	// max_completion_tokens or max_tokens (default_max_tokens).
+	DefaultMaxTokens = 512
+	// DefaultMaxBodyBytes bounds the buffered request body (max_body_bytes);
+	// larger bodies get 413.
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultMaxResponseBytes bounds the copy of a non-streaming response
+	// kept to read its usage (max_response_bytes); beyond it the request is
+	// charged its best estimate.
+	DefaultMaxResponseBytes = 4 << 20
+	// DefaultRequestTimeout is how long a request of a dead holder is still
+	// counted in flight (request_timeout).
+	DefaultRequestTimeout = 10 * time.Minute
+	// DefaultTick is the tick period: heartbeats, phantom expiry, gauges
+	// (tick).
+	DefaultTick = time.Second
+	// DefaultHolderTimeoutTicks: a holder not seen for this many ticks is
+	// presumed dead (holder_timeout defaults to this many ticks).
+	DefaultHolderTimeoutTicks = 5
+	// DefaultCASRetries bounds the retries of one read–decide–compare-and-
+	// swap update of a pool record (cas_retries).
+	DefaultCASRetries = 16
+	// DefaultFailureMode is what happens when the shared record cannot be
+	// updated (failure_mode): "open" forwards at the lowest borrowing
+	// priority, "closed" answers 503.
+	DefaultFailureMode = "open"
+	// DefaultResponseHeaders adds the x-fairshare-* response headers
+	// (response_headers).
+	DefaultResponseHeaders = true
+	// DefaultStatusPath is where GET answers the JSON status (status_path;
+	// "" disables it).
+	DefaultStatusPath = "/fairshare/status"
+)
+
+// DefaultPaths are the request paths scheduled when paths is not set.
+var DefaultPaths = []string{"/v1/chat/completions", "/v1/completions"}
+
+// Failure modes.
+const (
+	failOpen   = "open"
+	failClosed = "closed"
+)
+
+// config is the validated plugin configuration.
+type config struct {
+	teamHeader, classHeader string
+	defaultClass            fairshare.Class
+	defaultTeam             string
+	rejectUnknown           bool
+	halfLife                time.Duration
+	entryPenalty            bool
+	cost                    costWeights
+	defaultMaxTokens        int
+	maxBodyBytes            int
+	maxResponseBytes        int
+	paths                   []string
+	requestTimeout          time.Duration
+	tick                    time.Duration
+	holderTimeout           time.Duration
+	casRetries              int
+	failClosed              bool
+	responseHeaders         bool
+	statusPath, statusToken string
+	pools                   []poolConfig
+}
+
+// costWeights are the cost units of one token of each kind.
+type costWeights struct {
+	prompt, cachedPrompt, completion float64
+}
+
+// poolConfig is one pool of the configuration.
+type poolConfig struct {
+	name     string
+	capacity int
+	models   []string
+	teams    []fairshare.TeamConfig
+}
+
+// coreConfig is the fairshare configuration of pool p under c.
+func (c *config) coreConfig(p *poolConfig) fairshare.Config {
+	return fairshare.Config{
+		Capacity:       p.capacity,
+		Teams:          p.teams,
+		HalfLife:       c.halfLife,
+		EntryPenalty:   c.entryPenalty,
+		HolderTimeout:  c.holderTimeout,
+		RequestTimeout: c.requestTimeout,
+	}
+}
+
+// fingerprint identifies the configuration of every pool (the fairshare
+// fingerprints of the pools, in order, with their names).
+func (c *config) fingerprint() uint64 {
+	h := uint64(14695981039346656037) // FNV-1a
+	mix := func(x uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= x & 0xff
+			h *= 1099511628211
+			x >>= 8
+		}
+	}
+	for i := range c.pools {
+		p := &c.pools[i]
+		for j := 0; j < len(p.name); j++ {
+			h ^= uint64(p.name[j])
+			h *= 1099511628211
+		}
+		mix(c.coreConfig(p).Fingerprint())
+	}
+	return h
+}
+
+// hasTeam reports whether team is configured in p.
+func (p *poolConfig) hasTeam(team string) bool {
+	for i := range p.teams {
+		if p.teams[i].Name == team {
+			return true
+		}
+	}
+	return false
+}
+
+// problems collects configuration problems, each with its field path.
+type problems []string
+
+func (ps *problems) add(path, format string, args ...any) {
+	*ps = append(*ps, path+": "+fmt.Sprintf(format, args...))
+}
+
+// configError is every problem of a configuration.
+type configError struct{ problems []string }
+
+func (e *configError) Error() string {
+	return "plugin configuration: " + strings.Join(e.problems, "; ")
+}
+
+// defaultConfig is the configuration of an empty document, without pools.
+func defaultConfig() config {
+	return config{
+		teamHeader:       DefaultTeamHeader,
+		classHeader:      DefaultClassHeader,
+		defaultClass:     fairshare.Interactive,
+		halfLife:         DefaultHalfLife,
+		entryPenalty:     DefaultEntryPenalty,
+		cost:             costWeights{DefaultPromptTokenCost, DefaultCachedPromptTokenCost, DefaultCompletionTokenCost},
+		defaultMaxTokens: DefaultMaxTokens,
+		maxBodyBytes:     DefaultMaxBodyBytes,
+		maxResponseBytes: DefaultMaxResponseBytes,
+		paths:            DefaultPaths,
+		requestTimeout:   DefaultRequestTimeout,
+		tick:             DefaultTick,
+		casRetries:       DefaultCASRetries,
+		responseHeaders:  DefaultResponseHeaders,
+		statusPath:       DefaultStatusPath,
+	}
+}
+
+// parse reads and validates a plugin configuration (JSON). It reports every
+// problem it finds, each with its field path, in one error; it never panics.
+func parse(data []byte) (config, error) {
+	c := defaultConfig()
+	var ps problems
+	if len(strings.TrimSpace(string(data))) == 0 {
+		ps.add("$", "empty: the configuration is a JSON object with at least \"pools\"")
+		return c, &configError{ps}
+	}
+	if !gjson.ValidBytes(data) {
+		ps.add("$", "not valid JSON")
+		return c, &configError{ps}
+	}
+	root := gjson.ParseBytes(data)
+	if !root.IsObject() {
+		ps.add("$", "must be a JSON object")
+		return c, &configError{ps}
+	}
+	holderTimeoutSet := false
+	seen := map[string]bool{}
+	root.ForEach(func(k, v gjson.Result) bool {
+		key := k.String()
+		if seen[key] {
+			ps.add(key, "duplicate field")
+			return true
+		}
+		seen[key] = true
+		switch key {
+		case "team_header":
+			c.teamHeader = headerName(&ps, key, v)
+		case "class_header":
+			c.classHeader = headerName(&ps, key, v)
+		case "default_class":
+			if s, ok := str(&ps, key, v); ok {
+				cl, err := parseClass(s)
+				if err != nil {
+					ps.add(key, "must be \"interactive\" or \"batch\", got %q", s)
+				}
+				c.defaultClass = cl
+			}
+		case "default_team":
+			if s, ok := str(&ps, key, v); ok && s != "" {
+				checkName(&ps, key, s)
+				c.defaultTeam = s
+			}
+		case "unknown_team":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case "borrow":
+				case "reject":
+					c.rejectUnknown = true
+				default:
+					ps.add(key, "must be \"borrow\" or \"reject\", got %q", s)
+				}
+			}
+		case "half_life":
+			c.halfLife = duration(&ps, key, v, 0)
+		case "entry_penalty":
+			c.entryPenalty = boolean(&ps, key, v, c.entryPenalty)
+		case "cost":
+			parseCost(&ps, key, v, &c.cost)
+		case "default_max_tokens":
+			c.defaultMaxTokens = integer(&ps, key, v, 1, math.MaxInt32, c.defaultMaxTokens)
+		case "max_body_bytes":
+			c.maxBodyBytes = integer(&ps, key, v, 1, math.MaxInt32, c.maxBodyBytes)
+		case "max_response_bytes":
+			c.maxResponseBytes = integer(&ps, key, v, 0, math.MaxInt32, c.maxResponseBytes)
+		case "paths":
+			c.paths = parsePaths(&ps, key, v)
+		case "request_timeout":
+			c.requestTimeout = duration(&ps, key, v, time.Millisecond)
+		case "tick":
+			c.tick = duration(&ps, key, v, time.Millisecond)
+		case "holder_timeout":
+			c.holderTimeout = duration(&ps, key, v, time.Millisecond)
+			holderTimeoutSet = true
+		case "cas_retries":
+			c.casRetries = integer(&ps, key, v, 1, 1000, c.casRetries)
+		case "failure_mode":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case failOpen:
+				case failClosed:
+					c.failClosed = true
+				default:
+					ps.add(key, "must be \"open\" or \"closed\", got %q", s)
+				}
+			}
+		case "response_headers":
+			c.responseHeaders = boolean(&ps, key, v, c.responseHeaders)
+		case "status_path":
+			if s, ok := str(&ps, key, v); ok {
+				if s != "" && !strings.HasPrefix(s, "/") {
+					ps.add(key, "must start with \"/\" (or be \"\" to disable), got %q", s)
+				}
+				c.statusPath = s
+			}
+		case "status_token":
+			if s, ok := str(&ps, key, v); ok {
+				c.statusToken = s
+			}
+		case "pools":
+			c.pools = parsePools(&ps, key, v)
+		default:
+			ps.add(key, "unknown field")
+		}
+		return true
+	})
+	if holderTimeoutSet {
+		if c.holderTimeout > 0 && c.holderTimeout < 2*c.tick {
+			ps.add("holder_timeout", "must be at least two ticks (%s), got %s", 2*c.tick, c.holderTimeout)
+		}
+	} else {
+		c.holderTimeout = DefaultHolderTimeoutTicks * c.tick
+	}
+	if c.statusPath != "" {
+		for _, p := range c.paths {
+			if p == c.statusPath {
+				ps.add("status_path", "must differ from every entry of paths, got %q", p)
+			}
+		}
+	}
+	if !seen["pools"] {
+		ps.add("pools", "required: at least one pool")
+	}
+	if len(ps) > 0 {
+		return c, &configError{ps}
+	}
+	return c, nil
+}
+
+// parseClass maps a class name to its class.
+func parseClass(s string) (fairshare.Class, error) {
+	switch s {
+	case "interactive":
+		return fairshare.Interactive, nil
+	case "batch":
+		return fairshare.Batch, nil
+	}
+	return fairshare.Interactive, errors.New("unknown class")
+}
+
+// className is the name of a class in metrics and headers.
+func className(c fairshare.Class) string {
+	if c == fairshare.Batch {
+		return "batch"
+	}
+	return "interactive"
+}
+
+func str(ps *problems, path string, v gjson.Result) (string, bool) {
+	if v.Type != gjson.String {
+		ps.add(path, "must be a string, got %s", typeName(v))
+		return "", false
+	}
+	return v.Str, true
+}
+
+func typeName(v gjson.Result) string {
+	switch v.Type {
+	case gjson.Null:
+		return "null"
+	case gjson.False, gjson.True:
+		return "a boolean"
+	case gjson.Number:
+		return "a number"
+	case gjson.String:
+		return "a string"
+	}
+	if v.IsArray() {
+		return "an array"
+	}
+	return "an object"
+}
+
+func boolean(ps *problems, path string, v gjson.Result, def bool) bool {
+	switch v.Type {
+	case gjson.True:
+		return true
+	case gjson.False:
+		return false
+	}
+	ps.add(path, "must be true or false, got %s", typeName(v))
+	return def
+}
+
+func integer(ps *problems, path string, v gjson.Result, lo, hi int, def int) int {
+	if v.Type != gjson.Number {
+		ps.add(path, "must be an integer, got %s", typeName(v))
+		return def
+	}
+	f := v.Num
+	if f != math.Trunc(f) || f < float64(lo) || f > float64(hi) {
+		ps.add(path, "must be an integer in [%d, %d], got %s", lo, hi, v.Raw)
+		return def
+	}
+	return int(f)
+}
+
+func number(ps *problems, path string, v gjson.Result, def float64) (float64, bool) {
+	if v.Type != gjson.Number || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
+		ps.add(path, "must be a number, got %s", typeName(v))
+		return def, false
+	}
+	return v.Num, true
+}
+
+// duration reads a Go duration string ("1s", "168h"); values below min are
+// reported (min 0 allows 0).
+func duration(ps *problems, path string, v gjson.Result, min time.Duration) time.Duration {
+	s, ok := str(ps, path, v)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		ps.add(path, "must be a duration such as \"1s\" or \"168h\", got %q", s)
+		return 0
+	}
+	if d < 0 || (min > 0 && d < min) {
+		if min > 0 {
+			ps.add(path, "must be at least %s, got %q", min, s)
+		} else {
+			ps.add(path, "must not be negative, got %q", s)
+		}
+		return 0
+	}
+	return d
+}
+
+func headerName(ps *problems, path string, v gjson.Result) string {
+	s, ok := str(ps, path, v)
+	if !ok {
+		return ""
+	}
+	if s == "" || strings.HasPrefix(s, ":") {
+		ps.add(path, "must be a header name, got %q", s)
+		return s
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b <= ' ' || b >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", b) >= 0 {
+			ps.add(path, "must be a header name, got %q", s)
+			return s
+		}
+	}
+	// Envoy lower-cases header names.
+	return strings.ToLower(s)
+}
+
+// validName reports whether s is a valid pool or team name: it is used as
+// one segment of metric names, which Envoy's tag extraction splits on ".".
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkName(ps *problems, path, s string) {
+	if !validName(s) {
+		ps.add(path, "must be 1 to 64 characters of [A-Za-z0-9_-] (it is a segment of metric names), got %q", s)
+	} else if s == unknownTeamMetricName {
+		ps.add(path, "%q is reserved for teams missing from the configuration", s)
+	}
+}
+
+func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
+	if !v.IsObject() {
+		ps.add(path, "must be an object, got %s", typeName(v))
+		return
+	}
+	seen := map[string]bool{}
+	v.ForEach(func(k, w gjson.Result) bool {
+		key := k.String()
+		p := path + "." + key
+		if seen[key] {
+			ps.add(p, "duplicate field")
+			return true
+		}
+		seen[key] = true
+		var dst *float64
+		switch key {
+		case "prompt_token":
+			dst = &c.prompt
+		case "cached_prompt_token":
+			dst = &c.cachedPrompt
+		case "completion_token":
+			dst = &c.completion
+		default:
+			ps.add(p, "unknown field")
+			return true
+		}
+		if f, ok := number(ps, p, w, *dst); ok {
+			if f < 0 || f > 1e6 {
+				ps.add(p, "must be in [0, 1e6], got %s", w.Raw)
+				return true
+			}
+			*dst = f
+		}
+		return true
+	})
+}
+
+func parsePaths(ps *problems, path string, v gjson.Result) []string {
+	if !v.IsArray() {
+		ps.add(path, "must be an array of strings, got %s", typeName(v))
+		return nil
+	}
+	var out []string
+	i := 0
+	v.ForEach(func(_, p gjson.Result) bool {
+		ip := path + "[" + strconv.Itoa(i) + "]"
+		i++
+		s, ok := str(ps, ip, p)
+		if !ok {
+			return true
+		}
+		if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?# ") {
+			ps.add(ip, "must be a path starting with \"/\" without query, got %q", s)
+			return true
+		}
+		for _, o := range out {
+			if o == s {
+				ps.add(ip, "duplicate path %q", s)
+				return true
+			}
+		}
+		out = append(out, s)
+		return true
+	})
+	return out
+}
+
+func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
+	if !v.IsArray() {
+		ps.add(path, "must be an array of pools, got %s", typeName(v))
+		return nil
+	}
+	var pools []poolConfig
+	models := map[string]string{} // model -> path of its first pool
+	names := map[string]bool{}
+	i := 0
+	v.ForEach(func(_, pv gjson.Result) bool {
+		pp := path + "[" + strconv.Itoa(i) + "]"
+		i++
+		if !pv.IsObject() {
+			ps.add(pp, "must be an object, got %s", typeName(pv))
+			return true
+		}
+		p := poolConfig{}
+		seen := map[string]bool{}
+		pv.ForEach(func(k, f gjson.Result) bool {
+			key := k.String()
+			fp := pp + "." + key
+			if seen[key] {
+				ps.add(fp, "duplicate field")
+				return true
+			}
+			seen[key] = true
+			switch key {
+			case "name":
+				if s, ok := str(ps, fp, f); ok {
+					if !validName(s) {
+						ps.add(fp, "must be 1 to 64 characters of [A-Za-z0-9_-] (it is a segment of metric names), got %q", s)
+					} else if names[s] {
+						ps.add(fp, "duplicate pool name %q", s)
+					}
+					names[s] = true
+					p.name = s
+				}
+			case "capacity":
+				p.capacity = integer(ps, fp, f, 1, 1<<20, 0)
+			case "models":
+				if !f.IsArray() {
+					ps.add(fp, "must be an array of model names, got %s", typeName(f))
+					return true
+				}
+				if len(f.Array()) == 0 {
+					ps.add(fp, "must list at least one model (\"*\" matches any)")
+					return true
+				}
+				j := 0
+				f.ForEach(func(_, m gjson.Result) bool {
+					mp := fp + "[" + strconv.Itoa(j) + "]"
+					j++
+					s, ok := str(ps, mp, m)
+					if !ok {
+						return true
+					}
+					if s == "" {
+						ps.add(mp, "must not be empty")
+						return true
+					}
+					if prev, dup := models[s]; dup {
+						ps.add(mp, "duplicate model %q (already in %s)", s, prev)
+						return true
+					}
+					models[s] = mp
+					p.models = append(p.models, s)
+					return true
+				})
+			case "teams":
+				p.teams = parseTeams(ps, fp, f)
+			default:
+				ps.add(fp, "unknown field")
+			}
+			return true
+		})
+		if !seen["name"] {
+			ps.add(pp+".name", "required")
+		}
+		if !seen["capacity"] {
+			ps.add(pp+".capacity", "required: an integer >= 1")
+		}
+		if !seen["models"] {
+			ps.add(pp+".models", "required: at least one model (\"*\" matches any)")
+		}
+		pools = append(pools, p)
+		return true
+	})
+	if i == 0 {
+		ps.add(path, "must list at least one pool")
+	}
+	return pools
+}
+
+func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfig {
+	if !v.IsObject() {
+		ps.add(path, "must be an object of team name to {share, weight}, got %s", typeName(v))
+		return nil
+	}
+	var teams []fairshare.TeamConfig
+	sum := 0.0
+	seen := map[string]bool{}
+	v.ForEach(func(k, tv gjson.Result) bool {
+		name := k.String()
+		tp := path + "." + name
+		if seen[name] {
+			ps.add(tp, "duplicate team")
+			return true
+		}
+		seen[name] = true
+		checkName(ps, tp, name)
+		if !tv.IsObject() {
+			ps.add(tp, "must be an object {\"share\": ..., \"weight\": ...}, got %s", typeName(tv))
+			return true
+		}
+		t := fairshare.TeamConfig{Name: name, Weight: 1}
+		hasShare := false
+		fields := map[string]bool{}
+		tv.ForEach(func(fk, fv gjson.Result) bool {
+			key := fk.String()
+			fp := tp + "." + key
+			if fields[key] {
+				ps.add(fp, "duplicate field")
+				return true
+			}
+			fields[key] = true
+			switch key {
+			case "share":
+				hasShare = true
+				if f, ok := number(ps, fp, fv, 0); ok {
+					if !(f > 0 && f <= 1) {
+						ps.add(fp, "must be in (0, 1], got %s", fv.Raw)
+						return true
+					}
+					t.Share = f
+					sum += f
+				}
+			case "weight":
+				if f, ok := number(ps, fp, fv, 1); ok {
+					if !(f > 0 && f <= 1e6) {
+						ps.add(fp, "must be in (0, 1e6], got %s", fv.Raw)
+						return true
+					}
+					t.Weight = f
+				}
+			default:
+				ps.add(fp, "unknown field")
+			}
+			return true
+		})
+		if !hasShare {
+			ps.add(tp+".share", "required: a number in (0, 1]")
+		}
+		teams = append(teams, t)
+		return true
+	})
+	if sum > 1+1e-9 {
+		ps.add(path, "shares sum to %s, must be at most 1", strconv.FormatFloat(sum, 'g', 6, 64))
+	}
+	return teams
+}

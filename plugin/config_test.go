@@ -1,0 +1,178 @@
+package plugin
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+func readExample(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/plugin/example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseExample(t *testing.T) {
+	c, err := parse(readExample(t))
+	if err != nil {
+		t.Fatalf("parse(example.json) = %v", err)
+	}
+	if c.teamHeader != "x-team" || c.classHeader != "x-request-class" || c.defaultClass != fairshare.Interactive {
+		t.Errorf("headers/class = %q %q %v", c.teamHeader, c.classHeader, c.defaultClass)
+	}
+	if c.halfLife != 168*time.Hour || c.tick != time.Second || c.requestTimeout != 10*time.Minute || c.holderTimeout != 5*time.Second {
+		t.Errorf("durations = %v %v %v %v", c.halfLife, c.tick, c.requestTimeout, c.holderTimeout)
+	}
+	if c.cost != (costWeights{1, 1, 2}) {
+		t.Errorf("cost = %+v", c.cost)
+	}
+	if len(c.pools) != 1 {
+		t.Fatalf("pools = %d, want 1", len(c.pools))
+	}
+	p := c.pools[0]
+	want := []fairshare.TeamConfig{{Name: "search", Share: 0.5, Weight: 1}, {Name: "chat", Share: 0.3, Weight: 2}, {Name: "research", Share: 0.2, Weight: 1}}
+	if p.name != "llama-8b" || p.capacity != 64 || len(p.models) != 1 || len(p.teams) != 3 {
+		t.Fatalf("pool = %+v", p)
+	}
+	for i := range want {
+		if p.teams[i] != want[i] {
+			t.Errorf("team %d = %+v, want %+v", i, p.teams[i], want[i])
+		}
+	}
+	cc := c.coreConfig(&c.pools[0])
+	if cc.Capacity != 64 || !cc.EntryPenalty || cc.HolderTimeout != 5*time.Second {
+		t.Errorf("coreConfig = %+v", cc)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := parse([]byte(`{"pools":[{"name":"p","capacity":4,"models":["*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := defaultConfig()
+	if c.teamHeader != d.teamHeader || c.maxBodyBytes != DefaultMaxBodyBytes || c.casRetries != DefaultCASRetries ||
+		c.holderTimeout != DefaultHolderTimeoutTicks*DefaultTick || c.failClosed || !c.responseHeaders ||
+		c.statusPath != DefaultStatusPath || len(c.paths) != 2 || c.rejectUnknown || !c.entryPenalty {
+		t.Errorf("defaults = %+v", c)
+	}
+	// holder_timeout follows tick when not set.
+	c, err = parse([]byte(`{"tick":"200ms","pools":[{"name":"p","capacity":4,"models":["*"]}]}`))
+	if err != nil || c.holderTimeout != time.Second {
+		t.Errorf("holder timeout with tick 200ms = %v, %v; want 1s", c.holderTimeout, err)
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	pool := `{"name":"p","capacity":4,"models":["m"]}`
+	tests := []struct {
+		name string
+		in   string
+		want []string // substrings, each expected in one problem
+	}{
+		{"not json", `{`, []string{"$: not valid JSON"}},
+		{"empty", ` `, []string{"$: empty"}},
+		{"not object", `[1]`, []string{"$: must be a JSON object"}},
+		{"no pools", `{}`, []string{"pools: required"}},
+		{"unknown field", `{"colour":1,"pools":[` + pool + `]}`, []string{"colour: unknown field"}},
+		{"bad types", `{"team_header":1,"entry_penalty":"yes","tick":5,"pools":[` + pool + `]}`,
+			[]string{"team_header: must be a string", "entry_penalty: must be true or false", "tick: must be a string"}},
+		{"bad duration", `{"half_life":"a week","request_timeout":"-1s","pools":[` + pool + `]}`,
+			[]string{"half_life: must be a duration", "request_timeout: must be at least"}},
+		{"bad enums", `{"default_class":"urgent","unknown_team":"allow","failure_mode":"maybe","pools":[` + pool + `]}`,
+			[]string{"default_class: must be", "unknown_team: must be", "failure_mode: must be"}},
+		{"share out of range", `{"pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":1.5},"b":{"share":0}}}]}`,
+			[]string{"pools[0].teams.a.share: must be in (0, 1], got 1.5", "pools[0].teams.b.share: must be in (0, 1], got 0"}},
+		{"shares above 1", `{"pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.6},"b":{"share":0.6}}}]}`,
+			[]string{"pools[0].teams: shares sum to 1.2"}},
+		{"capacity", `{"pools":[{"name":"p","capacity":0,"models":["m"]}]}`, []string{"pools[0].capacity: must be an integer in [1,"}},
+		{"missing pool fields", `{"pools":[{}]}`, []string{"pools[0].name: required", "pools[0].capacity: required", "pools[0].models: required"}},
+		{"duplicate pool", `{"pools":[` + pool + `,{"name":"p","capacity":1,"models":["n"]}]}`, []string{"pools[1].name: duplicate pool name"}},
+		{"duplicate model", `{"pools":[` + pool + `,{"name":"q","capacity":1,"models":["m"]}]}`, []string{`pools[1].models[0]: duplicate model "m" (already in pools[0].models[0])`}},
+		{"bad names", `{"pools":[{"name":"a.b","capacity":1,"models":["m"],"teams":{"x y":{"share":0.1},"_unknown":{"share":0.1}}}]}`,
+			[]string{"pools[0].name: must be 1 to 64 characters of [A-Za-z0-9_-]", "pools[0].teams.x y: must be 1 to 64 characters of [A-Za-z0-9_-]", "pools[0].teams._unknown: \"_unknown\" is reserved"}},
+		{"team fields", `{"pools":[{"name":"p","capacity":1,"models":["m"],"teams":{"a":{"weight":-1,"x":1}}}]}`,
+			[]string{"pools[0].teams.a.weight: must be in (0, 1e6]", "pools[0].teams.a.x: unknown field", "pools[0].teams.a.share: required"}},
+		{"duplicate field", `{"tick":"1s","tick":"2s","pools":[` + pool + `]}`, []string{"tick: duplicate field"}},
+		{"holder timeout", `{"tick":"1s","holder_timeout":"1s","pools":[` + pool + `]}`, []string{"holder_timeout: must be at least two ticks"}},
+		{"paths", `{"paths":["v1/x","/a?b","/a","/a"],"pools":[` + pool + `]}`, []string{"paths[0]: must be a path", "paths[1]: must be a path", "paths[3]: duplicate path"}},
+		{"status path", `{"status_path":"/v1/completions","pools":[` + pool + `]}`, []string{"status_path: must differ"}},
+		{"cost", `{"cost":{"prompt_token":-1,"other":1},"pools":[` + pool + `]}`, []string{"cost.prompt_token: must be in [0, 1e6]", "cost.other: unknown field"}},
+		{"header", `{"class_header":"x bad","pools":[` + pool + `]}`, []string{"class_header: must be a header name"}},
+		{"empty models", `{"pools":[{"name":"p","capacity":1,"models":[]}]}`, []string{"pools[0].models: must list at least one model"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("parse(%s) = nil error, want %q", tt.in, tt.want)
+			}
+			ce, ok := err.(*configError)
+			if !ok {
+				t.Fatalf("parse(%s) error %T, want *configError", tt.in, err)
+			}
+			for _, w := range tt.want {
+				found := false
+				for _, p := range ce.problems {
+					if strings.Contains(p, w) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("parse(%s) problems = %q, want one containing %q", tt.in, ce.problems, w)
+				}
+			}
+			if len(ce.problems) < len(tt.want) {
+				t.Errorf("parse(%s) = %d problems, want at least %d", tt.in, len(ce.problems), len(tt.want))
+			}
+		})
+	}
+}
+
+func TestParseHeaderLowercase(t *testing.T) {
+	c, err := parse([]byte(`{"team_header":"X-Tenant","pools":[{"name":"p","capacity":1,"models":["*"]}]}`))
+	if err != nil || c.teamHeader != "x-tenant" {
+		t.Errorf("team_header X-Tenant = %q, %v; want x-tenant", c.teamHeader, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(readExample(f))
+	f.Add([]byte(`{"pools":[{"name":"p","capacity":4,"models":["*"],"teams":{"a":{"share":0.5}}}]}`))
+	f.Add([]byte(`{"pools":[{"name":"p","capacity":-4,"models":[1],"teams":{"a":{"share":"x"}}}],"tick":"0s"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := parse(data)
+		if err != nil {
+			if _, ok := err.(*configError); !ok || len(err.(*configError).problems) == 0 {
+				t.Fatalf("parse error %v has no problems", err)
+			}
+			return
+		}
+		// A configuration that passes validation satisfies its invariants.
+		if len(c.pools) == 0 || c.tick < time.Millisecond || c.casRetries < 1 || c.maxBodyBytes < 1 {
+			t.Fatalf("accepted invalid configuration %+v", c)
+		}
+		for _, p := range c.pools {
+			if !validName(p.name) || p.capacity < 1 || len(p.models) == 0 {
+				t.Fatalf("accepted invalid pool %+v", p)
+			}
+			sum := 0.0
+			for _, tm := range p.teams {
+				if !validName(tm.Name) || !(tm.Share > 0 && tm.Share <= 1) || !(tm.Weight > 0) {
+					t.Fatalf("accepted invalid team %+v", tm)
+				}
+				sum += tm.Share
+			}
+			if sum > 1+1e-9 {
+				t.Fatalf("accepted shares summing to %v", sum)
+			}
+		}
+	})
+}

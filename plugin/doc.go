@@ -1,0 +1,83 @@
+// Package plugin is the fair-share proxy-wasm HTTP filter: it decides the
+// vLLM priority of every OpenAI-style completion request from its team's
+// share of a GPU pool (package fairshare) and writes it into the request
+// body, then charges the team the tokens the response reports.
+//
+// The request path, for a POST to one of the configured paths:
+//
+//	client ──► on_request_headers ──► on_request_body ─────────────────► vLLM
+//	           team, class             buffer up to max_body_bytes         │
+//	           strip x-fairshare-*,    pool = first pool listing model     │
+//	           content-length          estimate; Acquire (read–decide–CAS │
+//	                                   on the pool's shared record)        │
+//	                                   "priority": N written in the body   │
+//	client ◄── on_response_body ◄── on_response_headers ◄─────────────────┘
+//	           usage read from JSON    x-fairshare-team, -pool,
+//	           or SSE (hidden usage    -priority, -borrowing
+//	           chunk removed)
+//	           Release(usage) at the end of the response, or on
+//	           on_log/on_done with the best estimate (reset, abort, timeout)
+//
+// Each pool lives in one shared-data record (key "<plugin_name>/fairshare/
+// pool/<pool>") that every VM of every worker updates with compare-and-swap;
+// see records. Errors are answered with OpenAI-style JSON bodies:
+// 401 without a team, 403 for an unknown team with unknown_team "reject",
+// 400 for an unknown class or a body that is not a JSON object, 413 beyond
+// max_body_bytes, 503 when the record cannot be updated and failure_mode is
+// "closed". GET status_path answers a JSON snapshot of every pool.
+//
+// # Configuration
+//
+// The plugin configuration is one JSON object (testdata/plugin/example.json);
+// unknown fields are errors and every problem is reported with its field
+// path. Fields and defaults:
+//
+//	team_header        "x-team"            request header naming the team
+//	class_header       "x-request-class"   "interactive" or "batch"; anything else is 400
+//	default_class      "interactive"       class without a class header
+//	default_team       ""                  team without a team header ("": 401)
+//	unknown_team       "borrow"            team missing from the pool: "borrow" (share 0) or "reject" (403)
+//	half_life          "168h"              usage half-life ("0s": no decay)
+//	entry_penalty      true                charge the estimate while the request runs
+//	cost               {1, 1, 2}           prompt_token, cached_prompt_token, completion_token weights
+//	default_max_tokens 512                 completion estimate without max_(completion_)tokens
+//	max_body_bytes     8388608             request body limit (413 beyond)
+//	max_response_bytes 4194304             JSON response kept to read usage (beyond: best estimate)
+//	paths              ["/v1/chat/completions", "/v1/completions"]  scheduled POST paths
+//	request_timeout    "10m"               how long a dead VM's requests stay counted (phantoms)
+//	tick               "1s"                heartbeats, phantom expiry, gauges
+//	holder_timeout     5 × tick            a VM not seen for this long is presumed dead
+//	cas_retries        16                  compare-and-swap retries per record update
+//	failure_mode       "open"              record unavailable: "open" forwards at the lowest
+//	                                       borrowing priority, "closed" answers 503
+//	response_headers   true                add x-fairshare-team, -pool, -priority, -borrowing
+//	status_path        "/fairshare/status" GET answers the JSON status ("": disabled)
+//	status_token       ""                  bearer token required by status_path when set
+//	pools              (required)          [{name, capacity, models, teams: {name: {share, weight}}}]
+//
+// Pool and team names are 1 to 64 characters of [A-Za-z0-9_-] (they are
+// segments of metric names); shares are in (0, 1] and sum to at most 1 per
+// pool; weight defaults to 1; models are unique across pools and "*"
+// matches any model.
+//
+// # Metrics
+//
+// Names split by Envoy's tag extraction into pool, team, class and standing
+// tags (see metrics.go):
+//
+//	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
+//	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
+//	    usage (milli), rank, level_fairshare (milli), phantoms}
+//	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
+//	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
+//	    in_flight, capacity}
+//	fairshare.{unscheduled_total, rejected_<reason>_total}  reasons: no_team, bad_class,
+//	    bad_body, body_too_large, status_auth, status_method
+//
+// Teams missing from the configuration share one entry, team _unknown.
+//
+// The package compiles natively too (hostcalls then reports
+// ErrorUnimplemented), so its pure parts are unit-tested natively; the
+// filter itself is tested through the built module in the wazero host
+// (hostcalls/host) and in the SDK's proxytest host.
+package plugin

@@ -1,0 +1,57 @@
+package plugin
+
+import (
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// apiError is an error answered to the client in OpenAI's JSON format:
+// {"error":{"message":...,"type":...,"param":...,"code":...}}.
+type apiError struct {
+	status  int    // HTTP status
+	typ     string // error type, e.g. "invalid_request_error"
+	param   string // offending field or header, "" for null
+	message string
+	reason  string // metric name segment: rejected_<reason>_total
+}
+
+// Errors the plugin answers itself.
+var (
+	errNoTeam = apiError{401, "authentication_error", "", "missing team: the request has no team header and no default team is configured", "no_team"}
+	// errUnknownTeam, errBadClass and errBadModel are completed per request.
+	errTooLarge    = apiError{413, "invalid_request_error", "", "request body too large", "body_too_large"}
+	errNotObject   = apiError{400, "invalid_request_error", "", "request body must be a JSON object", "bad_body"}
+	errBadModel    = apiError{400, "invalid_request_error", "model", "model must be a string", "bad_body"}
+	errUnavailable = apiError{503, "service_unavailable", "", "fair-share scheduler unavailable, retry later", "unavailable"}
+	errStatusAuth  = apiError{401, "authentication_error", "", "missing or wrong bearer token for the status endpoint", "status_auth"}
+	errStatusVerb  = apiError{405, "invalid_request_error", "", "the status endpoint answers GET only", "status_method"}
+)
+
+// unknownTeamError is the 403 of a team missing from the pool.
+func unknownTeamError(header, team, pool string) apiError {
+	return apiError{403, "permission_error", header, "team " + strconv.Quote(team) + " has no share in pool " + strconv.Quote(pool), "unknown_team"}
+}
+
+// badClassError is the 400 of an unknown request class.
+func badClassError(header, class string) apiError {
+	return apiError{400, "invalid_request_error", header, "request class must be \"interactive\" or \"batch\", got " + strconv.Quote(class), "bad_class"}
+}
+
+// body returns the JSON error body.
+func (e apiError) body() []byte {
+	b := make([]byte, 0, 96+len(e.message))
+	b = append(b, `{"error":{"message":`...)
+	b = gjson.AppendJSONString(b, e.message)
+	b = append(b, `,"type":`...)
+	b = gjson.AppendJSONString(b, e.typ)
+	b = append(b, `,"param":`...)
+	if e.param == "" {
+		b = append(b, "null"...)
+	} else {
+		b = gjson.AppendJSONString(b, e.param)
+	}
+	b = append(b, `,"code":`...)
+	b = strconv.AppendInt(b, int64(e.status), 10)
+	return append(b, "}}"...)
+}

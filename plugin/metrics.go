@@ -1,0 +1,219 @@
+package plugin
+
+import (
+	"math"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+// Metric names. Envoy's tag extraction (the stats_tags of envoy.yaml) splits
+// the segments pool.<pool>, team.<team>, class.<class> and
+// standing.<standing> off into tags:
+//
+//	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
+//	fairshare.pool.<pool>.team.<team>.<metric>          per team of a pool
+//	fairshare.pool.<pool>.<metric>                      per pool
+//	fairshare.<metric>                                  per plugin
+//
+// Pool and team names are restricted to [A-Za-z0-9_-] by validation; the
+// shared entry of teams missing from the configuration (fairshare.UnknownTeam)
+// appears as team _unknown.
+const (
+	metricPrefix          = "fairshare."
+	unknownTeamMetricName = "_unknown"
+)
+
+// Metric suffixes.
+const (
+	mRequests     = "requests_total"      // counter, pool/team/class/standing
+	mBorrowed     = "borrowed_total"      // counter, pool/team: requests sent borrowing
+	mCASRetries   = "cas_retries_total"   // counter, pool
+	mFailures     = "failures_total"      // counter, pool: shared-data failures
+	mFailOpen     = "failed_open_total"   // counter, pool: forwarded at the lowest priority after a failure
+	mUnscheduled  = "unscheduled_total"   // counter, plugin: scheduled path, no pool for the model
+	mUsageMissing = "usage_missing_total" // counter, pool: released with the best estimate
+	mInFlight     = "in_flight"           // gauge, pool and pool/team
+	mBorrowing    = "borrowing"           // gauge, pool/team
+	mReserved     = "reserved"            // gauge, pool/team
+	mUsage        = "usage"               // gauge, pool/team, milli cost units
+	mRank         = "rank"                // gauge, pool/team
+	mLevel        = "level_fairshare"     // gauge, pool/team, milli
+	mPhantoms     = "phantoms"            // gauge, pool/team
+	mCapacity     = "capacity"            // gauge, pool
+)
+
+// rejectedName is the counter of requests answered with an error for
+// reason: rejected_<reason>_total (plugin level, or pool level for
+// unknown_team and unavailable).
+func rejectedName(reason string) string { return "rejected_" + reason + "_total" }
+
+// teamSegment is the metric name segment of a team.
+func teamSegment(team string) string {
+	if team == fairshare.UnknownTeam {
+		return unknownTeamMetricName
+	}
+	return team
+}
+
+// appendPluginMetric appends fairshare.<metric>.
+func appendPluginMetric(b []byte, metric string) []byte {
+	b = append(b, metricPrefix...)
+	return append(b, metric...)
+}
+
+// appendPoolMetric appends fairshare.pool.<pool>.<metric>.
+func appendPoolMetric(b []byte, pool, metric string) []byte {
+	b = append(b, metricPrefix+"pool."...)
+	b = append(b, pool...)
+	b = append(b, '.')
+	return append(b, metric...)
+}
+
+// appendTeamMetric appends fairshare.pool.<pool>.team.<team>.<metric>.
+func appendTeamMetric(b []byte, pool, team, metric string) []byte {
+	b = append(b, metricPrefix+"pool."...)
+	b = append(b, pool...)
+	b = append(b, ".team."...)
+	b = append(b, teamSegment(team)...)
+	b = append(b, '.')
+	return append(b, metric...)
+}
+
+// appendRequestMetric appends
+// fairshare.pool.<pool>.team.<team>.class.<class>.standing.<standing>.requests_total.
+func appendRequestMetric(b []byte, pool, team string, class fairshare.Class, borrowing bool) []byte {
+	b = append(b, metricPrefix+"pool."...)
+	b = append(b, pool...)
+	b = append(b, ".team."...)
+	b = append(b, teamSegment(team)...)
+	b = append(b, ".class."...)
+	b = append(b, className(class)...)
+	if borrowing {
+		b = append(b, ".standing.borrowing."...)
+	} else {
+		b = append(b, ".standing.within."...)
+	}
+	return append(b, mRequests...)
+}
+
+// metricKind is a proxy-wasm metric type.
+type metricKind uint32
+
+const (
+	counterKind metricKind = 0
+	gaugeKind   metricKind = 1
+)
+
+// metricHost is the proxy-wasm metrics API.
+type metricHost interface {
+	defineMetric(kind metricKind, name string) (uint32, error)
+	incrementMetric(id uint32, delta int64) error
+	recordMetric(id uint32, value int64) error
+}
+
+// metrics defines each metric lazily, once per name, and caches its id.
+type metrics struct {
+	host metricHost
+	ids  map[string]uint32 // name -> id; failed definitions are not cached
+	buf  []byte            // name scratch
+}
+
+func newMetrics(h metricHost) *metrics {
+	return &metrics{host: h, ids: map[string]uint32{}}
+}
+
+// id returns the id of the metric named by m.buf, defining it on first use.
+func (m *metrics) id(kind metricKind) (uint32, bool) {
+	if id, ok := m.ids[string(m.buf)]; ok { // no allocation for the lookup
+		return id, true
+	}
+	name := string(m.buf)
+	id, err := m.host.defineMetric(kind, name)
+	if err != nil {
+		return 0, false
+	}
+	m.ids[name] = id
+	return id, true
+}
+
+// count adds delta (> 0) to the counter named by m.buf.
+func (m *metrics) count(delta int64) {
+	if delta <= 0 {
+		return
+	}
+	if id, ok := m.id(counterKind); ok {
+		_ = m.host.incrementMetric(id, delta)
+	}
+}
+
+// set records v in the gauge named by m.buf.
+func (m *metrics) set(v int64) {
+	if id, ok := m.id(gaugeKind); ok {
+		_ = m.host.recordMetric(id, v)
+	}
+}
+
+// pluginCounter adds delta to fairshare.<metric>.
+func (m *metrics) pluginCounter(metric string, delta int64) {
+	m.buf = appendPluginMetric(m.buf[:0], metric)
+	m.count(delta)
+}
+
+// poolCounter adds delta to fairshare.pool.<pool>.<metric>.
+func (m *metrics) poolCounter(pool, metric string, delta int64) {
+	m.buf = appendPoolMetric(m.buf[:0], pool, metric)
+	m.count(delta)
+}
+
+// teamCounter adds delta to fairshare.pool.<pool>.team.<team>.<metric>.
+func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
+	m.buf = appendTeamMetric(m.buf[:0], pool, team, metric)
+	m.count(delta)
+}
+
+// request counts one scheduled request.
+func (m *metrics) request(pool string, g *fairshare.Grant) {
+	m.buf = appendRequestMetric(m.buf[:0], pool, g.Team, g.Class, g.Borrowing)
+	m.count(1)
+	if g.Borrowing {
+		m.teamCounter(pool, g.Team, mBorrowed, 1)
+	}
+}
+
+// milli converts x to an integer number of thousandths, saturating.
+func milli(x float64) int64 {
+	switch {
+	case math.IsNaN(x):
+		return 0
+	case x*1000 >= math.MaxInt64/2:
+		return math.MaxInt64 / 2
+	case x*1000 <= math.MinInt64/2:
+		return math.MinInt64 / 2
+	}
+	return int64(math.Round(x * 1000))
+}
+
+// gauges records the gauges of one pool from a snapshot.
+func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) {
+	total := 0
+	for i := range stats {
+		s := &stats[i]
+		total += s.InFlight + s.Phantoms
+		m.teamGauge(pool, s.Team, mInFlight, int64(s.InFlight))
+		m.teamGauge(pool, s.Team, mBorrowing, int64(s.Borrowing))
+		m.teamGauge(pool, s.Team, mReserved, int64(s.Reserved))
+		m.teamGauge(pool, s.Team, mUsage, milli(s.Usage))
+		m.teamGauge(pool, s.Team, mRank, int64(s.Rank))
+		m.teamGauge(pool, s.Team, mLevel, milli(s.LevelFairshare))
+		m.teamGauge(pool, s.Team, mPhantoms, int64(s.Phantoms))
+	}
+	m.buf = appendPoolMetric(m.buf[:0], pool, mInFlight)
+	m.set(int64(total))
+	m.buf = appendPoolMetric(m.buf[:0], pool, mCapacity)
+	m.set(int64(capacity))
+}
+
+func (m *metrics) teamGauge(pool, team, metric string, v int64) {
+	m.buf = appendTeamMetric(m.buf[:0], pool, team, metric)
+	m.set(v)
+}

@@ -1,0 +1,119 @@
+package plugin
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/tidwall/gjson"
+)
+
+// poolStatus is one pool of the status snapshot.
+type poolStatus struct {
+	name     string
+	capacity int
+	models   []string
+	inFlight int // requests in flight, phantoms included
+	teams    []fairshare.TeamStat
+	err      string // the record could not be read
+}
+
+// appendStatus appends the JSON status document, in the spirit of Kueue's
+// status.fairSharing:
+//
+//	{"time": RFC 3339, "holder": "hex id of the answering VM",
+//	 "pools": [{"name", "capacity", "models", "in_flight", "error"?,
+//	   "teams": [{"team", "share", "normalized_share", "weight",
+//	     "weighted_share", "reserved", "in_flight", "borrowing",
+//	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
+//	     "rank", "last_update"}]}]}
+//
+// level_fairshare is null when infinite (a team with a share and no usage);
+// last_update is null when the team's usage never changed. The shared entry
+// of unknown teams is listed as team "*".
+func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []byte {
+	b = append(b, `{"time":`...)
+	b = appendTime(b, now)
+	b = append(b, `,"holder":"`...)
+	b = strconv.AppendUint(b, uint64(holder), 16)
+	b = append(b, `","pools":[`...)
+	for i := range pools {
+		p := &pools[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = gjson.AppendJSONString(b, p.name)
+		b = append(b, `,"capacity":`...)
+		b = strconv.AppendInt(b, int64(p.capacity), 10)
+		b = append(b, `,"models":[`...)
+		for j, m := range p.models {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = gjson.AppendJSONString(b, m)
+		}
+		b = append(b, `],"in_flight":`...)
+		b = strconv.AppendInt(b, int64(p.inFlight), 10)
+		if p.err != "" {
+			b = append(b, `,"error":`...)
+			b = gjson.AppendJSONString(b, p.err)
+		}
+		b = append(b, `,"teams":[`...)
+		for j := range p.teams {
+			t := &p.teams[j]
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"team":`...)
+			b = gjson.AppendJSONString(b, t.Team)
+			b = appendFloatField(b, "share", t.Share)
+			b = appendFloatField(b, "normalized_share", t.NormalizedShare)
+			b = appendFloatField(b, "weight", t.Weight)
+			b = appendFloatField(b, "weighted_share", t.WeightedShare)
+			b = appendIntField(b, "reserved", t.Reserved)
+			b = appendIntField(b, "in_flight", t.InFlight)
+			b = appendIntField(b, "borrowing", t.Borrowing)
+			b = appendIntField(b, "phantoms", t.Phantoms)
+			b = appendFloatField(b, "in_flight_estimate", t.InFlightEstimate)
+			b = appendFloatField(b, "usage", t.Usage)
+			b = appendFloatField(b, "level_fairshare", t.LevelFairshare)
+			b = appendIntField(b, "rank", t.Rank)
+			b = append(b, `,"last_update":`...)
+			if t.LastUpdate.IsZero() {
+				b = append(b, "null"...)
+			} else {
+				b = appendTime(b, t.LastUpdate)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, "]}"...)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+func appendIntField(b []byte, name string, v int) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, int64(v), 10)
+}
+
+// appendFloatField appends ,"name":v with v in shortest form; NaN and
+// infinities (not JSON numbers) are written as null.
+func appendFloatField(b []byte, name string, v float64) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}

@@ -1,0 +1,282 @@
+package plugin
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// sharedStore is the proxy-wasm shared-data API the pool records live in,
+// with Envoy's semantics: Get of a missing key returns
+// types.ErrorStatusNotFound; Set of a missing key always succeeds; Set of an
+// existing key with a cas other than the key's current one returns
+// types.ErrorStatusCasMismatch (cas 0 is unconditional in Envoy, so the
+// plugin never writes an existing key with cas 0).
+type sharedStore interface {
+	GetSharedData(key string) (value []byte, cas uint32, err error)
+	SetSharedData(key string, value []byte, cas uint32) error
+}
+
+// errRetriesExhausted reports that every compare-and-swap attempt lost
+// against concurrent updates.
+var errRetriesExhausted = errors.New("fairshare: compare-and-swap retries exhausted")
+
+// recordKey is the shared-data key of a pool's record. Istio gives every
+// plugin of a proxy one shared-data namespace, so keys are prefixed with the
+// plugin's name.
+func recordKey(plugin, pool string) string {
+	return plugin + "/fairshare/pool/" + pool
+}
+
+// sentinelKey is the per-VM key written to obtain a cas value that no
+// other key holds (see records.create).
+func sentinelKey(plugin string, holder uint32) string {
+	return plugin + "/fairshare/holder/" + strconv.FormatUint(uint64(holder), 16)
+}
+
+// record is this VM's handle on one pool's shared record: the key, the
+// configuration this VM applies, and scratch memory reused by every update.
+type record struct {
+	name string
+	key  string
+	cfg  fairshare.Config
+	fp   uint64
+	p    *fairshare.Pool // decode target, reused
+	buf  []byte          // encode buffer, reused
+}
+
+// newRecord returns the handle of pool name with configuration cfg.
+func newRecord(plugin, name string, cfg fairshare.Config) *record {
+	return &record{name: name, key: recordKey(plugin, name), cfg: cfg, fp: cfg.Fingerprint(), p: new(fairshare.Pool)}
+}
+
+// records runs read–decide–compare-and-swap updates on pool records.
+type records struct {
+	st       sharedStore
+	holder   uint32
+	sentinel string
+	retries  int          // compare-and-swap retries allowed per update
+	warn     func(string) // logs a warning (record rebuilt)
+	// plugin and gen identify this VM's configuration generation (see
+	// publish); with plugin "" every VM applies its configuration.
+	plugin string
+	gen    generation
+}
+
+// spinSink keeps the backoff spin from being optimised away.
+var spinSink uint32
+
+// backoff spins for a random, exponentially growing number of iterations:
+// a Wasm callback cannot sleep, and a short random delay is enough to
+// de-synchronise VMs on other threads that collided on the same record.
+func backoff(attempt int) {
+	if attempt > 8 {
+		attempt = 8
+	}
+	n := rand.Uint32N(32 << attempt)
+	for i := uint32(0); i < n; i++ {
+		spinSink += i
+	}
+}
+
+// load decodes r's record into r.p as stored, with this VM's configuration
+// applied if it differs and is the newest (not written back). A missing record loads as a
+// new pool. It returns the record's cas (0 when missing).
+func (rs *records) load(now time.Time, r *record) (uint32, error) {
+	v, cas, err := rs.st.GetSharedData(r.key)
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		r.p = fairshare.NewPool(r.name, r.cfg, now)
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("fairshare: get %s: %w", r.key, err)
+	}
+	if err := r.p.UnmarshalBinary(v); err != nil {
+		if rs.warn != nil {
+			rs.warn(fmt.Sprintf("fairshare: record %s unreadable (%v): rebuilt empty", r.key, err))
+		}
+		r.p = fairshare.NewPool(r.name, r.cfg, now)
+	} else if r.p.Fingerprint() != r.fp && rs.current() {
+		r.p.Reconfigure(now, r.cfg)
+	}
+	return cas, nil
+}
+
+// update applies fn to the current state of r's record and writes it back
+// with compare-and-swap: read (value, cas), decode, apply this VM's
+// configuration if the record's differs and this VM's is the newest (see
+// publish), apply fn, encode, set with that cas. On a mismatch it retries, after a short random spin, up to
+// rs.retries times; a missing record is first created (create). fn may run
+// once per attempt and must only change p and its own result variables,
+// which the last (successful) run leaves behind. It returns the number of
+// retries; err is errRetriesExhausted or a shared-data error.
+func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) (retries int, err error) {
+	created := false
+	for attempt := 0; ; attempt++ {
+		v, cas, gerr := rs.st.GetSharedData(r.key)
+		if errors.Is(gerr, types.ErrorStatusNotFound) && !created {
+			created = true
+			if err := rs.create(now, r); err != nil {
+				return retries, err
+			}
+			attempt--
+			continue
+		}
+		if gerr != nil {
+			return retries, fmt.Errorf("fairshare: get %s: %w", r.key, gerr)
+		}
+		if err := r.p.UnmarshalBinary(v); err != nil {
+			if rs.warn != nil {
+				rs.warn(fmt.Sprintf("fairshare: record %s unreadable (%v): rebuilt empty", r.key, err))
+			}
+			r.p = fairshare.NewPool(r.name, r.cfg, now)
+		} else if r.p.Fingerprint() != r.fp && rs.current() {
+			r.p.Reconfigure(now, r.cfg)
+		}
+		fn(r.p)
+		r.buf, err = r.p.AppendBinary(r.buf[:0])
+		if err != nil {
+			return retries, fmt.Errorf("fairshare: encode %s: %w", r.key, err)
+		}
+		serr := rs.st.SetSharedData(r.key, r.buf, cas)
+		if serr == nil {
+			return retries, nil
+		}
+		if !errors.Is(serr, types.ErrorStatusCasMismatch) {
+			return retries, fmt.Errorf("fairshare: set %s: %w", r.key, serr)
+		}
+		if attempt >= rs.retries {
+			return retries, errRetriesExhausted
+		}
+		retries++
+		backoff(attempt)
+	}
+}
+
+// create writes a new record for r if none exists (createIfAbsent).
+func (rs *records) create(now time.Time, r *record) error {
+	p := fairshare.NewPool(r.name, r.cfg, now)
+	b, err := p.AppendBinary(nil)
+	if err != nil {
+		return fmt.Errorf("fairshare: encode %s: %w", r.key, err)
+	}
+	_, err = rs.createIfAbsent(r.key, b)
+	return err
+}
+
+// createIfAbsent sets key to value if the key does not exist, safely when
+// several VMs race to do so, and reports whether it did. The ABI has no
+// create-if-absent (a missing key is always settable), so it writes this
+// VM's sentinel key, reads the cas c Envoy gave that write, and sets key with
+// cas c: Envoy's cas values come from one global counter, one per successful
+// set, so no existing key can carry c and the set fails with CAS_MISMATCH if
+// another VM created key first. The SDK's proxytest host numbers cas per key
+// instead; there the protocol still creates a missing key but cannot detect
+// a concurrent creation, which a single-VM emulator never has.
+func (rs *records) createIfAbsent(key string, value []byte) (bool, error) {
+	_, c, err := rs.st.GetSharedData(rs.sentinel)
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		c = 0
+	case err != nil:
+		return false, fmt.Errorf("fairshare: get %s: %w", rs.sentinel, err)
+	}
+	var hb [4]byte
+	binary.BigEndian.PutUint32(hb[:], rs.holder)
+	if err := rs.st.SetSharedData(rs.sentinel, hb[:], c); err != nil {
+		return false, fmt.Errorf("fairshare: set %s: %w", rs.sentinel, err)
+	}
+	if _, c, err = rs.st.GetSharedData(rs.sentinel); err != nil {
+		return false, fmt.Errorf("fairshare: get %s: %w", rs.sentinel, err)
+	}
+	err = rs.st.SetSharedData(key, value, c)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, types.ErrorStatusCasMismatch):
+		return false, nil
+	}
+	return false, fmt.Errorf("fairshare: create %s: %w", key, err)
+}
+
+// Configuration generations. When the configuration changes, Envoy (and
+// Istio, on every WasmPlugin change) starts new VMs while the old ones
+// drain their streams. Each VM applies its configuration to a record whose
+// fingerprint differs, so without an order an old VM releasing a request
+// would put its configuration back. The key generationKey holds the start
+// time and fingerprint of the newest configuration started: a VM applies
+// its configuration only if it is that one, or newer.
+
+// generationKey is the shared-data key of the newest configuration.
+func generationKey(plugin string) string { return plugin + "/fairshare/config" }
+
+// generation is a configuration's start time (unix ns) and fingerprint.
+type generation struct {
+	started int64
+	fp      uint64
+}
+
+func (g generation) encode() []byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(g.started))
+	binary.BigEndian.PutUint64(b[8:], g.fp)
+	return b[:]
+}
+
+func decodeGeneration(b []byte) (generation, bool) {
+	if len(b) != 16 {
+		return generation{}, false
+	}
+	return generation{int64(binary.BigEndian.Uint64(b[:8])), binary.BigEndian.Uint64(b[8:])}, true
+}
+
+// publish records rs.gen as the newest configuration unless a newer one
+// (started later) is stored; on equal start times the later writer wins.
+func (rs *records) publish() error {
+	key := generationKey(rs.plugin)
+	for attempt := 0; attempt <= rs.retries; attempt++ {
+		v, cas, err := rs.st.GetSharedData(key)
+		if errors.Is(err, types.ErrorStatusNotFound) {
+			ok, err := rs.createIfAbsent(key, rs.gen.encode())
+			if err != nil || ok {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("fairshare: get %s: %w", key, err)
+		}
+		if g, ok := decodeGeneration(v); ok && (g.fp == rs.gen.fp || g.started > rs.gen.started) {
+			return nil
+		}
+		err = rs.st.SetSharedData(key, rs.gen.encode(), cas)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, types.ErrorStatusCasMismatch) {
+			return fmt.Errorf("fairshare: set %s: %w", key, err)
+		}
+		backoff(attempt)
+	}
+	return errRetriesExhausted
+}
+
+// current reports whether this VM's configuration is the newest one (or
+// the generation key cannot be read, in which case the VM applies its own).
+func (rs *records) current() bool {
+	if rs.plugin == "" {
+		return true
+	}
+	v, _, err := rs.st.GetSharedData(generationKey(rs.plugin))
+	if err != nil {
+		return true
+	}
+	g, ok := decodeGeneration(v)
+	return !ok || g.fp == rs.gen.fp || g.started < rs.gen.started
+}

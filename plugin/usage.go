@@ -1,0 +1,283 @@
+package plugin
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// usage is the token usage a vLLM response reports.
+type usage struct {
+	prompt, cached, completion int64
+	ok                         bool // a usage object was found
+}
+
+// cost is Σ weight × tokens: uncached prompt, cached prompt and completion
+// tokens. Cached tokens above the prompt count as prompt tokens.
+func (u usage) cost(w costWeights) float64 {
+	cached := u.cached
+	if cached > u.prompt {
+		cached = u.prompt
+	}
+	if cached < 0 {
+		cached = 0
+	}
+	return w.prompt*float64(u.prompt-cached) + w.cachedPrompt*float64(cached) + w.completion*float64(u.completion)
+}
+
+// readUsage reads a usage object (prompt_tokens, completion_tokens,
+// prompt_tokens_details.cached_tokens); ok is false unless it is an object
+// with integer prompt or completion tokens.
+func readUsage(v gjson.Result) usage {
+	if !v.IsObject() {
+		return usage{}
+	}
+	var u usage
+	v.ForEach(func(k, f gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			if n := nonNegative(f); n >= 0 {
+				u.prompt, u.ok = n, true
+			}
+		case "completion_tokens":
+			if n := nonNegative(f); n >= 0 {
+				u.completion, u.ok = n, true
+			}
+		case "prompt_tokens_details":
+			if c := nonNegative(f.Get("cached_tokens")); c >= 0 {
+				u.cached = c
+			}
+		}
+		return true
+	})
+	return u
+}
+
+func nonNegative(v gjson.Result) int64 {
+	if v.Type != gjson.Number || v.Num < 0 || v.Num > 1<<50 {
+		return -1
+	}
+	return int64(v.Num)
+}
+
+// jsonUsage reads the usage of a complete non-streaming response body.
+func jsonUsage(body []byte) usage {
+	if !validObject(body) {
+		return usage{}
+	}
+	return readUsage(gjson.Get(bstr(body), "usage"))
+}
+
+// Bounds of the SSE scanner's held-back line.
+const (
+	// maxScanLine bounds the copy of an incomplete line kept to parse it
+	// once complete; longer lines are passed through unparsed.
+	maxScanLine = 1 << 20
+	// maxHoldLine bounds the incomplete trailing line held back from the
+	// client while hiding the usage chunk. The usage chunk is a few hundred
+	// bytes, so a longer line is not it and is released at once.
+	maxHoldLine = 64 << 10
+)
+
+// sseScanner reads token usage from a server-sent-event stream chunk by
+// chunk, with chunks split anywhere, and optionally removes the usage-only
+// chunk that the plugin asked for on the client's behalf.
+//
+// Without hiding, chunks pass through unchanged and only an incomplete last
+// line is copied (to parse it when the next chunk completes it). With hiding,
+// the incomplete last line of a chunk is cut from it and prepended to the
+// next chunk: nothing else is held back, so the stream is never delayed by
+// more than one partial line.
+type sseScanner struct {
+	hide      bool
+	carry     []byte // incomplete line so far
+	skipping  bool   // the current line overflowed: drop bytes up to '\n'
+	dropBlank bool   // the previous line was hidden: drop the blank line after it
+	u         usage  // the last usage seen
+	seen      int64  // completion tokens seen (content-bearing choices)
+	done      bool   // data: [DONE] seen
+	out       []byte // output buffer when hiding
+}
+
+// feed scans a chunk of the stream and returns the bytes to forward in its
+// place (the chunk itself, unchanged, unless hiding removed or held back
+// bytes). At eos every held-back byte is released.
+func (s *sseScanner) feed(chunk []byte, eos bool) []byte {
+	if !s.hide {
+		s.scan(chunk, eos)
+		return chunk
+	}
+	return s.filter(chunk, eos)
+}
+
+// scan parses the complete lines of chunk without changing it.
+func (s *sseScanner) scan(chunk []byte, eos bool) {
+	rest := chunk
+	if len(s.carry) > 0 || s.skipping {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			s.hold(rest, maxScanLine)
+			if eos {
+				s.flushCarry()
+			}
+			return
+		}
+		if !s.skipping {
+			s.carry = append(s.carry, rest[:i]...)
+			s.line(s.carry)
+		}
+		s.carry, s.skipping = s.carry[:0], false
+		rest = rest[i+1:]
+	}
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		s.line(rest[:i])
+		rest = rest[i+1:]
+	}
+	s.hold(rest, maxScanLine)
+	if eos {
+		s.flushCarry()
+	}
+}
+
+// hold appends b to the incomplete line, or starts skipping it when it
+// grows beyond limit.
+func (s *sseScanner) hold(b []byte, limit int) {
+	if s.skipping || len(b) == 0 {
+		return
+	}
+	if len(s.carry)+len(b) > limit {
+		s.carry, s.skipping = s.carry[:0], true
+		return
+	}
+	s.carry = append(s.carry, b...)
+}
+
+func (s *sseScanner) flushCarry() {
+	if len(s.carry) > 0 && !s.skipping {
+		s.line(s.carry)
+	}
+	s.carry, s.skipping = s.carry[:0], false
+}
+
+// filter forwards carry+chunk up to its last newline without the hidden
+// lines, and keeps the rest for the next chunk.
+func (s *sseScanner) filter(chunk []byte, eos bool) []byte {
+	out := s.out[:0]
+	rest := chunk
+	if s.skipping {
+		// An overlong line is being passed through as it arrives.
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return chunk
+		}
+		out = append(out, rest[:i+1]...)
+		rest = rest[i+1:]
+		s.skipping = false
+		s.seen++
+	}
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		var line []byte
+		if len(s.carry) > 0 {
+			s.carry = append(s.carry, rest[:i+1]...)
+			line = s.carry
+		} else {
+			line = rest[:i+1]
+		}
+		if !s.line(line[:len(line)-1]) {
+			out = append(out, line...)
+		}
+		s.carry = s.carry[:0]
+		rest = rest[i+1:]
+	}
+	if len(s.carry)+len(rest) > maxHoldLine {
+		// Too long to be the usage chunk: release it and pass the rest of
+		// the line through unparsed.
+		out = append(out, s.carry...)
+		out = append(out, rest...)
+		s.carry, s.skipping = s.carry[:0], true
+	} else {
+		s.carry = append(s.carry, rest...)
+	}
+	if eos {
+		if len(s.carry) > 0 && !s.line(s.carry) {
+			out = append(out, s.carry...)
+		}
+		s.carry, s.skipping = s.carry[:0], false
+	}
+	s.out = out
+	return out
+}
+
+var (
+	dataPrefix = []byte("data:")
+	doneMarker = []byte("[DONE]")
+	usageKey   = []byte(`"usage"`)
+)
+
+// line handles one complete line (without its '\n') and reports whether
+// it is to be hidden.
+func (s *sseScanner) line(l []byte) bool {
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		l = l[:n-1]
+	}
+	if len(l) == 0 {
+		if s.dropBlank {
+			s.dropBlank = false
+			return true
+		}
+		return false
+	}
+	s.dropBlank = false
+	if !bytes.HasPrefix(l, dataPrefix) {
+		return false
+	}
+	p := l[len(dataPrefix):]
+	if len(p) > 0 && p[0] == ' ' {
+		p = p[1:]
+	}
+	if bytes.Equal(p, doneMarker) {
+		s.done = true
+		return false
+	}
+	if len(p) == 0 || p[0] != '{' || !validObject(p) {
+		return false
+	}
+	hasUsage := bytes.Contains(p, usageKey)
+	emptyChoices := false
+	var u usage
+	gjson.Parse(bstr(p)).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "usage":
+			if hasUsage {
+				u = readUsage(v)
+			}
+		case "choices":
+			n := 0
+			v.ForEach(func(_, c gjson.Result) bool {
+				n++
+				if !c.Get("delta.role").Exists() {
+					s.seen++
+				}
+				return true
+			})
+			emptyChoices = v.IsArray() && n == 0
+		}
+		return true
+	})
+	if u.ok {
+		s.u = u
+		if s.hide && emptyChoices {
+			s.dropBlank = true
+			return true
+		}
+	}
+	return false
+}

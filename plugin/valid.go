@@ -1,0 +1,242 @@
+package plugin
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxDepth bounds the nesting of a request body, as encoding/json does.
+const maxDepth = 10000
+
+// validObject reports whether b is exactly one JSON value (RFC 8259), an
+// object, surrounded by optional whitespace. It is a single iterative pass
+// without allocation for nesting up to 64 levels, written for the request
+// path (in Wasm, gjson.ValidBytes costs three times as much as reading the
+// members). Strings are not checked for valid UTF-8, as encoding/json.Valid
+// does not.
+func validObject(b []byte) bool { return scanObject(b, nil) }
+
+// scanObject is validObject that also calls member, if not nil, for every
+// member of the top-level object in order: its key (unescaped; it may refer
+// to b's memory) and the span b[at:end] of its value.
+func scanObject(b []byte, member func(key string, at, end int)) bool {
+	var stackBuf [64]byte
+	stack := stackBuf[:0]
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	n := len(b)
+	var key string
+	valAt, pending, ks := 0, false, 0
+value:
+	if len(stack) == 1 {
+		valAt, pending = i, true
+	}
+	if i >= n {
+		return false
+	}
+	switch c := b[i]; {
+	case c == '{':
+		i = skipWS(b, i+1)
+		if i < n && b[i] == '}' {
+			i++
+			goto after
+		}
+		if len(stack) >= maxDepth {
+			return false
+		}
+		stack = append(stack, '{')
+		goto key
+	case c == '[':
+		i = skipWS(b, i+1)
+		if i < n && b[i] == ']' {
+			i++
+			goto after
+		}
+		if len(stack) >= maxDepth {
+			return false
+		}
+		stack = append(stack, '[')
+		goto value
+	case c == '"':
+		if i = scanString(b, i+1); i < 0 {
+			return false
+		}
+		goto after
+	case c == 't':
+		if i+4 > n || string(b[i:i+4]) != "true" {
+			return false
+		}
+		i += 4
+		goto after
+	case c == 'f':
+		if i+5 > n || string(b[i:i+5]) != "false" {
+			return false
+		}
+		i += 5
+		goto after
+	case c == 'n':
+		if i+4 > n || string(b[i:i+4]) != "null" {
+			return false
+		}
+		i += 4
+		goto after
+	default:
+		if i = scanNumber(b, i); i < 0 {
+			return false
+		}
+		goto after
+	}
+key:
+	if i >= n || b[i] != '"' {
+		return false
+	}
+	ks = i
+	if i = scanString(b, i+1); i < 0 {
+		return false
+	}
+	if len(stack) == 1 && member != nil {
+		key = keyString(b[ks:i])
+	}
+	i = skipWS(b, i)
+	if i >= n || b[i] != ':' {
+		return false
+	}
+	i = skipWS(b, i+1)
+	goto value
+after:
+	if pending && len(stack) == 1 {
+		pending = false
+		if member != nil {
+			member(key, valAt, i)
+		}
+	}
+	i = skipWS(b, i)
+	if len(stack) == 0 {
+		return i == n
+	}
+	if i >= n {
+		return false
+	}
+	switch top := stack[len(stack)-1]; b[i] {
+	case ',':
+		i = skipWS(b, i+1)
+		if top == '{' {
+			goto key
+		}
+		goto value
+	case '}':
+		if top != '{' {
+			return false
+		}
+	case ']':
+		if top != '[' {
+			return false
+		}
+	default:
+		return false
+	}
+	stack = stack[:len(stack)-1]
+	i++
+	goto after
+}
+
+// keyString returns the value of the JSON string q (with its quotes).
+func keyString(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return bstr(q[1 : len(q)-1])
+	}
+	return gjson.Parse(bstr(q)).Str
+}
+
+// skipWS skips JSON whitespace from i.
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanString scans a string whose opening quote is at i-1 and returns the index
+// after its closing quote, or -1.
+func scanString(b []byte, i int) int {
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					return -1
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return -1
+					}
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// scanNumber scans a number at i and returns the index after it, or -1.
+func scanNumber(b []byte, i int) int {
+	n := len(b)
+	if i < n && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && b[i] == '0':
+		i++
+	case i < n && b[i] >= '1' && b[i] <= '9':
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < n && b[i] == '.' {
+		i++
+		if i >= n || b[i] < '0' || b[i] > '9' {
+			return -1
+		}
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < n && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < n && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= n || b[i] < '0' || b[i] > '9' {
+			return -1
+		}
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	return i
+}
