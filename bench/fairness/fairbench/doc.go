@@ -1,0 +1,31 @@
+// Package fairbench is the library of the fairness benchmark
+// (bench/fairness): a discrete-event simulation in virtual time of a shared
+// vLLM pool behind a gateway, fed by per-team workload generators.
+//
+// A [Scenario] (a small JSON file under testdata/scenarios) names the pool
+// (its capacity C, the engine knobs), the teams with their shares, one
+// generator per stream of requests (open-loop Poisson, closed-loop
+// concurrency or a burst; prompt and output length distributions; the share
+// of interactive requests), capacity changes over time and a warm-up phase
+// whose usage is history for the measured part.
+//
+// A [Gateway] sits between the generators and the engines: it receives each
+// arrival, decides when to submit it and with which vLLM priority, and is
+// told of every completion. The baselines are [NewFCFS] (pass-through, vLLM
+// fcfs), [NewClassPriority] (priority 0 interactive / 1 batch), [NewQuota]
+// (static per-team concurrency ceilings, not work-conserving) and [NewVTC]
+// (a gateway-side fair queue on virtual token counters). The fairshare
+// plugin runs either as the real plugin.wasm in the wazero host
+// (package bench/fairness/wasmgw) or natively on package fairshare.
+//
+// [Run] drives one scenario with one gateway in virtual time and returns a
+// [Result]: per team and class, throughput, TTFT and end-to-end latency
+// percentiles, preemptions; for the pool, utilisation, Jain's index on
+// share-normalised throughput and the service gap between backlogged teams
+// (VTC's measure). [WriteMarkdown] and the chart functions turn results into
+// the tables and PNGs of docs/results.
+//
+// Everything is deterministic: every random stream is a PCG seeded from the
+// scenario seed and the stream's identity, and the simulation has one event
+// queue ordered by (time, sequence number).
+package fairbench

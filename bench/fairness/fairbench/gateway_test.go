@@ -1,0 +1,124 @@
+package fairbench
+
+import (
+	"testing"
+	"time"
+)
+
+// fakeDispatcher records submissions; tests finish requests by hand.
+type fakeDispatcher struct {
+	now       time.Duration
+	inflight  int
+	submitted []*Request
+}
+
+func (f *fakeDispatcher) Now() time.Duration { return f.now }
+func (f *fakeDispatcher) InFlight() int      { return f.inflight }
+func (f *fakeDispatcher) Submit(r *Request, prio int) {
+	r.Priority = prio
+	f.inflight++
+	f.submitted = append(f.submitted, r)
+}
+
+func (f *fakeDispatcher) finish(g Gateway, r *Request) {
+	f.inflight--
+	g.Finish(r)
+}
+
+func twoTeams(a, b float64) *Scenario {
+	return &Scenario{Name: "g", Duration: 10, Teams: []TeamSpec{{Name: "a", Share: a}, {Name: "b", Share: b}}}
+}
+
+func TestPassThroughPriorities(t *testing.T) {
+	for _, tt := range []struct {
+		gw         Gateway
+		policy     string
+		inter, bat int
+	}{
+		{NewFCFS(), EngineFCFS, 0, 0},
+		{NewClassPriority(), EnginePriority, 0, 1},
+	} {
+		d := &fakeDispatcher{}
+		tt.gw.Start(d, twoTeams(0.5, 0.5), 4)
+		i := &Request{ID: 1, Team: "a", Class: Interactive}
+		b := &Request{ID: 2, Team: "a", Class: Batch}
+		tt.gw.Arrive(i)
+		tt.gw.Arrive(b)
+		if tt.gw.EnginePolicy() != tt.policy || i.Priority != tt.inter || b.Priority != tt.bat || len(d.submitted) != 2 {
+			t.Errorf("%s: policy %s, priorities %d/%d, submitted %d; want %s, %d/%d, 2",
+				tt.gw.Name(), tt.gw.EnginePolicy(), i.Priority, b.Priority, len(d.submitted), tt.policy, tt.inter, tt.bat)
+		}
+	}
+}
+
+func TestQuotaHoldsAtCeiling(t *testing.T) {
+	d := &fakeDispatcher{}
+	g := NewQuota()
+	g.Start(d, twoTeams(0.3, 0.7), 10) // ceilings 3 and 7
+	var reqs []*Request
+	for i := 0; i < 5; i++ {
+		r := &Request{ID: int64(i), Team: "a"}
+		reqs = append(reqs, r)
+		g.Arrive(r)
+	}
+	if len(d.submitted) != 3 {
+		t.Fatalf("submitted %d of team a's 5 requests, want its ceiling 3", len(d.submitted))
+	}
+	// Not work-conserving: b's idle 7 slots are not lent.
+	d.finish(g, reqs[0])
+	if len(d.submitted) != 4 || d.submitted[3] != reqs[3] {
+		t.Fatalf("after one completion: submitted %d, want 4 with the oldest held request next", len(d.submitted))
+	}
+	g.SetCapacity(20) // ceiling of a: 6
+	if len(d.submitted) != 5 {
+		t.Errorf("after SetCapacity(20): submitted %d, want 5", len(d.submitted))
+	}
+}
+
+func TestVTCServesSmallestCounter(t *testing.T) {
+	d := &fakeDispatcher{}
+	g := NewVTC().(*vtc)
+	g.Start(d, twoTeams(0.5, 0.5), 1)
+	// a: one long prompt in flight; then a and b both queue.
+	a1 := &Request{ID: 1, Team: "a", Prompt: 1000, Output: 10}
+	g.Arrive(a1)
+	a2 := &Request{ID: 2, Team: "a", Prompt: 10, Output: 10}
+	b1 := &Request{ID: 3, Team: "b", Prompt: 10, Output: 10}
+	g.Arrive(a2)
+	g.Arrive(b1)
+	if len(d.submitted) != 1 {
+		t.Fatalf("submitted %d with C = 1, want 1", len(d.submitted))
+	}
+	d.finish(g, a1)
+	if d.submitted[1] != b1 {
+		t.Fatalf("after a's 1000-token request, VTC dispatched team %s, want b (smaller counter)", d.submitted[1].Team)
+	}
+	// Counters: a = (1000 + 2·10)/0.5; b was lifted to a's counter when it
+	// became backlogged (a was the only other backlogged team), then
+	// charged its prompt.
+	if got, want := g.counter["a"], (1000+2*10)/0.5; got != want {
+		t.Errorf("counter a = %v, want %v", got, want)
+	}
+	if got, want := g.counter["b"], 1000/0.5+10/0.5; got != want {
+		t.Errorf("counter b = %v, want %v (lifted to a's 2000, plus its prompt)", got, want)
+	}
+}
+
+func TestVTCLiftForgetsIdleTime(t *testing.T) {
+	d := &fakeDispatcher{}
+	g := NewVTC().(*vtc)
+	g.Start(d, twoTeams(0.5, 0.5), 100)
+	// a works alone for a while.
+	for i := 0; i < 10; i++ {
+		r := &Request{ID: int64(i), Team: "a", Prompt: 100, Output: 50}
+		g.Arrive(r)
+		d.finish(g, r)
+	}
+	b := &Request{ID: 100, Team: "b", Prompt: 1, Output: 1}
+	g.Arrive(b)
+	// No team was backlogged when b arrived: it is lifted to the counter
+	// of the team served last (a), so its idle time earned no credit.
+	if g.counter["b"] < g.counter["a"] {
+		t.Errorf("counter b = %v < counter a = %v: idle time earned credit", g.counter["b"], g.counter["a"])
+	}
+}

@@ -1,0 +1,105 @@
+package fairbench
+
+import (
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+// Epoch is the wall-clock time that virtual time 0 of a run maps to, for
+// the plugin and the fairshare core (both take time.Time).
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// DefaultHalfLife is the usage half-life of a scenario without half_life_s:
+// the plugin's default (168 h), i.e. no decay within a run.
+const DefaultHalfLife = 168 * time.Hour
+
+// halfLife returns the plugin's usage half-life for s.
+func (s *Scenario) halfLife() time.Duration {
+	if s.HalfLife > 0 {
+		return Sec(s.HalfLife)
+	}
+	return DefaultHalfLife
+}
+
+// Estimate returns the plugin's cost estimate of a request at admission,
+// in cost units: prompt tokens weigh 1 and the requested max_tokens 2 (the
+// plugin's default cost weights; the benchmark sends max_tokens = the
+// request's output length).
+func Estimate(r *Request) float64 { return ServiceUnits(r.Prompt, r.Output) }
+
+// AblationNoEntryPenalty is the native plugin policy with the entry
+// penalty off: a request's cost is charged only when it completes.
+const AblationNoEntryPenalty = "no-entry-penalty"
+
+// NewAblation returns the constructor of a named ablation (see
+// Scenario.Ablations), or nil if the name is unknown.
+func NewAblation(name string) NewGateway {
+	switch name {
+	case AblationNoEntryPenalty:
+		return func() Gateway { return &native{name: "plugin-no-penalty", noPenalty: true} }
+	case AblationGatewayHold:
+		return newHold
+	}
+	return nil
+}
+
+// native runs the fairshare core in the benchmark's process.
+type native struct {
+	name      string
+	noPenalty bool
+	d         Dispatcher
+	s         *Scenario
+	pool      *fairshare.Pool
+	cfg       fairshare.Config
+	grants    map[int64]fairshare.Grant
+}
+
+// NewNativePlugin returns the plugin policy computed natively with package
+// fairshare (the algorithm of plugin.wasm without Wasm, Envoy or shared
+// data): one pool of capacity C with the scenario's teams, entry penalty on,
+// the scenario's half-life; each request is acquired on arrival with its
+// estimate (Estimate), submitted at once with the grant's priority, and
+// released on completion with its consumption in + 2·out. The engines run
+// vLLM's priority policy.
+func NewNativePlugin() Gateway { return &native{name: "plugin-native"} }
+
+func (g *native) Name() string         { return g.name }
+func (g *native) EnginePolicy() string { return EnginePriority }
+
+func (g *native) Start(d Dispatcher, s *Scenario, c int) error {
+	g.d, g.s = d, s
+	g.grants = map[int64]fairshare.Grant{}
+	g.cfg = fairshare.Config{Capacity: c, HalfLife: s.halfLife(), EntryPenalty: !g.noPenalty}
+	for _, t := range s.Teams {
+		g.cfg.Teams = append(g.cfg.Teams, fairshare.TeamConfig{Name: t.Name, Share: t.Share, Weight: t.Weight})
+	}
+	g.pool = fairshare.NewPool("bench", g.cfg, g.now())
+	return nil
+}
+
+func (g *native) now() time.Time { return Epoch.Add(g.d.Now()) }
+
+func (g *native) Arrive(r *Request) {
+	gr := g.pool.Acquire(g.now(), 1, r.Team, fairshare.Class(r.Class), Estimate(r))
+	g.grants[r.ID] = gr
+	r.Borrowing = gr.Borrowing
+	g.d.Submit(r, gr.Priority)
+}
+
+func (g *native) Finish(r *Request) {
+	gr, ok := g.grants[r.ID]
+	if !ok {
+		return
+	}
+	delete(g.grants, r.ID)
+	g.pool.Release(g.now(), &gr, r.Service())
+}
+
+func (g *native) SetCapacity(c int) {
+	g.cfg.Capacity = c
+	g.pool.Reconfigure(g.now(), g.cfg)
+}
+
+func (g *native) Tick()  { g.pool.Heartbeat(g.now(), 1) }
+func (g *native) Close() {}

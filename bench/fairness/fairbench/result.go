@@ -1,0 +1,288 @@
+package fairbench
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Result is what one run of one scenario under one gateway measured. Rates
+// and shares are over the measured window [Warmup, Duration); latencies are
+// over the requests that arrived in it.
+type Result struct {
+	// Scenario, Policy and Mode name the run (Mode is the engine
+	// behaviour: ModeVLLM or Mode45561).
+	Scenario, Policy, Mode string
+	// Window is the measured part of the run.
+	From, To time.Duration
+	// Teams holds one entry per team, in configuration order.
+	Teams []TeamResult
+	// Pool holds the pool-wide measures.
+	Pool PoolResult
+	// Bucket is the width of a throughput-series bucket.
+	Bucket time.Duration
+	// Series[i][b] is team i's service rate (units/s) in bucket b, from
+	// the start of the run.
+	Series [][]float64
+	// TTFT[i] are the TTFTs of team i's interactive requests of the
+	// window (censored at the end of the run for unfinished ones), for the
+	// CDF charts; TTFTBatch the same for batch.
+	TTFT, TTFTBatch [][]time.Duration
+}
+
+// TeamResult are one team's measures.
+type TeamResult struct {
+	// Team is the team name; Share its configured share.
+	Team  string
+	Share float64
+	// Saturated reports whether the team counts as backlogged in the
+	// share and Jain measures; Entitled is then its share normalised over
+	// the saturated teams (0 otherwise).
+	Saturated bool
+	Entitled  float64
+	// Service is the team's service in the window (in + 2·out tokens).
+	Service float64
+	// ServiceShare is Service over the pool's Service in the window;
+	// SatShare is Service over the saturated teams' Service (0 if not
+	// saturated).
+	ServiceShare, SatShare float64
+	// OutputTokens counts the team's output tokens in the window.
+	OutputTokens int
+	// Preemptions counts the preemptions of the team's requests of the
+	// window.
+	Preemptions int
+	// Borrowing counts the team's requests of the window that the plugin
+	// sent as borrowers.
+	Borrowing int
+	// Class holds the latency measures per class (Interactive, Batch).
+	Class [2]ClassResult
+}
+
+// ClassResult are the latency measures of one team's requests of one class.
+type ClassResult struct {
+	// Requests counts the requests of the window; Unfinished those without
+	// a last token at the end of the run (their latencies enter the
+	// percentiles censored at the end of the run, as lower bounds).
+	Requests, Unfinished int
+	// NoToken counts the requests without a first token at the end.
+	NoToken int
+	// TTFT and E2E percentiles.
+	TTFTp50, TTFTp99, E2Ep50, E2Ep99 time.Duration
+}
+
+// PoolResult are the pool-wide measures.
+type PoolResult struct {
+	// ServiceRate is the pool's service in units/s; TokenRate its output
+	// tokens/s.
+	ServiceRate, TokenRate float64
+	// KVUtil and SlotUtil are the time-averaged fractions of KV blocks and
+	// of sequence slots (max_num_seqs) in use, over the window.
+	KVUtil, SlotUtil float64
+	// Preemptions counts every preemption of requests of the window.
+	Preemptions int
+	// Jain is Jain's index on the saturated teams' share-normalised
+	// service (SatShare / Entitled).
+	Jain float64
+	// Gap is VTC's service gap: the largest difference in service (in +
+	// 2·out tokens, each team's divided by share×N so that equal shares
+	// read as plain tokens) that two teams accumulated over an interval in
+	// which both were backlogged. See ServiceGap.
+	Gap float64
+}
+
+// collector accumulates a run's measures as events happen.
+type collector struct {
+	s        *Scenario
+	teams    []string
+	idx      map[string]int
+	from, to time.Duration
+	bucket   time.Duration
+
+	series  [][]float64
+	service []float64 // window
+	cum     []float64 // whole run, for the gap samples
+	tokens  []int
+	waiting []int
+	samples []GapSample
+	norm    []float64
+
+	utilN          int
+	kvSum, slotSum float64
+}
+
+func newCollector(s *Scenario) *collector {
+	c := &collector{s: s, teams: s.TeamNames(), idx: map[string]int{}, from: Sec(s.Warmup), to: Sec(s.Duration)}
+	for i, t := range c.teams {
+		c.idx[t] = i
+	}
+	n := len(c.teams)
+	c.bucket = bucketFor(Sec(s.Duration))
+	nb := int((Sec(s.Duration) + c.bucket - 1) / c.bucket)
+	c.series = make([][]float64, n)
+	for i := range c.series {
+		c.series[i] = make([]float64, nb)
+	}
+	c.service, c.cum, c.tokens, c.waiting = make([]float64, n), make([]float64, n), make([]int, n), make([]int, n)
+	c.norm = make([]float64, n)
+	for i, t := range s.Teams {
+		c.norm[i] = t.Share * float64(n)
+	}
+	return c
+}
+
+// bucketFor picks a round bucket width giving about 60 buckets.
+func bucketFor(d time.Duration) time.Duration {
+	for _, b := range []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second} {
+		if d/b <= 80 {
+			return b
+		}
+	}
+	return time.Minute
+}
+
+func (c *collector) arrive(r *Request) { c.waiting[c.idx[r.Team]]++ }
+func (c *collector) admit(r *Request)  { c.waiting[c.idx[r.Team]]-- }
+
+// serve records service units of team i at t.
+func (c *collector) serve(i int, t time.Duration, units float64) {
+	c.cum[i] += units
+	if b := int(t / c.bucket); b < len(c.series[i]) {
+		c.series[i][b] += units / c.bucket.Seconds()
+	}
+	if t >= c.from && t < c.to {
+		c.service[i] += units
+	}
+}
+
+// token records the k-th output token (1-based) of r at t; the first also
+// accounts the prompt.
+func (c *collector) token(r *Request, k int, t time.Duration) {
+	i := c.idx[r.Team]
+	u := OutputWeight
+	if k == 1 {
+		u += float64(r.Prompt) * InputWeight
+	}
+	c.serve(i, t, u)
+	if t >= c.from && t < c.to {
+		c.tokens[i]++
+	}
+}
+
+// sample records the pool's state at t (every sampling period).
+func (c *collector) sample(t time.Duration, kvFrac, slotFrac float64) {
+	if t < c.from || t >= c.to {
+		return
+	}
+	c.utilN++
+	c.kvSum += kvFrac
+	c.slotSum += slotFrac
+	g := GapSample{Service: make([]float64, len(c.teams)), Backlogged: make([]bool, len(c.teams))}
+	for i := range c.teams {
+		g.Service[i] = c.cum[i] / c.norm[i]
+		g.Backlogged[i] = c.waiting[i] > 0
+	}
+	c.samples = append(c.samples, g)
+}
+
+// result computes the Result from the requests of the run (all of them;
+// the ones that arrived in the window count) at the end time end.
+func (c *collector) result(reqs []*Request, end time.Duration) *Result {
+	s := c.s
+	res := &Result{Scenario: s.Name, From: c.from, To: c.to, Bucket: c.bucket, Series: c.series}
+	sat := map[string]bool{}
+	for _, t := range s.Saturated {
+		sat[t] = true
+	}
+	if len(sat) == 0 {
+		for _, t := range c.teams {
+			sat[t] = true
+		}
+	}
+	var total, satTotal, satShares float64
+	for i, t := range s.Teams {
+		total += c.service[i]
+		if sat[t.Name] {
+			satTotal += c.service[i]
+			satShares += t.Share
+		}
+	}
+	n := len(c.teams)
+	res.TTFT, res.TTFTBatch = make([][]time.Duration, n), make([][]time.Duration, n)
+	ttft := make([][2][]time.Duration, n)
+	e2e := make([][2][]time.Duration, n)
+	res.Teams = make([]TeamResult, n)
+	for i, t := range s.Teams {
+		tr := TeamResult{Team: t.Name, Share: t.Share, Saturated: sat[t.Name], Service: c.service[i], OutputTokens: c.tokens[i]}
+		if total > 0 {
+			tr.ServiceShare = c.service[i] / total
+		}
+		if tr.Saturated {
+			tr.Entitled = t.Share / satShares
+			if satTotal > 0 {
+				tr.SatShare = c.service[i] / satTotal
+			}
+		}
+		res.Teams[i] = tr
+	}
+	for _, r := range reqs {
+		if r.Arrival < c.from || r.Arrival >= c.to {
+			continue
+		}
+		i := c.idx[r.Team]
+		tr := &res.Teams[i]
+		cr := &tr.Class[r.Class]
+		cr.Requests++
+		tr.Preemptions += r.Preemptions
+		res.Pool.Preemptions += r.Preemptions
+		if r.Borrowing {
+			tr.Borrowing++
+		}
+		ft, fin := r.FirstToken, r.Finished
+		if ft < 0 {
+			cr.NoToken++
+			ft = end
+		}
+		if fin < 0 {
+			cr.Unfinished++
+			fin = end
+		}
+		ttft[i][r.Class] = append(ttft[i][r.Class], ft-r.Arrival)
+		e2e[i][r.Class] = append(e2e[i][r.Class], fin-r.Arrival)
+	}
+	for i := range res.Teams {
+		for k := 0; k < 2; k++ {
+			cr := &res.Teams[i].Class[k]
+			sort.Slice(ttft[i][k], func(a, b int) bool { return ttft[i][k][a] < ttft[i][k][b] })
+			sort.Slice(e2e[i][k], func(a, b int) bool { return e2e[i][k][a] < e2e[i][k][b] })
+			cr.TTFTp50 = percentileSorted(ttft[i][k], 0.5)
+			cr.TTFTp99 = percentileSorted(ttft[i][k], 0.99)
+			cr.E2Ep50 = percentileSorted(e2e[i][k], 0.5)
+			cr.E2Ep99 = percentileSorted(e2e[i][k], 0.99)
+		}
+		res.TTFT[i] = ttft[i][Interactive]
+		res.TTFTBatch[i] = ttft[i][Batch]
+	}
+	w := (c.to - c.from).Seconds()
+	res.Pool.ServiceRate = total / w
+	tok := 0
+	for _, k := range c.tokens {
+		tok += k
+	}
+	res.Pool.TokenRate = float64(tok) / w
+	if c.utilN > 0 {
+		res.Pool.KVUtil = c.kvSum / float64(c.utilN)
+		res.Pool.SlotUtil = c.slotSum / float64(c.utilN)
+	}
+	var xs []float64
+	for _, tr := range res.Teams {
+		if tr.Saturated && tr.Entitled > 0 {
+			xs = append(xs, tr.SatShare/tr.Entitled)
+		}
+	}
+	res.Pool.Jain = Jain(xs)
+	res.Pool.Gap = ServiceGap(c.samples)
+	if math.IsNaN(res.Pool.Gap) {
+		res.Pool.Gap = 0
+	}
+	return res
+}

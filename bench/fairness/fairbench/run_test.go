@@ -1,0 +1,92 @@
+package fairbench
+
+import (
+	"testing"
+)
+
+func smallScenario() *Scenario {
+	d := LengthDist{Dist: DistLogNormal, Mean: 200, CV: 0.5, Min: 8, Max: 800}
+	o := LengthDist{Dist: DistLogNormal, Mean: 60, CV: 0.5, Min: 4, Max: 300}
+	return &Scenario{Name: "small", Seed: 3, Duration: 20, Warmup: 2, Capacity: 16, HalfLife: 10,
+		Engine: EngineSpec{Preset: "demo"},
+		Teams:  []TeamSpec{{Name: "a", Share: 0.6}, {Name: "b", Share: 0.4}},
+		Workloads: []WorkloadSpec{
+			{Team: "a", Kind: KindClosed, Concurrency: 24, Prompt: d, Output: o, Interactive: 0.5},
+			{Team: "b", Kind: KindPoisson, Rate: 4, Prompt: d, Output: o, Interactive: 1},
+			{Team: "b", Kind: KindBurst, Count: 30, Start: 8, Prompt: d, Output: o},
+		}}
+}
+
+// capacityCheck wraps a gateway and records the most requests it ever had
+// in flight.
+type capacityCheck struct {
+	Gateway
+	d   Dispatcher
+	max int
+}
+
+func (c *capacityCheck) Start(d Dispatcher, s *Scenario, capacity int) error {
+	c.d = d
+	return c.Gateway.Start(d, s, capacity)
+}
+
+func (c *capacityCheck) Arrive(r *Request) {
+	c.Gateway.Arrive(r)
+	c.max = max(c.max, c.d.InFlight())
+}
+
+func TestRunCompletesEveryRequest(t *testing.T) {
+	s := smallScenario()
+	for _, mode := range Modes {
+		for _, ng := range append(Baselines(), NewNativePlugin, NewAblation(AblationNoEntryPenalty), NewAblation(AblationGatewayHold)) {
+			gw := &capacityCheck{Gateway: ng()}
+			res, err := Run(s, gw, RunOptions{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := mode + "/" + gw.Name()
+			for _, tr := range res.Teams {
+				for k, c := range tr.Class {
+					if c.Unfinished != 0 {
+						t.Errorf("%s: team %s class %d: %d of %d requests unfinished after the drain", name, tr.Team, k, c.Unfinished, c.Requests)
+					}
+				}
+			}
+			if res.Pool.ServiceRate <= 0 || res.Pool.SlotUtil <= 0 || res.Pool.SlotUtil > 1 || res.Pool.KVUtil <= 0 || res.Pool.KVUtil > 1 {
+				t.Errorf("%s: service rate %v, slots %v, KV %v: want > 0 and utilisations in (0, 1]", name, res.Pool.ServiceRate, res.Pool.SlotUtil, res.Pool.KVUtil)
+			}
+			if gw.Name() == "vtc" && gw.max > 16 {
+				t.Errorf("%s: %d requests in flight, want at most C = 16 (VTC holds the rest)", name, gw.max)
+			}
+			// Holding: borrowers go out only below C, within-share
+			// requests always (at most the 16 reserved slots).
+			if gw.Name() == "plugin-hold" && gw.max > 16+16 {
+				t.Errorf("%s: %d requests in flight, want at most C + the reservations (32)", name, gw.max)
+			}
+			if gw.Name() == "fcfs" && gw.max <= 16 {
+				t.Errorf("%s: at most %d in flight: FCFS should pass the flood through", name, gw.max)
+			}
+		}
+	}
+}
+
+func TestRunWithReplicaChanges(t *testing.T) {
+	s := smallScenario()
+	s.Engine.Replicas = 2
+	s.Capacity = 32
+	s.CapacityChanges = []CapacityChange{{At: 6, Replicas: 1, Capacity: 16}, {At: 12, Replicas: 3, Capacity: 48}}
+	res, err := Run(s, NewNativePlugin(), RunOptions{Mode: ModeVLLM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pool.ServiceRate <= 0 {
+		t.Fatalf("service rate %v, want > 0", res.Pool.ServiceRate)
+	}
+	again, err := Run(s, NewNativePlugin(), RunOptions{Mode: ModeVLLM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Pool != res.Pool {
+		t.Errorf("two runs with replica changes differ: %+v vs %+v", res.Pool, again.Pool)
+	}
+}

@@ -1,0 +1,427 @@
+package fairbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Scenario is one benchmark scenario, read from a JSON file. Times are in
+// seconds of virtual time from the start of the run.
+type Scenario struct {
+	// Name is the short name used for result files ("s1-flood").
+	Name string `json:"name"`
+	// Title is a one-line description for the tables.
+	Title string `json:"title"`
+	// Description says what the scenario shows (markdown).
+	Description string `json:"description,omitempty"`
+	// Seed seeds every random stream of the scenario; the -seed flag
+	// overrides it.
+	Seed uint64 `json:"seed"`
+	// Duration is the length of the run in seconds, warm-up included.
+	Duration float64 `json:"duration_s"`
+	// Warmup is the part of the run, in seconds from the start, that is
+	// not measured: the usage it builds is the history of the measured
+	// part (S3). 0: everything is measured.
+	Warmup float64 `json:"warmup_s,omitempty"`
+	// Engine holds the knobs of every engine replica of the pool.
+	Engine EngineSpec `json:"engine"`
+	// Capacity is the pool's sustainable concurrency C at the start (the
+	// plugin's pools[0].capacity, the quota and VTC gateways' C).
+	// 0: replicas × max_num_seqs.
+	Capacity int `json:"capacity,omitempty"`
+	// HalfLife is the decay half-life of the plugin's usage in seconds.
+	HalfLife float64 `json:"half_life_s,omitempty"`
+	// Teams are the teams of the pool with their shares (summing to 1).
+	Teams []TeamSpec `json:"teams"`
+	// Workloads are the request generators.
+	Workloads []WorkloadSpec `json:"workloads"`
+	// CapacityChanges change the pool over time (S6).
+	CapacityChanges []CapacityChange `json:"capacity_changes,omitempty"`
+	// Alone names a team whose workloads are also run alone under FCFS,
+	// for the "ratio to running alone" columns. Empty: no alone run.
+	Alone string `json:"alone,omitempty"`
+	// Ablations lists variants of the native plugin policy also run for
+	// this scenario, each reported in its own table next to the plugin
+	// column: AblationNoEntryPenalty, AblationGatewayHold.
+	Ablations []string `json:"ablations,omitempty"`
+	// Saturated lists the teams expected to be backlogged for the whole
+	// measured part: the throughput-share and Jain columns compare them
+	// against their shares normalised among them. Empty: all teams.
+	Saturated []string `json:"saturated,omitempty"`
+}
+
+// EngineSpec are the knobs of one vLLM engine replica. Zero values take the
+// simulator's defaults for the named preset.
+type EngineSpec struct {
+	// Preset names the simulator preset ("test", "small", "h100-8b").
+	Preset string `json:"preset,omitempty"`
+	// Replicas is the number of engines behind the pool (default 1).
+	Replicas int `json:"replicas,omitempty"`
+	// MaxNumSeqs is vLLM's max_num_seqs per replica.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+	// MaxBatchedTokens is vLLM's max_num_batched_tokens per replica.
+	MaxBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	// NumBlocks is the number of KV blocks per replica.
+	NumBlocks int `json:"num_gpu_blocks,omitempty"`
+	// BlockSize is the number of tokens per KV block.
+	BlockSize int `json:"block_size,omitempty"`
+}
+
+// TeamSpec is one team of the pool.
+type TeamSpec struct {
+	// Name is the team's x-team header value.
+	Name string `json:"name"`
+	// Share is the team's part of the pool, in (0, 1].
+	Share float64 `json:"share"`
+	// Weight multiplies the team's standing among borrowers (0 means 1).
+	Weight float64 `json:"weight,omitempty"`
+}
+
+// Generator kinds of a WorkloadSpec.
+const (
+	// KindPoisson is an open-loop Poisson process of Rate requests/s.
+	KindPoisson = "poisson"
+	// KindClosed is a closed loop of Concurrency users, each sending its
+	// next request ThinkTime seconds after the previous one finished.
+	KindClosed = "closed"
+	// KindBurst sends Count requests at Start.
+	KindBurst = "burst"
+)
+
+// WorkloadSpec is one request generator of a team.
+type WorkloadSpec struct {
+	// Team is the team that sends the requests.
+	Team string `json:"team"`
+	// Kind is KindPoisson, KindClosed or KindBurst.
+	Kind string `json:"kind"`
+	// Rate is the mean arrival rate in requests/s (KindPoisson).
+	Rate float64 `json:"rate,omitempty"`
+	// Concurrency is the number of users of a closed loop (KindClosed).
+	Concurrency int `json:"concurrency,omitempty"`
+	// ThinkTime is the pause of a closed-loop user between a response and
+	// its next request, in seconds (KindClosed).
+	ThinkTime float64 `json:"think_s,omitempty"`
+	// Count is the number of requests of a burst (KindBurst).
+	Count int `json:"count,omitempty"`
+	// Start and Stop bound the generator in seconds; Stop 0 means the end
+	// of the run.
+	Start float64 `json:"start_s,omitempty"`
+	Stop  float64 `json:"stop_s,omitempty"`
+	// Prompt and Output are the length distributions in tokens.
+	Prompt LengthDist `json:"prompt"`
+	Output LengthDist `json:"output"`
+	// Interactive is the fraction of requests of class interactive, in
+	// [0, 1]; the rest are batch.
+	Interactive float64 `json:"interactive"`
+	// Label names the stream in the tables (default "team/kind").
+	Label string `json:"label,omitempty"`
+}
+
+// Length distributions of a LengthDist.
+const (
+	// DistFixed always returns Mean.
+	DistFixed = "fixed"
+	// DistUniform is uniform on [Min, Max].
+	DistUniform = "uniform"
+	// DistLogNormal is log-normal with the given Mean and coefficient of
+	// variation CV, clipped to [Min, Max].
+	DistLogNormal = "lognormal"
+	// DistExp is exponential with the given Mean, clipped to [Min, Max].
+	DistExp = "exp"
+)
+
+// LengthDist is a distribution of token counts.
+type LengthDist struct {
+	// Dist is DistFixed (default), DistUniform, DistLogNormal or DistExp.
+	Dist string `json:"dist,omitempty"`
+	// Mean is the mean length in tokens.
+	Mean float64 `json:"mean,omitempty"`
+	// CV is the coefficient of variation of DistLogNormal.
+	CV float64 `json:"cv,omitempty"`
+	// Min and Max clip the sampled length (Min defaults to 1; Max 0 means
+	// no upper clip).
+	Min int `json:"min,omitempty"`
+	Max int `json:"max,omitempty"`
+}
+
+// CapacityChange changes the pool at a point in time.
+type CapacityChange struct {
+	// At is the time of the change in seconds.
+	At float64 `json:"at_s"`
+	// Replicas is the new number of engine replicas: added replicas start
+	// empty, removed ones (the last ones) stop receiving requests and
+	// finish what they run.
+	Replicas int `json:"replicas"`
+	// Capacity is the new C told to the gateways (0: replicas ×
+	// max_num_seqs).
+	Capacity int `json:"capacity,omitempty"`
+}
+
+// LoadScenario reads and validates a scenario file. Unknown fields are
+// errors.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	s, err := ParseScenario(data)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// LoadScenarios reads every *.json file of dir, in name order.
+func LoadScenarios(dir string) ([]*Scenario, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []*Scenario
+	for _, n := range names {
+		s, err := LoadScenario(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("scenario: no *.json file in %s", dir)
+	}
+	return out, nil
+}
+
+// ParseScenario decodes and validates a scenario. Unknown fields are errors;
+// every problem is reported with its field path.
+func ParseScenario(data []byte) (*Scenario, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Scenario
+	if err := dec.Decode(&s); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate checks the scenario and returns every problem found, each with
+// its field path.
+func (s *Scenario) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if s.Name == "" {
+		bad("name", "must not be empty")
+	}
+	if !(s.Duration > 0) {
+		bad("duration_s", "must be > 0, got %v", s.Duration)
+	}
+	if s.Warmup < 0 || s.Warmup >= s.Duration {
+		bad("warmup_s", "must be in [0, duration_s), got %v", s.Warmup)
+	}
+	if s.Engine.Replicas < 0 {
+		bad("engine.replicas", "must be >= 0, got %d", s.Engine.Replicas)
+	}
+	if s.Capacity < 0 {
+		bad("capacity", "must be >= 0, got %d", s.Capacity)
+	}
+	if s.HalfLife < 0 {
+		bad("half_life_s", "must be >= 0, got %v", s.HalfLife)
+	}
+	teams := map[string]bool{}
+	sum := 0.0
+	for i, t := range s.Teams {
+		p := fmt.Sprintf("teams[%d]", i)
+		if t.Name == "" || strings.ContainsAny(t.Name, " \t\r\n") {
+			bad(p+".name", "must be a non-empty token, got %q", t.Name)
+		}
+		if teams[t.Name] {
+			bad(p+".name", "duplicate team %q", t.Name)
+		}
+		teams[t.Name] = true
+		if !(t.Share > 0 && t.Share <= 1) {
+			bad(p+".share", "must be in (0, 1], got %v", t.Share)
+		}
+		if t.Weight < 0 || math.IsNaN(t.Weight) {
+			bad(p+".weight", "must be >= 0, got %v", t.Weight)
+		}
+		sum += t.Share
+	}
+	if len(s.Teams) == 0 {
+		bad("teams", "must not be empty")
+	} else if sum > 1+1e-9 {
+		bad("teams", "shares sum to %v, must be <= 1", sum)
+	}
+	for i, w := range s.Workloads {
+		p := fmt.Sprintf("workloads[%d]", i)
+		if !teams[w.Team] {
+			bad(p+".team", "unknown team %q", w.Team)
+		}
+		switch w.Kind {
+		case KindPoisson:
+			if !(w.Rate > 0) {
+				bad(p+".rate", "must be > 0, got %v", w.Rate)
+			}
+		case KindClosed:
+			if w.Concurrency <= 0 {
+				bad(p+".concurrency", "must be > 0, got %d", w.Concurrency)
+			}
+			if w.ThinkTime < 0 {
+				bad(p+".think_s", "must be >= 0, got %v", w.ThinkTime)
+			}
+		case KindBurst:
+			if w.Count <= 0 {
+				bad(p+".count", "must be > 0, got %d", w.Count)
+			}
+		default:
+			bad(p+".kind", "must be %q, %q or %q, got %q", KindPoisson, KindClosed, KindBurst, w.Kind)
+		}
+		if w.Start < 0 || (w.Stop != 0 && w.Stop <= w.Start) {
+			bad(p+".start_s", "start %v and stop %v: need 0 <= start < stop", w.Start, w.Stop)
+		}
+		if w.Interactive < 0 || w.Interactive > 1 {
+			bad(p+".interactive", "must be in [0, 1], got %v", w.Interactive)
+		}
+		for _, d := range []struct {
+			name string
+			d    LengthDist
+		}{{"prompt", w.Prompt}, {"output", w.Output}} {
+			if err := d.d.validate(); err != nil {
+				bad(p+"."+d.name, "%v", err)
+			}
+		}
+	}
+	if len(s.Workloads) == 0 {
+		bad("workloads", "must not be empty")
+	}
+	for i, c := range s.CapacityChanges {
+		p := fmt.Sprintf("capacity_changes[%d]", i)
+		if c.At <= 0 || c.At >= s.Duration {
+			bad(p+".at_s", "must be in (0, duration_s), got %v", c.At)
+		}
+		if c.Replicas <= 0 {
+			bad(p+".replicas", "must be > 0, got %d", c.Replicas)
+		}
+		if i > 0 && c.At <= s.CapacityChanges[i-1].At {
+			bad(p+".at_s", "must be after the previous change")
+		}
+	}
+	for i, a := range s.Ablations {
+		if NewAblation(a) == nil {
+			bad(fmt.Sprintf("ablations[%d]", i), "must be %q or %q, got %q", AblationNoEntryPenalty, AblationGatewayHold, a)
+		}
+	}
+	if s.Alone != "" && !teams[s.Alone] {
+		bad("alone", "unknown team %q", s.Alone)
+	}
+	for i, t := range s.Saturated {
+		if !teams[t] {
+			bad(fmt.Sprintf("saturated[%d]", i), "unknown team %q", t)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d LengthDist) validate() error {
+	switch d.Dist {
+	case "", DistFixed, DistExp:
+	case DistUniform:
+		if d.Max < d.Min || d.Max <= 0 {
+			return fmt.Errorf("uniform needs 0 < min <= max, got [%d, %d]", d.Min, d.Max)
+		}
+		return nil
+	case DistLogNormal:
+		if !(d.CV > 0) {
+			return fmt.Errorf("lognormal needs cv > 0, got %v", d.CV)
+		}
+	default:
+		return fmt.Errorf("dist must be fixed, uniform, lognormal or exp, got %q", d.Dist)
+	}
+	if !(d.Mean >= 1) {
+		return fmt.Errorf("mean must be >= 1, got %v", d.Mean)
+	}
+	if d.Max != 0 && d.Max < d.Min {
+		return fmt.Errorf("max %d < min %d", d.Max, d.Min)
+	}
+	return nil
+}
+
+// Sec converts seconds of scenario time to a time.Duration.
+func Sec(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// Share returns the configured share of a team (0 if unknown).
+func (s *Scenario) Share(team string) float64 {
+	for _, t := range s.Teams {
+		if t.Name == team {
+			return t.Share
+		}
+	}
+	return 0
+}
+
+// TeamNames returns the team names in configuration order.
+func (s *Scenario) TeamNames() []string {
+	out := make([]string, len(s.Teams))
+	for i, t := range s.Teams {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// Replicas returns the number of engine replicas at the start (default 1).
+func (s *Scenario) Replicas() int {
+	if s.Engine.Replicas <= 0 {
+		return 1
+	}
+	return s.Engine.Replicas
+}
+
+// AloneScenario returns a copy of s that keeps only the workloads of team
+// (for the "ratio to running alone" columns), or nil if s has no Alone team.
+func (s *Scenario) AloneScenario() *Scenario {
+	if s.Alone == "" {
+		return nil
+	}
+	c := *s
+	c.Workloads = nil
+	for _, w := range s.Workloads {
+		if w.Team == s.Alone {
+			c.Workloads = append(c.Workloads, w)
+		}
+	}
+	c.Name = s.Name + "-alone"
+	c.Saturated = nil
+	return &c
+}
+
+// Scaled returns a copy of s whose times (duration, warm-up, generator
+// bounds, capacity changes) are multiplied by f: the reduced runs of -quick
+// and of the tests.
+func (s *Scenario) Scaled(f float64) *Scenario {
+	c := *s
+	c.Duration *= f
+	c.Warmup *= f
+	c.HalfLife *= f
+	c.Workloads = append([]WorkloadSpec(nil), s.Workloads...)
+	for i := range c.Workloads {
+		c.Workloads[i].Start *= f
+		c.Workloads[i].Stop *= f
+	}
+	c.CapacityChanges = append([]CapacityChange(nil), s.CapacityChanges...)
+	for i := range c.CapacityChanges {
+		c.CapacityChanges[i].At *= f
+	}
+	return &c
+}
