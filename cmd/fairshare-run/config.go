@@ -1,0 +1,155 @@
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// demoConfig is the plugin configuration used without -config: the example
+// configuration (testdata/plugin/example.json) with the pool's capacity set
+// to the simulated engine's max_num_seqs (16), so that the teams'
+// reservations (search 8, chat 5, research 3) cover exactly what the engine
+// runs at once, and a 10-minute usage half-life.
+//
+//go:embed demo.json
+var demoConfig []byte
+
+// demoConfigName names the embedded configuration in the output.
+const demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: example.json with capacity 16)"
+
+// configView is what the runner reads from a plugin configuration: enough to
+// send requests the plugin schedules and to label the view. The plugin
+// itself parses and validates the configuration; this only reads it.
+type configView struct {
+	TeamHeader  string
+	ClassHeader string
+	StatusPath  string // "" when the status endpoint is disabled
+	StatusToken string // bearer token of the status endpoint, if any
+	Paths       []string
+	Pools       []configPool
+}
+
+// configPool is one pool of the configuration.
+type configPool struct {
+	Name     string
+	Capacity int
+	Models   []string
+	Teams    []configTeam // in the configuration's order
+}
+
+// configTeam is one team of a pool.
+type configTeam struct {
+	Name  string
+	Share float64
+}
+
+// readConfig reads the fields of a plugin configuration the runner needs,
+// with the plugin's defaults (x-team, x-request-class, /fairshare/status,
+// /v1/chat/completions). It fails on a document that is not a JSON object or
+// has no pool; everything else is left to the plugin.
+func readConfig(b []byte) (configView, error) {
+	c := configView{
+		TeamHeader:  "x-team",
+		ClassHeader: "x-request-class",
+		StatusPath:  statusPath,
+		Paths:       []string{"/v1/chat/completions", "/v1/completions"},
+	}
+	if !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
+		return c, fmt.Errorf("config: not a JSON object")
+	}
+	root := gjson.ParseBytes(b)
+	if v := root.Get("team_header"); v.Type == gjson.String {
+		c.TeamHeader = strings.ToLower(v.Str)
+	}
+	if v := root.Get("class_header"); v.Type == gjson.String {
+		c.ClassHeader = strings.ToLower(v.Str)
+	}
+	if v := root.Get("status_path"); v.Type == gjson.String {
+		c.StatusPath = v.Str
+	}
+	if v := root.Get("status_token"); v.Type == gjson.String {
+		c.StatusToken = v.Str
+	}
+	if v := root.Get("paths"); v.IsArray() && len(v.Array()) > 0 {
+		c.Paths = nil
+		for _, p := range v.Array() {
+			c.Paths = append(c.Paths, p.String())
+		}
+	}
+	for _, p := range root.Get("pools").Array() {
+		cp := configPool{Name: p.Get("name").String(), Capacity: int(p.Get("capacity").Int())}
+		for _, m := range p.Get("models").Array() {
+			cp.Models = append(cp.Models, m.String())
+		}
+		p.Get("teams").ForEach(func(k, v gjson.Result) bool {
+			cp.Teams = append(cp.Teams, configTeam{Name: k.String(), Share: v.Get("share").Float()})
+			return true
+		})
+		c.Pools = append(c.Pools, cp)
+	}
+	if len(c.Pools) == 0 {
+		return c, fmt.Errorf("config: no pools")
+	}
+	return c, nil
+}
+
+// chatPath returns the chat completions path the plugin schedules (the
+// first configured path ending in /chat/completions, else the first path).
+func (c configView) chatPath() string {
+	for _, p := range c.Paths {
+		if strings.HasSuffix(p, "/chat/completions") {
+			return p
+		}
+	}
+	return c.Paths[0]
+}
+
+// model returns the model the demo sends: want if set, else the first
+// pool's first model that is not the wildcard "*", else a default.
+func (c configView) model(want string) string {
+	if want != "" {
+		return want
+	}
+	for _, m := range c.Pools[0].Models {
+		if m != "*" {
+			return m
+		}
+	}
+	return defaultModel
+}
+
+// defaultModel is the model served by the simulator and sent by the demo
+// when neither the flag nor the configuration names one.
+const defaultModel = "meta-llama/Llama-3.1-8B-Instruct"
+
+// poolOf returns the pool serving model (or "*"), or the first pool.
+func (c configView) poolOf(model string) configPool {
+	for _, p := range c.Pools {
+		for _, m := range p.Models {
+			if m == model {
+				return p
+			}
+		}
+	}
+	for _, p := range c.Pools {
+		for _, m := range p.Models {
+			if m == "*" {
+				return p
+			}
+		}
+	}
+	return c.Pools[0]
+}
+
+// share returns the team's configured share in pool p (0 if absent).
+func (p configPool) share(team string) float64 {
+	for _, t := range p.Teams {
+		if t.Name == team {
+			return t.Share
+		}
+	}
+	return 0
+}

@@ -1,0 +1,179 @@
+// Command fairshare-run is the `make run` experience: it starts a local
+// proxy (the project's proxy-wasm host on wazero, running plugin.wasm with a
+// fairshare configuration) in front of a simulated vLLM engine, or a real
+// vLLM URL, drives a short demo load from three teams of which one floods,
+// and shows a live per-team view: requests in flight within share and
+// borrowing, the priorities the plugin gave them, tokens/s, and time to first
+// token. At the end (or on Ctrl-C) it prints a summary.
+//
+// Usage:
+//
+//	fairshare-run [-wasm plugin.wasm] [-config file.json] [-upstream URL]
+//	              [-listen 127.0.0.1:10000] [-vms 2] [-duration 30s] [-no-load]
+//	              [-model name] [-drain 15s] [-view auto|live|lines]
+//	              [-time-scale 1] [-v]
+//
+// make run builds plugin.wasm and runs this command; its variables UPSTREAM,
+// CONFIG and NO_LOAD set -upstream, -config and -no-load, and RUN_ARGS
+// passes any other flag.
+//
+// Without -config it uses an embedded demo configuration (the example
+// configuration with a pool capacity equal to the simulated engine's
+// max_num_seqs). Without -upstream it starts the embedded simulator on a free
+// local port. With -no-load it only serves the proxy and prints curl commands
+// to try; Ctrl-C stops it.
+//
+// The demo teams are the configured pool's teams by decreasing share: the
+// largest sends steady interactive requests within its share, the second
+// joins after a quarter of the run, the smallest floods with batch requests
+// far above its share, so most of them borrow and yield to the others.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the process the usual way
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "fairshare-run:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	wasm      string
+	config    string
+	upstream  string
+	listen    string
+	model     string
+	vms       int
+	noLoad    bool
+	duration  time.Duration
+	drain     time.Duration
+	view      string
+	timeScale float64
+	verbose   bool
+}
+
+// Default flag values.
+const (
+	defaultListen   = "127.0.0.1:10000"
+	defaultVMs      = 2
+	defaultDuration = 30 * time.Second
+	defaultDrain    = 15 * time.Second
+	// refreshLive and refreshLines are the view's refresh periods on a
+	// terminal and otherwise.
+	refreshLive  = 500 * time.Millisecond
+	refreshLines = 5 * time.Second
+)
+
+// defaultWasm is the -wasm default: $FAIRSHARE_WASM (set by make run) or
+// plugin.wasm in the working directory.
+func defaultWasm() string {
+	if p := os.Getenv("FAIRSHARE_WASM"); p != "" {
+		return p
+	}
+	return "plugin.wasm"
+}
+
+// parseFlags parses args into options; errors go to stderr.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("fairshare-run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "fairshare-run: plugin.wasm in a local proxy in front of a (simulated) vLLM, with a demo load\n"+
+			"from three teams and a live per-team view. Ctrl-C stops it.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.wasm, "wasm", defaultWasm(), "the plugin module to run (make build makes plugin.wasm; default $FAIRSHARE_WASM if set)")
+	fs.StringVar(&o.config, "config", "", "plugin configuration JSON file (default: the embedded demo configuration)")
+	fs.StringVar(&o.upstream, "upstream", "", "base URL of a real vLLM server, e.g. http://127.0.0.1:8000 (default: start the embedded simulator)")
+	fs.StringVar(&o.listen, "listen", defaultListen, "address of the local proxy")
+	fs.StringVar(&o.model, "model", "", "model name the demo requests (default: the configuration's first model)")
+	fs.IntVar(&o.vms, "vms", defaultVMs, "worker VMs of the proxy (Envoy's --concurrency)")
+	fs.BoolVar(&o.noLoad, "no-load", false, "serve the proxy only (no demo load); print curl commands and wait for Ctrl-C")
+	fs.DurationVar(&o.duration, "duration", defaultDuration, "length of the demo load")
+	fs.DurationVar(&o.drain, "drain", defaultDrain, "how long to wait for requests in flight after the load stops before cancelling them")
+	fs.StringVar(&o.view, "view", "auto", "live view: auto (in place on a terminal, lines otherwise), live or lines")
+	fs.Float64Var(&o.timeScale, "time-scale", defaultTimeScale, "simulator only: wall-clock seconds per simulated second (2 runs the engine at half speed)")
+	fs.BoolVar(&o.verbose, "v", false, "print the plugin's warnings and errors to stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
+	}
+	switch {
+	case o.vms < 1:
+		return o, fmt.Errorf("-vms must be at least 1, got %d", o.vms)
+	case o.duration <= 0 && !o.noLoad:
+		return o, fmt.Errorf("-duration must be positive, got %v", o.duration)
+	case o.view != "auto" && o.view != "live" && o.view != "lines":
+		return o, fmt.Errorf("-view must be auto, live or lines, got %q", o.view)
+	case !(o.timeScale > 0):
+		return o, fmt.Errorf("-time-scale must be positive, got %v", o.timeScale)
+	}
+	return o, nil
+}
+
+// run is the whole command: parse the flags, start the upstream and the
+// proxy, run the demo (or serve only) until it ends or ctx is cancelled,
+// print the summary and shut everything down. A cancelled ctx (Ctrl-C) is a
+// clean stop, not an error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	r, err := start(ctx, o, stdout, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while starting
+		}
+		return err
+	}
+	defer r.close()
+	if o.noLoad {
+		r.serveOnly(ctx)
+		return nil
+	}
+	r.demo(ctx, isTerminal(stdout, o.view))
+	return nil
+}
+
+// isTerminal reports whether the live view redraws in place: -view live,
+// or -view auto with w a character device.
+func isTerminal(w io.Writer, view string) bool {
+	switch view {
+	case "live":
+		return true
+	case "lines":
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}

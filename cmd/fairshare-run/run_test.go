@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
+)
+
+// pluginFile writes the plugin built from the working tree to a temporary
+// file (fairshare-run reads -wasm from disk). A plugin that cannot be built
+// fails the test.
+func pluginFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plugin.wasm")
+	if err := os.WriteFile(path, wasmbuild.Plugin(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemo runs the whole demo for a few seconds through the real plugin in
+// the wazero host, in front of the simulator, with the compact (non-terminal)
+// output, and checks what a user is meant to see: every team is served, the
+// flooding team borrows (priority ≥ 10) while the within-share team's
+// interactive requests run at priority 0 and start sooner, the summary is
+// printed, and nothing is left in flight in the plugin at the end.
+func TestDemo(t *testing.T) {
+	o, err := parseFlags([]string{
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "4s", "-drain", "2s", "-time-scale", "0.5", "-view", "lines",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr syncBuffer
+	ctx := context.Background()
+	r, err := start(ctx, o, &out, &stderr)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer r.close()
+	s := r.demo(ctx, isTerminal(&out, o.view))
+	text := out.String()
+	t.Logf("output:\n%s", text)
+
+	for _, want := range []string{"config:   embedded demo config", "upstream: simulated vLLM", "summary after", "TTFT p50"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "\x1b[") {
+		t.Errorf("non-terminal output has ANSI escape codes")
+	}
+	teams := map[string]teamView{}
+	for _, v := range s.Teams {
+		teams[v.Name] = v
+		if v.Done == 0 {
+			t.Errorf("team %s completed no request: %+v", v.Name, v)
+		}
+		if v.Errors > 0 {
+			t.Errorf("team %s had %d errors (last: %v)", v.Name, v.Errors, s.Errors)
+		}
+		if v.Tokens == 0 {
+			t.Errorf("team %s received no tokens", v.Name)
+		}
+	}
+	search, research := teams["search"], teams["research"]
+	if research.DoneBorrow == 0 || len(research.Prios) == 0 || slices.Max(research.Prios) < borrowBase {
+		t.Errorf("research (flooding) did not borrow: %d of %d requests borrowed, priorities %v",
+			research.DoneBorrow, research.Done, research.Prios)
+	}
+	if search.DoneBorrow != 0 || !slices.Equal(search.Prios, []int{0}) {
+		t.Errorf("search (interactive, within share) got priorities %v with %d borrowing, want only 0 and none",
+			search.Prios, search.DoneBorrow)
+	}
+	if !search.HasP50Within || !research.HasP50Borrow || search.P50Within >= research.P50Borrow {
+		t.Errorf("within-share search TTFT p50 %v is not below research's borrowers' %v",
+			search.P50Within, research.P50Borrow)
+	}
+
+	// The plugin's view after the run: the three teams, nothing in flight.
+	if len(s.Pools) == 0 {
+		t.Fatalf("no plugin status at the end: %s", s.StatusErr)
+	}
+	pools, err := r.status(ctx)
+	if err != nil {
+		t.Fatalf("status after the run: %v", err)
+	}
+	for _, p := range pools {
+		if n, _ := p.inFlight(); n != 0 {
+			t.Errorf("pool %s has %d requests in flight after the run: %+v", p.Name, n, p.Teams)
+		}
+	}
+	if p := poolsNamed(pools, "llama-8b"); len(p) != 1 || len(p[0].Teams) < 3 {
+		t.Errorf("status has no pool llama-8b with the three teams: %+v", pools)
+	}
+}
+
+// TestInterrupt cancels the run midway, as Ctrl-C does: run returns
+// without error, says the summary was interrupted, and the plugin releases
+// every cancelled request. It also runs the -upstream and -config paths: a
+// simulator started apart stands for a real vLLM, and the configuration is
+// the example file.
+func TestInterrupt(t *testing.T) {
+	sim := vllmsim.NewServer(vllmsim.DemoConfig(), vllmsim.ServerOptions{})
+	vllm := httptest.NewServer(sim)
+	defer vllm.Close()
+	defer sim.Close() // first: it ends the streams vllm.Close waits for
+	o, err := parseFlags([]string{
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "1m", "-view", "lines",
+		"-upstream", vllm.URL, "-config", "../../testdata/plugin/example.json",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr syncBuffer
+	r, err := start(context.Background(), o, &out, &stderr)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer r.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Second, cancel)
+	s := r.demo(ctx, false)
+	if !s.Interrupted {
+		t.Errorf("summary not marked interrupted")
+	}
+	for _, want := range []string{
+		"config:   ../../testdata/plugin/example.json\n",
+		"pool:     llama-8b, capacity 64,",
+		"upstream: vLLM at " + vllm.URL + "\n",
+		"summary interrupted after",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var served int
+	for _, v := range s.Teams {
+		served += v.Done
+	}
+	if served == 0 || len(sim.Records()) == 0 {
+		t.Errorf("no request reached the upstream given by -upstream (%d done, %d records)", served, len(sim.Records()))
+	}
+	if s.Elapsed >= o.duration {
+		t.Errorf("interrupted demo ran %v, its whole planned duration", s.Elapsed)
+	}
+	pools, err := r.status(context.Background())
+	if err != nil {
+		t.Fatalf("status after the interrupt: %v", err)
+	}
+	for _, p := range pools {
+		if n, _ := p.inFlight(); n != 0 {
+			t.Errorf("pool %s has %d requests in flight after the interrupt: %+v", p.Name, n, p.Teams)
+		}
+	}
+}
+
+// TestNoLoad runs the command with -no-load: it serves the proxy, prints
+// how to try it, sends nothing, and returns cleanly when interrupted.
+func TestNoLoad(t *testing.T) {
+	var out syncBuffer
+	wasm := pluginFile(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"-wasm", wasm, "-listen", "127.0.0.1:0", "-no-load"}, &out, io.Discard)
+	}()
+	// Wait for the curl hint (the proxy is up once it is printed).
+	hang := time.After(2 * time.Minute) // a guard against a hang, not a speed check
+	for !strings.Contains(out.String(), "/fairshare/status\n\n") {
+		select {
+		case err := <-errc:
+			t.Fatalf("run returned before the interrupt: %v\n%s", err, out.String())
+		case <-hang:
+			t.Fatalf("run printed no curl hint:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("run(-no-load) after Ctrl-C = %v, want nil", err)
+	}
+	text := out.String()
+	for _, want := range []string{"no demo load", "curl -sN", "-H 'x-team: search'", "-H 'x-request-class: interactive'", "stopping"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("-no-load output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "summary") {
+		t.Errorf("-no-load printed a demo summary:\n%s", text)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.wasm != defaultWasm() || o.listen != defaultListen || o.vms != defaultVMs || o.duration != defaultDuration ||
+		o.config != "" || o.upstream != "" || o.noLoad || o.view != "auto" {
+		t.Errorf("defaults = %+v", o)
+	}
+	for _, bad := range [][]string{
+		{"-vms", "0"}, {"-duration", "0s"}, {"-view", "fancy"}, {"-time-scale", "0"}, {"extra"}, {"-nope"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) = nil error", bad)
+		}
+	}
+	if _, err := parseFlags([]string{"-no-load", "-duration", "0s"}, io.Discard); err != nil {
+		t.Errorf("-no-load needs no duration: %v", err)
+	}
+}

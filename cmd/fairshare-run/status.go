@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+
+	"github.com/tidwall/gjson"
+)
+
+// statusPath is the plugin's status endpoint, answered by the plugin itself
+// (a local reply) on GET.
+const statusPath = "/fairshare/status"
+
+// statusTeam is one team of a pool in the plugin's status snapshot.
+type statusTeam struct {
+	Team           string
+	Share          float64
+	Weight         float64
+	Reserved       int
+	InFlight       int
+	Borrowing      int
+	Usage          float64
+	LevelFairshare float64
+	Rank           int
+	Phantoms       int
+}
+
+// statusPool is one pool of the plugin's status snapshot.
+type statusPool struct {
+	Name     string
+	Capacity int
+	Teams    []statusTeam
+}
+
+// inFlight returns the requests in flight in the pool, phantoms included.
+func (p statusPool) inFlight() (n, borrowing int) {
+	for _, t := range p.Teams {
+		n += t.InFlight + t.Phantoms
+		borrowing += t.Borrowing
+	}
+	return n, borrowing
+}
+
+// team returns the pool's entry for name, or nil.
+func (p *statusPool) team(name string) *statusTeam {
+	for i := range p.Teams {
+		if p.Teams[i].Team == name {
+			return &p.Teams[i]
+		}
+	}
+	return nil
+}
+
+// errNoStatus is the status error when the configuration disables the
+// endpoint.
+var errNoStatus = errors.New("status endpoint disabled (status_path is empty)")
+
+// fetchStatus asks the plugin for its snapshot at statusURL (the proxy's
+// address and the configured status_path), with the bearer token if the
+// configuration sets one.
+func fetchStatus(ctx context.Context, c *http.Client, statusURL, token string) ([]statusPool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status: GET %s: %d %s", req.URL.Path, resp.StatusCode, truncate(string(b), 200))
+	}
+	return parseStatus(b)
+}
+
+// parseStatus decodes the status snapshot. It accepts the pools as an array
+// of objects with a "name" (or "pool") or as an object keyed by pool name,
+// at the top level or under "pools"; likewise the teams under "teams". It
+// never panics on any input.
+func parseStatus(b []byte) ([]statusPool, error) {
+	if !gjson.ValidBytes(b) {
+		return nil, fmt.Errorf("status: not JSON: %s", truncate(string(b), 200))
+	}
+	root := gjson.ParseBytes(b)
+	pools := root.Get("pools")
+	if !pools.Exists() {
+		pools = root
+	}
+	var out []statusPool
+	eachNamed(pools, []string{"name", "pool"}, func(name string, v gjson.Result) {
+		if !v.IsObject() {
+			return
+		}
+		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int())}
+		eachNamed(v.Get("teams"), []string{"team", "name"}, func(team string, t gjson.Result) {
+			if !t.IsObject() {
+				return
+			}
+			p.Teams = append(p.Teams, statusTeam{
+				Team:           team,
+				Share:          t.Get("share").Float(),
+				Weight:         t.Get("weight").Float(),
+				Reserved:       int(t.Get("reserved").Int()),
+				InFlight:       int(first(t, "in_flight", "inflight", "inFlight").Int()),
+				Borrowing:      int(t.Get("borrowing").Int()),
+				Usage:          t.Get("usage").Float(),
+				LevelFairshare: levelFairshare(first(t, "level_fairshare", "levelFairshare", "lf")),
+				Rank:           int(t.Get("rank").Int()),
+				Phantoms:       int(t.Get("phantoms").Int()),
+			})
+		})
+		out = append(out, p)
+	})
+	if len(out) == 0 {
+		return nil, fmt.Errorf("status: no pools in %s", truncate(string(b), 200))
+	}
+	return out, nil
+}
+
+// levelFairshare reads LF: the plugin writes null for an infinite LF (a team
+// with a share and no usage).
+func levelFairshare(v gjson.Result) float64 {
+	if v.Exists() && v.Type == gjson.Null {
+		return math.Inf(1)
+	}
+	return v.Float()
+}
+
+// eachNamed calls fn for every element of an array (its name read from the
+// first of keys present) or every member of an object (its name the key), in
+// array order or key order.
+func eachNamed(v gjson.Result, keys []string, fn func(name string, v gjson.Result)) {
+	switch {
+	case v.IsArray():
+		for _, e := range v.Array() {
+			fn(first(e, keys...).String(), e)
+		}
+	case v.IsObject():
+		m := v.Map()
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fn(k, m[k])
+		}
+	}
+}
+
+// first returns the first of keys present in v.
+func first(v gjson.Result, keys ...string) gjson.Result {
+	for _, k := range keys {
+		if r := v.Get(k); r.Exists() {
+			return r
+		}
+	}
+	return gjson.Result{}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

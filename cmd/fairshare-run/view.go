@@ -1,0 +1,306 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// frame is one refresh of the live view: everything the renderer needs, so
+// rendering is a pure function of it.
+type frame struct {
+	Elapsed   time.Duration
+	Duration  time.Duration // 0: no planned end (proxy only)
+	Phase     string        // "load", "draining", ...
+	Pools     []statusPool  // the plugin's snapshot; nil if unknown
+	StatusErr string        // why Pools is nil
+	Teams     []teamView
+	Upstream  string // a line about the upstream (simulator counters), or ""
+}
+
+// Live view windows: tokens/s over rateWindow (the rate meter's 20 × 250 ms),
+// priorities and TTFT percentiles over viewWindow.
+const (
+	rateWindow = 5 * time.Second
+	viewWindow = 10 * time.Second
+)
+
+// fmtDur formats a latency for a table cell: "38ms", "1.23s", "-" when absent.
+func fmtDur(d time.Duration, ok bool) string {
+	switch {
+	case !ok:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	default:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+}
+
+// fmtNum formats a float compactly for the plugin's usage and LF columns:
+// three significant digits (whole numbers from 100 to 1e6), "inf" for +Inf,
+// "-" for NaN.
+func fmtNum(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "-"
+	case math.IsInf(x, 1):
+		return "inf"
+	case math.IsInf(x, -1):
+		return "-inf"
+	case x != 0 && (math.Abs(x) >= 1e6 || math.Abs(x) < 1e-3):
+		return fmt.Sprintf("%.2e", x)
+	case math.Abs(x) >= 100:
+		return fmt.Sprintf("%.0f", x)
+	default:
+		return fmt.Sprintf("%.3g", x)
+	}
+}
+
+// fmtShare formats a fraction as a percentage ("50%", "-" when unknown).
+func fmtShare(x float64) string {
+	if x <= 0 || math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
+}
+
+// standing returns a team's in-flight figures: the plugin's when the
+// snapshot has the team, the client's otherwise.
+func standing(t teamView) (inFlight, within, borrowing int) {
+	if s := t.Status; s != nil {
+		return s.InFlight + s.Phantoms, s.InFlight - s.Borrowing, s.Borrowing
+	}
+	return t.InFlight, t.Within, t.Borrowing
+}
+
+// renderTable writes the live view's lines (no ANSI codes) to b.
+func renderTable(b *strings.Builder, f frame) {
+	progress := fmt.Sprintf("%.0fs", f.Elapsed.Seconds())
+	if f.Duration > 0 {
+		progress += fmt.Sprintf(" / %.0fs", f.Duration.Seconds())
+	}
+	fmt.Fprintf(b, "%s · %s\n", progress, f.Phase)
+	if len(f.Pools) == 0 {
+		fmt.Fprintf(b, "plugin status: %s\n", orDash(f.StatusErr))
+	}
+	for _, p := range f.Pools {
+		n, borrow := p.inFlight()
+		fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)\n",
+			p.Name, p.Capacity, n, n-borrow, borrow)
+	}
+	if f.Upstream != "" {
+		b.WriteString(f.Upstream + "\n")
+	}
+	fmt.Fprintf(b, "%-10s %5s %4s %6s %6s %6s  %-10s %7s %8s %8s %6s %4s │ %8s %7s %4s\n",
+		"TEAM", "SHARE", "RSV", "FLIGHT", "WITHIN", "BORROW", "PRIORITY", "TOK/S", "TTFT p50", "p99", "DONE", "ERR",
+		"USAGE", "LF", "RANK")
+	for _, t := range f.Teams {
+		n, within, borrow := standing(t)
+		share, rsv, usage, lf, rank := fmtShare(t.Share), "-", "-", "-", "-"
+		if s := t.Status; s != nil {
+			share = fmtShare(s.Share)
+			rsv = fmt.Sprint(s.Reserved)
+			usage, lf, rank = fmtNum(s.Usage), fmtNum(s.LevelFairshare), fmt.Sprint(s.Rank)
+		}
+		fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %8s %7s %4s\n",
+			t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
+			fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, usage, lf, rank)
+	}
+	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n",
+		rateWindow, viewWindow)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// liveView redraws the table in place on a terminal: it moves the cursor up
+// over the previous frame and overwrites it line by line. Line wrapping is
+// turned off while it runs so a narrow terminal truncates instead of
+// breaking the cursor arithmetic. Not safe for concurrent use.
+type liveView struct {
+	w     io.Writer
+	lines int // lines of the previous frame
+}
+
+// draw replaces the previous frame with f.
+func (v *liveView) draw(f frame) {
+	var b strings.Builder
+	renderTable(&b, f)
+	v.drawText(b.String())
+}
+
+func (v *liveView) drawText(text string) {
+	var out strings.Builder
+	if v.lines == 0 {
+		out.WriteString("\x1b[?7l") // no autowrap
+	} else {
+		fmt.Fprintf(&out, "\x1b[%dA\r", v.lines)
+	}
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	for _, l := range lines {
+		out.WriteString(l)
+		out.WriteString("\x1b[K\n")
+	}
+	out.WriteString("\x1b[J")
+	v.lines = len(lines)
+	io.WriteString(v.w, out.String())
+}
+
+// close restores line wrapping; the last frame stays on the screen.
+func (v *liveView) close() {
+	if v.lines > 0 {
+		io.WriteString(v.w, "\x1b[?7h")
+	}
+}
+
+// renderLines writes the compact form of f used when stdout is not a
+// terminal: one line per team, prefixed with the elapsed time.
+func renderLines(b *strings.Builder, f frame) {
+	at := fmt.Sprintf("[%3.0fs]", f.Elapsed.Seconds())
+	for _, p := range f.Pools {
+		n, borrow := p.inFlight()
+		fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing\n", at, p.Name, n, p.Capacity, borrow)
+	}
+	if len(f.Pools) == 0 && f.StatusErr != "" {
+		fmt.Fprintf(b, "%s plugin status: %s\n", at, f.StatusErr)
+	}
+	for _, t := range f.Teams {
+		n, within, borrow := standing(t)
+		fmt.Fprintf(b, "%s %-9s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
+			at, t.Name, n, within, borrow, t.Bands, t.TokPerSec, fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done)
+		if t.Errors > 0 {
+			fmt.Fprintf(b, ", %d errors", t.Errors)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// summary is the end-of-run report.
+type summary struct {
+	Elapsed      time.Duration
+	Upstream     string
+	Config       string
+	Teams        []teamView   // whole-run figures (window 0)
+	Classes      []string     // the demo class of each team, same order
+	Pools        []statusPool // the plugin's snapshot after the load, nil if unknown
+	StatusErr    string
+	Interrupted  bool
+	Errors       []string // "team: last error" of the teams that had errors
+	UpstreamLine string   // the simulator's counters, or ""
+	PluginLogs   int      // warnings and errors the plugin logged
+}
+
+// renderSummary writes the final summary table: per team the requests, how
+// many borrowed, the priorities seen, tokens and their share of all tokens
+// against the team's entitled share, TTFT percentiles, and TTFT p50 of the
+// within-share and borrowing requests apart; then the plugin's final state.
+func renderSummary(b *strings.Builder, s summary) {
+	how := "after"
+	if s.Interrupted {
+		how = "interrupted after"
+	}
+	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config)
+	var total int64
+	for _, t := range s.Teams {
+		total += t.Tokens
+	}
+	fmt.Fprintf(b, "%-10s %-11s %5s %4s %6s %8s  %-10s %7s %6s %6s %8s %8s %8s %10s %10s\n",
+		"TEAM", "CLASS", "REQS", "ERR", "WITHIN", "BORROWED", "PRIORITY", "TOKENS", "TOK/S",
+		"TOK%", "ENTITLED", "TTFT p50", "p99", "p50 within", "p50 borrow")
+	for i, t := range s.Teams {
+		class := "-"
+		if i < len(s.Classes) {
+			class = s.Classes[i]
+		}
+		share := t.Share
+		if t.Status != nil && t.Status.Share > 0 {
+			share = t.Status.Share
+		}
+		tokShare := "-"
+		if total > 0 {
+			tokShare = fmt.Sprintf("%.0f%%", 100*float64(t.Tokens)/float64(total))
+		}
+		fmt.Fprintf(b, "%-10s %-11s %5d %4d %6d %8d  %-10s %7d %6.0f %6s %8s %8s %8s %10s %10s\n",
+			t.Name, class, t.Done, t.Errors, t.DoneWithin, t.DoneBorrow, t.Bands, t.Tokens, t.TokPerSec,
+			tokShare, fmtShare(share), fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT),
+			fmtDur(t.P50Within, t.HasP50Within), fmtDur(t.P50Borrow, t.HasP50Borrow))
+	}
+	for _, t := range s.Teams {
+		if t.Canceled > 0 {
+			fmt.Fprintf(b, "%s: %d requests cancelled at the end\n", t.Name, t.Canceled)
+		}
+	}
+	if len(s.Pools) == 0 {
+		fmt.Fprintf(b, "plugin status at the end: %s\n", orDash(s.StatusErr))
+	}
+	for _, p := range s.Pools {
+		n, borrow := p.inFlight()
+		fmt.Fprintf(b, "plugin at the end: pool %s in flight %d (borrowing %d); usage / LF / rank:", p.Name, n, borrow)
+		for i, t := range p.Teams {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(b, "%s %s %s / %s / %d", sep, t.Team, fmtNum(t.Usage), fmtNum(t.LevelFairshare), t.Rank)
+		}
+		b.WriteString("\n")
+	}
+	if s.UpstreamLine != "" {
+		b.WriteString(s.UpstreamLine + "\n")
+	}
+	for _, e := range s.Errors {
+		fmt.Fprintf(b, "last error of %s\n", e)
+	}
+	if s.PluginLogs > 0 {
+		fmt.Fprintf(b, "the plugin logged %d warnings or errors (-v prints them)\n", s.PluginLogs)
+	}
+	for _, line := range verdict(s.Teams) {
+		b.WriteString(line + "\n")
+	}
+}
+
+// verdict states in words what the run showed: which team borrowed, how
+// long its borrowers waited, and how the within-share teams fared.
+func verdict(teams []teamView) []string {
+	var out []string
+	var total int64
+	for _, t := range teams {
+		total += t.Tokens
+	}
+	for _, t := range teams {
+		if t.DoneBorrow == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s borrowed for %d of its %d requests (priority %s)", t.Name, t.DoneBorrow, t.Done, t.Bands)
+		if t.HasP50Borrow {
+			line += fmt.Sprintf("; its borrowers waited TTFT p50 %s", fmtDur(t.P50Borrow, true))
+		}
+		share := t.Share
+		if t.Status != nil && t.Status.Share > 0 {
+			share = t.Status.Share
+		}
+		if total > 0 && share > 0 && float64(t.Tokens)/float64(total) > share {
+			line += fmt.Sprintf("; it got %.0f%% of the tokens for a %s share: capacity the others left idle",
+				100*float64(t.Tokens)/float64(total), fmtShare(share))
+		}
+		out = append(out, line+".")
+	}
+	for _, t := range teams {
+		if t.DoneBorrow == 0 && t.DoneWithin > 0 {
+			out = append(out, fmt.Sprintf("%s stayed within its share: %d requests at priority %s, TTFT p50 %s.",
+				t.Name, t.DoneWithin, t.Bands, fmtDur(t.P50Within, t.HasP50Within)))
+		}
+	}
+	return out
+}

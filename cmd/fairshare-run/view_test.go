@@ -1,0 +1,203 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFmtDur(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		ok   bool
+		want string
+	}{
+		{0, false, "-"},
+		{500 * time.Microsecond, true, "500µs"},
+		{38 * time.Millisecond, true, "38ms"},
+		{1234 * time.Millisecond, true, "1.23s"},
+		{12345 * time.Millisecond, true, "12.3s"},
+	}
+	for _, tt := range tests {
+		if got := fmtDur(tt.d, tt.ok); got != tt.want {
+			t.Errorf("fmtDur(%v, %v) = %q, want %q", tt.d, tt.ok, got, tt.want)
+		}
+	}
+}
+
+func TestFmtNum(t *testing.T) {
+	tests := []struct {
+		x    float64
+		want string
+	}{
+		{0, "0"},
+		{1.5, "1.5"},
+		{4.1666, "4.17"},
+		{1234.5, "1234"},
+		{123456, "123456"},
+		{1234567, "1.23e+06"},
+		{0.0001, "1.00e-04"},
+		{math.Inf(1), "inf"},
+		{math.NaN(), "-"},
+	}
+	for _, tt := range tests {
+		if got := fmtNum(tt.x); got != tt.want {
+			t.Errorf("fmtNum(%v) = %q, want %q", tt.x, got, tt.want)
+		}
+	}
+}
+
+// demoFrame is a frame as the runner builds it mid-run: search within share,
+// research flooding and borrowing, the plugin's status known for both.
+func demoFrame() frame {
+	return frame{
+		Elapsed:  12 * time.Second,
+		Duration: 40 * time.Second,
+		Phase:    "demo load",
+		Pools: []statusPool{{Name: "llama-8b", Capacity: 16, Teams: []statusTeam{
+			{Team: "search", Share: 0.5, Reserved: 8, InFlight: 5, Usage: 1200, LevelFairshare: 2.5},
+			{Team: "research", Share: 0.2, Reserved: 3, InFlight: 28, Borrowing: 25, Usage: 9000, LevelFairshare: 0.3, Rank: 1},
+		}}},
+		Teams: []teamView{
+			{Name: "search", Share: 0.5, InFlight: 5, Within: 5, Bands: "0", TokPerSec: 612,
+				P50: 38 * time.Millisecond, P99: 95 * time.Millisecond, HasTTFT: true, Done: 214,
+				Status: &statusTeam{Team: "search", Share: 0.5, Reserved: 8, InFlight: 5, Usage: 1200, LevelFairshare: 2.5}},
+			{Name: "chat", Share: 0.3, Bands: "-", Errors: 2},
+			{Name: "research", Share: 0.2, InFlight: 28, Within: 3, Borrowing: 25, Bands: "1, 11-21", TokPerSec: 1500,
+				P50: 2100 * time.Millisecond, P99: 6 * time.Second, HasTTFT: true, Done: 80,
+				Status: &statusTeam{Team: "research", Share: 0.2, Reserved: 3, InFlight: 28, Borrowing: 25, Usage: 9000, LevelFairshare: 0.3, Rank: 1}},
+		},
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	var b strings.Builder
+	renderTable(&b, demoFrame())
+	got := b.String()
+	for _, want := range []string{
+		"12s / 40s · demo load\n",
+		"pool llama-8b: capacity 16 · in flight 33 (within share 8, borrowing 25)\n",
+		"TEAM ",
+		"search       50%    8      5      5      0  0              612     38ms     95ms    214    0 │     1200     2.5    0\n",
+		"chat         30%    -      0      0      0  -                0        -        -      0    2 │        -       -    -\n",
+		"research     20%    3     28      3     25  1, 11-21      1500    2.10s    6.00s     80    0 │     9000     0.3    1\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("renderTable() wrote escape codes:\n%q", got)
+	}
+}
+
+func TestRenderTableWithoutStatus(t *testing.T) {
+	f := demoFrame()
+	f.Pools, f.StatusErr = nil, "status: connection refused"
+	for i := range f.Teams {
+		f.Teams[i].Status = nil
+	}
+	var b strings.Builder
+	renderTable(&b, f)
+	got := b.String()
+	for _, want := range []string{
+		"plugin status: status: connection refused\n",
+		// client-side figures when the plugin's are unknown
+		"research     20%    -     28      3     25  1, 11-21      1500",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)
+		}
+	}
+}
+
+func TestLiveViewRedrawsInPlace(t *testing.T) {
+	var b strings.Builder
+	v := &liveView{w: &b}
+	v.drawText("a\nb\nc\n")
+	first := b.String()
+	if first != "\x1b[?7la\x1b[K\nb\x1b[K\nc\x1b[K\n\x1b[J" {
+		t.Errorf("first frame = %q", first)
+	}
+	b.Reset()
+	v.drawText("x\ny\n")
+	if got := b.String(); got != "\x1b[3A\rx\x1b[K\ny\x1b[K\n\x1b[J" {
+		t.Errorf("second frame = %q, want cursor up 3 lines then 2 lines and clear below", got)
+	}
+	b.Reset()
+	v.drawText("p\n")
+	if got := b.String(); !strings.HasPrefix(got, "\x1b[2A\r") {
+		t.Errorf("third frame = %q, want cursor up 2 lines", got)
+	}
+	b.Reset()
+	v.close()
+	if got := b.String(); got != "\x1b[?7h" {
+		t.Errorf("close() wrote %q, want autowrap back on", got)
+	}
+}
+
+func TestRenderLines(t *testing.T) {
+	var b strings.Builder
+	renderLines(&b, demoFrame())
+	got := b.String()
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("renderLines() wrote %d lines, want 4 (pool + 3 teams):\n%s", len(lines), got)
+	}
+	for _, want := range []string{
+		"[ 12s] pool llama-8b: 33/16 in flight, 25 borrowing\n",
+		"[ 12s] search    in flight   5 (within  5, borrowing   0)  priority 0            612 tok/s  TTFT p50   38ms p99   95ms  done 214\n",
+		"[ 12s] chat      in flight   0 (within  0, borrowing   0)  priority -              0 tok/s  TTFT p50      - p99      -  done 0, 2 errors\n",
+		"[ 12s] research  in flight  28 (within  3, borrowing  25)  priority 1, 11-21    1500 tok/s  TTFT p50  2.10s p99  6.00s  done 80\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderLines() lacks %q; got:\n%s", want, got)
+		}
+	}
+}
+
+func TestRenderSummary(t *testing.T) {
+	s := summary{
+		Elapsed:  40 * time.Second,
+		Upstream: "simulated vLLM",
+		Config:   "demo",
+		Classes:  []string{"interactive", "batch"},
+		Teams: []teamView{
+			{Name: "search", Share: 0.5, Bands: "0", Done: 300, DoneWithin: 300, Tokens: 3000, TokPerSec: 75,
+				P50: 40 * time.Millisecond, P99: 90 * time.Millisecond, HasTTFT: true,
+				P50Within: 40 * time.Millisecond, HasP50Within: true},
+			{Name: "research", Share: 0.2, Bands: "1, 11-21", Done: 100, DoneWithin: 20, DoneBorrow: 80, Tokens: 7000, TokPerSec: 175,
+				P50: 2 * time.Second, P99: 5 * time.Second, HasTTFT: true,
+				P50Within: 100 * time.Millisecond, HasP50Within: true, P50Borrow: 2500 * time.Millisecond, HasP50Borrow: true,
+				Canceled: 3},
+		},
+		Pools:      []statusPool{{Name: "llama-8b", Capacity: 16, Teams: []statusTeam{{Team: "search", Usage: 10, LevelFairshare: 2}, {Team: "research", Usage: 90, LevelFairshare: 0.2, Rank: 1}}}},
+		Errors:     []string{"research: status 500"},
+		PluginLogs: 2,
+	}
+	var b strings.Builder
+	renderSummary(&b, s)
+	got := b.String()
+	for _, want := range []string{
+		"summary after 40.0s (simulated vLLM, demo)\n",
+		"search     interactive   300    0    300        0  0             3000     75    30%      50%     40ms     90ms       40ms          -\n",
+		"research   batch         100    0     20       80  1, 11-21      7000    175    70%      20%    2.00s    5.00s      100ms      2.50s\n",
+		"research: 3 requests cancelled at the end\n",
+		"plugin at the end: pool llama-8b in flight 0 (borrowing 0); usage / LF / rank: search 10 / 2 / 0, research 90 / 0.2 / 1\n",
+		"last error of research: status 500\n",
+		"the plugin logged 2 warnings or errors (-v prints them)\n",
+		"research borrowed for 80 of its 100 requests (priority 1, 11-21); its borrowers waited TTFT p50 2.50s; it got 70% of the tokens for a 20% share: capacity the others left idle.\n",
+		"search stayed within its share: 300 requests at priority 0, TTFT p50 40ms.\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderSummary() lacks %q; got:\n%s", want, got)
+		}
+	}
+	s.Interrupted = true
+	b.Reset()
+	renderSummary(&b, s)
+	if !strings.Contains(b.String(), "summary interrupted after 40.0s") {
+		t.Errorf("interrupted summary does not say so:\n%s", b.String())
+	}
+}
