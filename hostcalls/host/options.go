@@ -95,7 +95,30 @@ type Options struct {
 	TranscriptWASI bool
 	// Balance selects how the Handler picks VMs.
 	Balance Balance
+	// SharedDataFault, if set, is a fault-injection hook that Envoy does
+	// not have: it is called before every proxy_get_shared_data (op
+	// SharedDataGet) and proxy_set_shared_data (op SharedDataSet) a guest
+	// makes, with the index of the calling VM (CanaryVM for the canary)
+	// and the key. StatusOK lets the call run; any other status is
+	// returned to the guest instead and the store is neither read nor
+	// written. StatusCASMismatch on SharedDataSet models a writer that
+	// loses every compare-and-swap race (exhausted retries);
+	// StatusInternalFailure, for example, a failing store. Host.SharedData
+	// and Host.SetSharedData are not affected. It runs on the calling VM's
+	// goroutine, on several VMs at once, so it must be safe for concurrent
+	// use and must not call into the Host. A panic in it traps the guest
+	// call that made the shared-data call, which fails the VM: a way for
+	// tests to kill one VM at a chosen point.
+	SharedDataFault func(vm int, op, key string) hostcalls.Status
 }
+
+// The operations passed to Options.SharedDataFault.
+const (
+	// SharedDataGet is proxy_get_shared_data.
+	SharedDataGet = "get"
+	// SharedDataSet is proxy_set_shared_data.
+	SharedDataSet = "set"
+)
 
 func (o *Options) defaults() {
 	if o.VMs <= 0 {

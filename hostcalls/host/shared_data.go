@@ -106,13 +106,25 @@ func (h *Host) SharedDataKeys() int {
 	return len(h.store.data)
 }
 
+// sharedDataFault asks Options.SharedDataFault whether the guest's
+// shared-data call op on key fails: StatusOK (also without a hook) lets it
+// run, any other status is the call's answer.
+func (vm *VM) sharedDataFault(op, key string) hostcalls.Status {
+	f := vm.h.opts.SharedDataFault
+	if f == nil {
+		return hostcalls.StatusOK
+	}
+	return f(vm.index, op, key)
+}
+
 // proxy_get_shared_data(key_ptr, key_len, ret_ptr_ptr, ret_size_ptr, ret_cas_ptr) → status
 //
 // Reads key from the vm_id's store. OK: the value is copied into guest
 // memory allocated by the guest's allocator and its address, size and cas
 // are written to the three slots; an empty value is ptr=0,size=0 with no
 // allocation. NOT_FOUND: the key does not exist (slots untouched).
-// INVALID_MEMORY_ACCESS: a pointer is out of range.
+// INVALID_MEMORY_ACCESS: a pointer is out of range. With
+// Options.SharedDataFault, the status the hook answers instead.
 //
 //	key_ptr            ret_ptr_ptr   ret_size_ptr  ret_cas_ptr
 //	  |                   |             |             |
@@ -129,6 +141,11 @@ func init() {
 			return
 		}
 		vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+		if st := vm.sharedDataFault(SharedDataGet, key); st != hostcalls.StatusOK {
+			setStatus(stack, st)
+			vm.traceRet(st, "")
+			return
+		}
 		value, cas, found := vm.h.store.get(key)
 		if !found {
 			setStatus(stack, hostcalls.StatusNotFound)
@@ -152,6 +169,8 @@ func init() {
 // value of the global CAS counter. A missing key is always set whatever
 // cas; on an existing key cas=0 is unconditional. CAS_MISMATCH: the key
 // exists and cas is neither 0 nor its current cas. INVALID_MEMORY_ACCESS.
+// With Options.SharedDataFault, the status the hook answers instead
+// (nothing is stored).
 //
 //	key_ptr              value_ptr
 //	  |                    |
@@ -168,7 +187,10 @@ func init() {
 			return
 		}
 		vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
-		st := vm.h.store.set(key, value, cas)
+		st := vm.sharedDataFault(SharedDataSet, key)
+		if st == hostcalls.StatusOK {
+			st = vm.h.store.set(key, value, cas)
+		}
 		setStatus(stack, st)
 		vm.traceRet(st, "")
 	})
