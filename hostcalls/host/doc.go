@@ -69,4 +69,7 @@
 //     stubs of cpp-host ≥ 94091cd.
 //   - http_calls run in real time even under a VirtualClock; Host.Wait
 //     waits for their answers.
+//   - Options.SharedDataFault is a test hook Envoy does not have: it fails
+//     chosen shared-data gets and sets (or makes every set a CAS mismatch,
+//     or traps the VM) so that failure handling can be tested.
 package host

@@ -21,7 +21,6 @@ type sharedStore struct {
 	data   map[string]sharedValue
 	queues map[string]*queue // by name
 	byID   map[uint32]*queue
-	nextQ  uint32
 }
 
 type sharedValue struct {

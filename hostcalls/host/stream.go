@@ -67,26 +67,26 @@ type LocalReply struct {
 type direction struct {
 	resp bool
 
-	headers, trailers         [][2]string
-	headersSeen               bool // headers callback ran
-	headersMutable            bool // during the headers callback and while stopped there
-	trailersMutable           bool
-	headersReleased           bool // passed on (sent upstream / to the client)
-	releasedHeaders           [][2]string
-	stopAtHeaders             Action // 0 or StopAll*
-	held                      []byte // data held while stopped at headers
-	heldTrailers              [][2]string
-	heldEOS                   bool
-	buf                       []byte // the body buffer the filter sees
-	buffering                 Action // 0 or StopIterationAndBuffer/Watermark
-	inBody                    bool
-	trailersStopped           bool
-	eosIn                     bool // end of stream received from the driver
-	out                       []byte
-	outTaken                  int
-	eosOut                    bool // end of stream passed on
-	releasedTrailers          [][2]string
-	continuePending, resumeUp bool
+	headers, trailers [][2]string
+	headersSeen       bool // headers callback ran
+	headersMutable    bool // during the headers callback and while stopped there
+	trailersMutable   bool
+	headersReleased   bool // passed on (sent upstream / to the client)
+	releasedHeaders   [][2]string
+	stopAtHeaders     Action // 0 or StopAll*
+	held              []byte // data held while stopped at headers
+	heldTrailers      [][2]string
+	heldEOS           bool
+	buf               []byte // the body buffer the filter sees
+	buffering         Action // 0 or StopIterationAndBuffer/Watermark
+	inBody            bool
+	trailersStopped   bool
+	eosIn             bool // end of stream received from the driver
+	out               []byte
+	outTaken          int
+	eosOut            bool // end of stream passed on
+	releasedTrailers  [][2]string
+	continuePending   bool
 }
 
 // Stream is one HTTP stream (one HTTP context) on one VM, driven
