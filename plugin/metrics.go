@@ -161,6 +161,9 @@ func (m *metrics) pluginCounter(metric string, delta int64) {
 
 // poolCounter adds delta to fairshare.pool.<pool>.<metric>.
 func (m *metrics) poolCounter(pool, metric string, delta int64) {
+	if delta <= 0 {
+		return // as count, without building the name (cas retries: 0 per request)
+	}
 	m.buf = appendPoolMetric(m.buf[:0], pool, metric)
 	m.count(delta)
 }

@@ -473,9 +473,14 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 			}
 		}
 	} else if !h.overflow {
-		if len(h.resp)+len(chunk) > h.pc.cfg.maxResponseBytes {
+		switch {
+		case len(h.resp)+len(chunk) > h.pc.cfg.maxResponseBytes:
 			h.overflow, h.resp = true, nil
-		} else {
+		case h.resp == nil:
+			// The chunk is the filter's own copy: keep it rather than
+			// copying it again (the usual one-chunk JSON response).
+			h.resp = chunk
+		default:
 			h.resp = append(h.resp, chunk...)
 		}
 	}

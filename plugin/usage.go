@@ -26,29 +26,30 @@ func (u usage) cost(w costWeights) float64 {
 }
 
 // readUsage reads a usage object (prompt_tokens, completion_tokens,
-// prompt_tokens_details.cached_tokens); ok is false unless it is an object
-// with integer prompt or completion tokens.
-func readUsage(v gjson.Result) usage {
-	if !v.IsObject() {
+// prompt_tokens_details.cached_tokens) from raw, a valid JSON value (a span
+// of a document already validated); ok is false unless it is an object with
+// integer prompt or completion tokens. Members are read in order, as
+// gjson's ForEach would, so a later valid duplicate wins.
+func readUsage(raw []byte) usage {
+	if len(raw) == 0 || raw[0] != '{' {
 		return usage{}
 	}
 	var u usage
-	v.ForEach(func(k, f gjson.Result) bool {
-		switch k.Str {
+	scanObject(raw, func(key string, at, end int) {
+		switch key {
 		case "prompt_tokens":
-			if n := nonNegative(f); n >= 0 {
+			if n := nonNegative(parseValue(raw[at:end])); n >= 0 {
 				u.prompt, u.ok = n, true
 			}
 		case "completion_tokens":
-			if n := nonNegative(f); n >= 0 {
+			if n := nonNegative(parseValue(raw[at:end])); n >= 0 {
 				u.completion, u.ok = n, true
 			}
 		case "prompt_tokens_details":
-			if c := nonNegative(f.Get("cached_tokens")); c >= 0 {
+			if c := nonNegative(parseValue(raw[at:end]).Get("cached_tokens")); c >= 0 {
 				u.cached = c
 			}
 		}
-		return true
 	})
 	return u
 }
@@ -60,12 +61,20 @@ func nonNegative(v gjson.Result) int64 {
 	return int64(v.Num)
 }
 
-// jsonUsage reads the usage of a complete non-streaming response body.
+// jsonUsage reads the usage of a complete non-streaming response body: the
+// first top-level "usage" member (as gjson.Get finds it) of a valid JSON
+// object. One pass validates the body and locates the member, so only the
+// usage object itself is parsed again.
 func jsonUsage(body []byte) usage {
-	if !validObject(body) {
+	at, end := -1, -1
+	if !scanObject(body, func(key string, a, e int) {
+		if at < 0 && key == "usage" {
+			at, end = a, e
+		}
+	}) || at < 0 {
 		return usage{}
 	}
-	return readUsage(gjson.Get(bstr(body), "usage"))
+	return readUsage(body[at:end])
 }
 
 // Bounds of the SSE scanner's held-back line.
@@ -257,7 +266,8 @@ func (s *sseScanner) line(l []byte) bool {
 		switch k.Str {
 		case "usage":
 			if hasUsage {
-				u = readUsage(v)
+				// v.Index is the value's offset in p (parsed from p[0]).
+				u = readUsage(p[v.Index : v.Index+len(v.Raw)])
 			}
 		case "choices":
 			n := 0

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 
 	"github.com/tidwall/gjson"
 )
@@ -164,41 +166,76 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
+// Word-at-a-time constants for scanString: lsb has the low bit of every
+// byte set, msb the high bit.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// specials returns 0 if none of the 8 bytes of v (read little-endian) is
+// '"', '\\' or a control character (< 0x20), else a mask whose lowest set
+// bit is the high bit of the first such byte. It is the classic "has a zero
+// byte" test, (x - 0x01…) &^ x & 0x80…, applied to v XOR '"', v XOR '\\'
+// and (as "has a byte below 0x20") to v itself: a borrow can only mark bytes
+// above a true match, so the lowest mark is exact.
+func specials(v uint64) uint64 {
+	q := v ^ (lsb * '"')
+	e := v ^ (lsb * '\\')
+	return ((q-lsb)&^q | (e-lsb)&^e | (v-lsb*0x20)&^v) & msb
+}
+
 // scanString scans a string whose opening quote is at i-1 and returns the index
 // after its closing quote, or -1.
+//
+// It reads 8 bytes at a time (specials) and jumps straight to the first
+// quote, backslash or control character: in Wasm every taken branch of a
+// byte loop is costly (about 7 ns a byte), and string contents are most of a
+// chat request, so this makes validating and reading a body several times
+// cheaper.
 func scanString(b []byte, i int) int {
-	for i < len(b) {
-		c := b[i]
-		switch {
+	for {
+		for i+8 <= len(b) {
+			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
+			}
+			i += 8
+		}
+		for i < len(b) {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+				goto special
+			}
+			i++
+		}
+		return -1
+	special: // b[i] is '"', '\\' or a control character
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1
 		case c < 0x20:
 			return -1
-		case c == '\\':
-			if i+1 >= len(b) {
+		}
+		if i+1 >= len(b) {
+			return -1
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if i+6 > len(b) {
 				return -1
 			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) {
+			for _, h := range b[i+2 : i+6] {
+				if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
 					return -1
 				}
-				for _, h := range b[i+2 : i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return -1
-					}
-				}
-				i += 6
-			default:
-				return -1
 			}
+			i += 6
 		default:
-			i++
+			return -1
 		}
 	}
-	return -1
 }
 
 // scanNumber scans a number at i and returns the index after it, or -1.

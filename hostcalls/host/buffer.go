@@ -76,7 +76,9 @@ func init() {
 		data := b[start:end]
 		st := vm.copyOut(mod, data, uint32(stack[3]), uint32(stack[4]))
 		setStatus(stack, st)
-		vm.traceRet(st, "data=%s", quoteMax(data))
+		if vm.tracing { // quoteMax costs even when the transcript is off
+			vm.traceRet(st, "data=%s", quoteMax(data))
+		}
 	})
 }
 
@@ -151,12 +153,16 @@ func init() {
 	registerEnv(hostcalls.ProxySetBufferBytes, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.BufferType(uint32(stack[0]))
 		start, size := uint32(stack[1]), uint32(stack[2])
-		data, okm := read(mod, uint32(stack[3]), uint32(stack[4]))
+		// A view of guest memory, not a copy: setBody copies data into a
+		// new or grown buffer and nothing here can grow the guest's memory.
+		data, okm := view(mod, uint32(stack[3]), uint32(stack[4]))
 		if !okm {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(type=%d,start=%d,size=%d,data=%s)", hostcalls.ProxySetBufferBytes, t, start, size, quoteMax(data))
+		if vm.tracing { // quoteMax costs even when the transcript is off
+			vm.trace("==> %s(type=%d,start=%d,size=%d,data=%s)", hostcalls.ProxySetBufferBytes, t, start, size, quoteMax(data))
+		}
 		buf, mutable, ok := vm.buffer(t)
 		st := hostcalls.StatusOK
 		switch {
@@ -174,4 +180,13 @@ func init() {
 			vm.traceRet(st, "")
 		}
 	})
+}
+
+// view returns guest memory [ptr, ptr+size) without copying it (nil for
+// size 0): valid only until the guest runs again or its memory grows.
+func view(mod api.Module, ptr, size uint32) ([]byte, bool) {
+	if size == 0 {
+		return nil, true
+	}
+	return mod.Memory().Read(ptr, size)
 }

@@ -210,7 +210,9 @@ func init() {
 			return
 		}
 		key = strings.ToLower(key)
-		vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyGetHeaderMapValue, t, key)
+		if vm.tracing { // boxing the strings allocates even when the transcript is off
+			vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyGetHeaderMapValue, t, key)
+		}
 		m, _, ok := vm.headerMap(t)
 		if !ok {
 			fail(vm, stack, unavailable(vm))
@@ -220,7 +222,9 @@ func init() {
 			if kv[0] == key {
 				st := vm.copyOut(mod, []byte(kv[1]), uint32(stack[3]), uint32(stack[4]))
 				setStatus(stack, st)
-				vm.traceRet(st, "value=%q", kv[1])
+				if vm.tracing {
+					vm.traceRet(st, "value=%q", kv[1])
+				}
 				return
 			}
 		}
@@ -242,7 +246,9 @@ func modifyHeader(name string, apply func(m [][2]string, k, v string) [][2]strin
 			return
 		}
 		key = strings.ToLower(key)
-		vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
+		if vm.tracing { // boxing the strings allocates even when the transcript is off
+			vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
+		}
 		m, mutable, ok := vm.headerMap(t)
 		if !ok || !mutable {
 			fail(vm, stack, hostcalls.StatusBadArgument)
@@ -286,7 +292,9 @@ func init() {
 			return
 		}
 		key = strings.ToLower(key)
-		vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyRemoveHeaderMapValue, t, key)
+		if vm.tracing { // boxing the strings allocates even when the transcript is off
+			vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyRemoveHeaderMapValue, t, key)
+		}
 		m, mutable, ok := vm.headerMap(t)
 		if !ok || !mutable {
 			fail(vm, stack, hostcalls.StatusBadArgument)
