@@ -136,6 +136,7 @@ func (p *Pool) Adopt(now time.Time, holder uint32, team string, priority int, bo
 func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool) {
 	h := &p.holders[p.touch(holder, t, true)]
 	c := holderCount{team: i, gen: gen}
+	p.genMin = min(p.genMin, gen)
 	k := 0
 	for k < len(h.counts) && compareCount(h.counts[k], c) < 0 {
 		k++

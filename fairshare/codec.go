@@ -13,11 +13,11 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 1 (uvarint/varint as encoding/binary; times are
-// unix nanoseconds, written as varint differences from the stamp with
-// wrapping arithmetic; f64 is an IEEE 754 float64, little endian):
+// Layout of version 2 (uvarint as encoding/binary; u32le/i64le are fixed
+// width little endian; times are unix nanoseconds; f64 is an IEEE 754
+// float64, little endian):
 //
-//	u8       version = 1
+//	u8       version = 2
 //	uvarint  length of the static section, then the static section:
 //	  u8       flags: bit 0 EntryPenalty
 //	  u64le    fingerprint of the configuration applied
@@ -31,23 +31,31 @@ import (
 //	    uvarint  epoch (< epochs)
 //	    f64      share                        (configured only)
 //	    f64      weight                       (flag 2)
-//	varint   stamp: the latest time the pool has seen
-//	varint   usage time − stamp
+//	i64le    stamp: the latest time the pool has seen
+//	i64le    usage time
 //	per entry, in the order of the static section:
 //	  u8       flags: 4 usage, 8 last update, 16 estimate, 32 phantoms,
 //	           128 penalty
 //	  f64      usage                          (flag 4)
 //	  f64      in-flight estimate             (flag 16)
 //	  f64      penalties not settled          (flag 128)
-//	  varint   last update − stamp            (flag 8)
+//	  i64le    last update                    (flag 8)
 //	  uvarint  groups, then per group:        (flag 32)
-//	           varint until − stamp; uvarint within, borrowing
+//	           i64le until; uvarint within, borrowing
 //	uvarint  number of holders, then per holder, ids ascending:
 //	  u32le    id
-//	  varint   last seen − stamp
+//	  i64le    last seen
 //	  uvarint  entries, then per entry ((team, window) ascending):
 //	           uvarint team index; varint window(stamp) − window;
 //	           uvarint within, borrowing
+//
+// Version 1 differs only after the static section: its stamp is a varint
+// and every other time (usage time, last update, phantom until, last
+// seen) a varint difference from the stamp, with wrapping arithmetic.
+// Version 2 stores them at fixed width, so that decoding reads them
+// without a loop; UnmarshalBinary still reads version 1 records (a pool
+// written by the previous plugin keeps its usage), AppendBinary writes
+// version 2.
 //
 // The static section holds what changes only with the configuration
 // (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
@@ -55,17 +63,25 @@ import (
 // next record carries the same bytes, decoding skips them (no name, share
 // or reservation is touched), and encoding copies them.
 //
+// A Pool also keeps a copy of the record it last encoded, valid until any
+// operation changes it: decoding those very bytes again (the record read
+// back by the VM that wrote it, no other VM having written since) costs
+// one comparison and changes nothing.
+//
 // Requests in flight per team are not stored: they are the sums of the
 // holders' counts, so the two can never disagree. Nor are reservations:
 // they follow from the capacity and the shares (Apportion), recomputed
 // when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
-// every team, three teams per holder, ten phantom groups) takes 6,459
+// every team, three teams per holder, ten phantom groups) takes 6,973
 // bytes.
 
 // recordVersion is the version of the record layout written by AppendBinary.
-const recordVersion = 1
+const recordVersion = 2
+
+// recordVersion1 is the previous layout, still decoded.
+const recordVersion1 = 1
 
 // ErrUnknownVersion is returned by UnmarshalBinary for a record written by
 // a version of the codec this package does not know (or an empty one):
@@ -91,14 +107,9 @@ func appendF64(b []byte, f float64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
 }
 
-// appendTime appends t as a wrapping difference from stamp.
-func appendTime(b []byte, t, stamp int64) []byte {
-	return binary.AppendVarint(b, int64(uint64(t)-uint64(stamp)))
-}
-
 // invalidate marks the cached static section stale; every change to the
 // configuration, the capacity or the set of entries calls it.
-func (p *Pool) invalidate() { p.staticOK = false }
+func (p *Pool) invalidate() { p.staticOK, p.lastOK = false, false }
 
 // appendStatic appends the static section of p to b.
 func (p *Pool) appendStatic(b []byte) []byte {
@@ -147,19 +158,21 @@ func (p *Pool) appendStatic(b []byte) []byte {
 
 // AppendBinary appends the record of p to b and returns it (see the layout
 // above). It never fails; the error is there for encoding.BinaryAppender.
-// Cost: O(size of the record); no allocation when b has room and the
-// static section is cached.
+// p keeps a copy of the record for UnmarshalBinary. Cost: O(size of the
+// record); no allocation when b has room and the static section and the
+// copy are cached (the record did not grow).
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
 		p.staticOK = true
 	}
 	st := p.now
+	start := len(b)
 	b = append(b, recordVersion)
 	b = binary.AppendUvarint(b, uint64(len(p.static)))
 	b = append(b, p.static...)
-	b = binary.AppendVarint(b, st)
-	b = appendTime(b, p.usageAt, st)
+	b = le.AppendUint64(b, uint64(st))
+	b = le.AppendUint64(b, uint64(p.usageAt))
 	for i := range p.teams {
 		e := &p.teams[i]
 		var f byte
@@ -180,21 +193,21 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		}
 		b = append(b, f)
 		if f&flagUsage != 0 {
-			b = appendF64(b, e.usage)
+			b = le.AppendUint64(b, math.Float64bits(e.usage))
 		}
 		if f&flagEstimate != 0 {
-			b = appendF64(b, e.estimate)
+			b = le.AppendUint64(b, math.Float64bits(e.estimate))
 		}
 		if f&flagPenalty != 0 {
-			b = appendF64(b, e.penalty)
+			b = le.AppendUint64(b, math.Float64bits(e.penalty))
 		}
 		if f&flagLastUpdate != 0 {
-			b = appendTime(b, e.lastUpdate, st)
+			b = le.AppendUint64(b, uint64(e.lastUpdate))
 		}
 		if f&flagPhantoms != 0 {
 			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
 			for _, g := range e.phantoms {
-				b = appendTime(b, g.until, st)
+				b = le.AppendUint64(b, uint64(g.until))
 				b = binary.AppendUvarint(b, uint64(g.within))
 				b = binary.AppendUvarint(b, uint64(g.borrowing))
 			}
@@ -204,8 +217,8 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	cur := p.window(st)
 	for i := range p.holders {
 		h := &p.holders[i]
-		b = binary.LittleEndian.AppendUint32(b, h.id)
-		b = appendTime(b, h.seen, st)
+		b = le.AppendUint32(b, h.id)
+		b = le.AppendUint64(b, uint64(h.seen))
 		b = binary.AppendUvarint(b, uint64(len(h.counts)))
 		for _, c := range h.counts {
 			dg := cur - c.gen // 0 or 1 in a consistent record
@@ -214,13 +227,18 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 				continue
 			}
 			b = binary.AppendUvarint(b, uint64(c.team))
-			b = appendTime(b, cur, c.gen)
+			b = binary.AppendVarint(b, cur-c.gen)
 			b = binary.AppendUvarint(b, uint64(c.within))
 			b = binary.AppendUvarint(b, uint64(c.borrowing))
 		}
 	}
+	p.last = append(p.last[:0], b[start:]...)
+	p.lastOK = true
 	return b, nil
 }
+
+// le is the byte order of the record's fixed-width fields.
+var le = binary.LittleEndian
 
 // decoder reads a record; the first error sticks (and every later read
 // returns zero values).
@@ -257,6 +275,15 @@ func (d *decoder) byte() byte {
 }
 
 func (d *decoder) uvarint() uint64 {
+	if o := d.off; o < len(d.b) && d.b[o] < 0x80 {
+		d.off = o + 1
+		return uint64(d.b[o])
+	}
+	return d.uvarintLong()
+}
+
+// uvarintLong is uvarint for values of more than one byte (and errors).
+func (d *decoder) uvarintLong() uint64 {
 	var x uint64
 	var sh uint
 	for i := d.off; i < len(d.b); i++ {
@@ -291,10 +318,6 @@ func (d *decoder) bounded(max uint64) int {
 func (d *decoder) varint() int64 {
 	v := d.uvarint()
 	return int64(v>>1) ^ -int64(v&1)
-}
-
-func (d *decoder) time(stamp int64) int64 {
-	return int64(uint64(stamp) + uint64(d.varint()))
 }
 
 func (d *decoder) u32() uint32 {
@@ -366,9 +389,15 @@ func setString(s *string, b []byte) bool {
 // the bytes left before anything is allocated). A record of another
 // version returns ErrUnknownVersion; a malformed one another error. On
 // error p is left empty (no teams, no holders, capacity 0) but usable.
-// Cost: O(len(data)), plus O(n log n) name comparisons when the names
-// change.
+// When data is the record p last encoded and no operation has changed p
+// since, it returns at once (one comparison). Records of version 1 are
+// read too. Cost: O(len(data)), plus O(n log n) name comparisons when
+// the names change.
 func (p *Pool) UnmarshalBinary(data []byte) error {
+	if p.lastOK && bytes.Equal(data, p.last) {
+		return nil // p is the record it encoded last, unchanged since
+	}
+	p.lastOK = false
 	if err := p.decode(data); err != nil {
 		p.clear()
 		return err
@@ -383,6 +412,7 @@ func (p *Pool) clear() {
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
 	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
+	p.genMin = math.MinInt64
 	p.teams = p.teams[:0]
 	p.configured = 0
 	p.index = p.index[:0]
@@ -391,7 +421,7 @@ func (p *Pool) clear() {
 }
 
 func (p *Pool) decode(data []byte) error {
-	if len(data) == 0 || data[0] != recordVersion {
+	if len(data) == 0 || data[0] != recordVersion && data[0] != recordVersion1 {
 		return ErrUnknownVersion
 	}
 	d := decoder{b: data[1:]}
@@ -411,6 +441,9 @@ func (p *Pool) decode(data []byte) error {
 		}
 		p.static = append(p.static[:0], static...)
 		p.staticOK = true
+	}
+	if data[0] == recordVersion1 {
+		return p.decodeDynamicV1(&d)
 	}
 	return p.decodeDynamic(&d)
 }
@@ -504,60 +537,71 @@ func (p *Pool) decodeStatic(data []byte) error {
 	return nil
 }
 
-// decodeDynamic reads what follows the static section.
+// decodeDynamic reads what follows the static section (version 2).
 func (p *Pool) decodeDynamic(d *decoder) error {
-	st := d.varint()
+	b, o := d.b, d.off
+	if len(b)-o < 16 {
+		return errTruncated
+	}
+	st := int64(le.Uint64(b[o:]))
 	p.now = st
-	p.usageAt = d.time(st)
+	p.usageAt = int64(le.Uint64(b[o+8:]))
+	o += 16
 	if p.usageAt > st {
 		return errCorrupt // the stamp is the latest time the pool has seen
 	}
-	n := len(p.teams)
-	p.phantomMin = math.MaxInt64
-	for i := 0; i < n && d.err == nil; i++ {
+	p.phantomMin, p.genMin = math.MaxInt64, math.MaxInt64
+	for i := range p.teams {
 		e := &p.teams[i]
-		f := d.byte()
+		if o >= len(b) {
+			return errTruncated
+		}
+		f := b[o]
+		o++
 		if f&^flagsDynamic != 0 {
 			return errCorrupt
 		}
-		// The floats, read in one go.
-		need := 8 * bits.OnesCount8(f&(flagUsage|flagEstimate|flagPenalty))
-		if d.left() < need {
+		// The fixed-width fields, read in one go.
+		need := 8 * bits.OnesCount8(f&(flagUsage|flagEstimate|flagPenalty|flagLastUpdate))
+		if len(b)-o < need {
 			return errTruncated
 		}
-		fb := d.b[d.off : d.off+need]
-		d.off += need
-		e.usage, e.estimate, e.penalty = 0, 0, 0
+		fb := b[o : o+need]
+		o += need
+		usage, estimate, penalty := 0.0, 0.0, 0.0
 		if f&flagUsage != 0 {
-			e.usage = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+			usage = math.Float64frombits(le.Uint64(fb))
 			fb = fb[8:]
 		}
 		if f&flagEstimate != 0 {
-			e.estimate = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+			estimate = math.Float64frombits(le.Uint64(fb))
 			fb = fb[8:]
 		}
 		if f&flagPenalty != 0 {
-			e.penalty = math.Float64frombits(binary.LittleEndian.Uint64(fb))
+			penalty = math.Float64frombits(le.Uint64(fb))
+			fb = fb[8:]
 		}
-		if !(e.usage >= 0 && e.usage <= maxUsage && e.estimate >= 0 && e.estimate <= maxUsage &&
-			e.penalty >= 0 && e.penalty <= e.usage) {
+		if !(usage >= 0 && usage <= maxUsage && estimate >= 0 && estimate <= maxUsage &&
+			penalty >= 0 && penalty <= usage) {
 			return errCorrupt
 		}
-		e.updated, e.lastUpdate = f&flagLastUpdate != 0, 0
-		if e.updated {
-			e.lastUpdate = d.time(st)
+		e.usage, e.estimate, e.penalty = usage, estimate, penalty
+		e.updated, e.lastUpdate = false, 0
+		if f&flagLastUpdate != 0 {
+			e.updated, e.lastUpdate = true, int64(le.Uint64(fb))
 		}
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
-			// Every group takes at least three bytes.
-			m := d.bounded(uint64(d.left() / 3))
+			d.off = o
+			// Every group takes at least ten bytes.
+			m := d.bounded(uint64(d.left() / 10))
 			if m == 0 && d.err == nil {
 				return errCorrupt
 			}
 			e.phantoms = slices.Grow(e.phantoms, m)
 			for k := 0; k < m && d.err == nil; k++ {
-				g := phantomGroup{until: d.time(st), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
+				g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
 				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until {
 					return errCorrupt
 				}
@@ -565,17 +609,16 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 				e.pWithin += g.within
 				e.pBorrowing += g.borrowing
 			}
-			if len(e.phantoms) > 0 {
-				p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
+			if d.err != nil {
+				return d.err
 			}
+			p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
+			o = d.off
 		}
 	}
-	if d.err != nil {
-		return d.err
-	}
-	cur := p.window(st)
-	// Every holder takes at least six bytes.
-	nh := d.bounded(uint64(d.left() / 6))
+	d.off = o
+	// Every holder takes at least thirteen bytes.
+	nh := d.bounded(uint64(d.left() / 13))
 	if d.err != nil {
 		return d.err
 	}
@@ -583,42 +626,68 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		p.holders = slices.Grow(p.holders[:cap(p.holders)], nh-cap(p.holders))
 	}
 	p.holders = p.holders[:nh]
-	for k := 0; k < nh && d.err == nil; k++ {
+	cur := p.window(st)
+	for k := range p.holders {
 		h := &p.holders[k]
-		h.id = d.u32()
+		if d.left() < 12 {
+			return errTruncated
+		}
+		h.id = le.Uint32(d.b[d.off:])
+		h.seen = int64(le.Uint64(d.b[d.off+4:]))
+		d.off += 12
 		if k > 0 && h.id <= p.holders[k-1].id {
 			return errCorrupt
 		}
-		h.seen = d.time(st)
-		// Every count takes at least four bytes.
-		m := d.bounded(uint64(d.left() / 4))
-		h.counts = slices.Grow(h.counts[:0], m)
-		for j := 0; j < m && d.err == nil; j++ {
-			var c holderCount
-			if b, o := d.b, d.off; o+4 <= len(b) && (b[o]|b[o+1]|b[o+2]|b[o+3])&0x80 == 0 {
-				// Fast path: four one-byte varints (the common case).
-				x := uint64(b[o+1])
-				c = holderCount{team: int(b[o]), gen: int64(uint64(cur) - uint64(int64(x>>1)^-int64(x&1))),
-					within: int(b[o+2]), borrowing: int(b[o+3])}
-				d.off = o + 4
-			} else {
-				c.team = d.bounded(uint64(n))
-				c.gen = int64(uint64(cur) - uint64(d.varint()))
-				c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
-				if d.err != nil {
-					break
-				}
-			}
-			if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(h.counts[j-1], c) >= 0 ||
-				c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 {
-				return errCorrupt
-			}
-			h.counts = append(h.counts, c)
-			e := &p.teams[c.team]
-			e.within += c.within
-			e.borrowing += c.borrowing
+		if err := p.decodeCounts(d, h, cur); err != nil {
+			return err
 		}
 	}
+	return p.decodeEnd(d)
+}
+
+// decodeCounts reads the counts of holder h (the same in versions 1 and
+// 2) and adds them to their teams.
+func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
+	n := len(p.teams)
+	// Every count takes at least four bytes.
+	m := d.bounded(uint64(d.left() / 4))
+	if d.err != nil {
+		return d.err
+	}
+	counts := slices.Grow(h.counts[:0], m)[:m]
+	for j := range counts {
+		var c holderCount
+		if o := d.off; len(d.b)-o >= 4 && le.Uint32(d.b[o:])&0x80808080 == 0 {
+			// Fast path: four one-byte varints (the common case).
+			x := le.Uint32(d.b[o:])
+			dg := int64(x >> 8 & 0x7f)
+			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
+				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
+			d.off = o + 4
+		} else {
+			c.team = d.bounded(uint64(n))
+			c.gen = cur - d.varint()
+			c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
+			if d.err != nil {
+				return d.err
+			}
+		}
+		if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
+			c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 {
+			return errCorrupt
+		}
+		counts[j] = c
+		p.genMin = min(p.genMin, c.gen)
+		e := &p.teams[c.team]
+		e.within += c.within
+		e.borrowing += c.borrowing
+	}
+	h.counts = counts
+	return nil
+}
+
+// decodeEnd checks the end of a record and what holds across sections.
+func (p *Pool) decodeEnd(d *decoder) error {
 	if d.err != nil {
 		return d.err
 	}
@@ -626,7 +695,7 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		return errCorrupt
 	}
 	// Removed teams are only kept while they have requests in flight.
-	for i := p.configured; i < n; i++ {
+	for i := p.configured; i < len(p.teams); i++ {
 		if e := &p.teams[i]; e.name != UnknownTeam && e.inFlight() == 0 {
 			return errCorrupt
 		}

@@ -48,7 +48,7 @@ func TestRecordSize(t *testing.T) {
 
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {2}, append([]byte{99}, good[1:]...)} {
+	for _, data := range [][]byte{nil, {}, {0}, {3}, append([]byte{99}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
@@ -171,26 +171,33 @@ func appendUvarint(b []byte, v uint64) []byte {
 
 // TestDecodeReusesMemory: decoding a record whose names are unchanged into
 // a reused pool allocates nothing, and neither does encoding into a reused
-// buffer.
+// buffer. Two records alternate, so every decode is a full one.
 func TestDecodeReusesMemory(t *testing.T) {
 	src := bigPool(32, 16)
 	rec, _ := src.AppendBinary(nil)
+	src.Heartbeat(at(time.Minute), 7)
+	rec2, _ := src.AppendBinary(nil)
 	var p Pool
 	if err := p.UnmarshalBinary(rec); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 0, 2*len(rec))
+	buf := make([]byte, 0, 2*len(rec2))
+	i := 0
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := p.UnmarshalBinary(rec); err != nil {
+		in := rec
+		if i++; i&1 == 0 {
+			in = rec2
+		}
+		if err := p.UnmarshalBinary(in); err != nil {
 			t.Fatal(err)
 		}
 		buf, _ = p.AppendBinary(buf[:0])
+		if !bytes.Equal(buf, in) {
+			t.Fatal("re-encoding differs from the record")
+		}
 	})
 	if allocs != 0 {
 		t.Fatalf("decode + encode allocates %v times, want 0", allocs)
-	}
-	if !bytes.Equal(buf, rec) {
-		t.Fatal("re-encoding differs from the record")
 	}
 }
 
@@ -211,11 +218,114 @@ func TestRoundTripKeepsEverything(t *testing.T) {
 	}
 }
 
+// appendV1 appends p's record in the version 1 layout (the codec before
+// fixed-width times), as the previous plugin wrote it.
+func appendV1(p *Pool, b []byte) []byte {
+	tm := func(b []byte, t, stamp int64) []byte {
+		return binary.AppendVarint(b, int64(uint64(t)-uint64(stamp)))
+	}
+	static := p.appendStatic(nil)
+	st := p.now
+	b = append(b, recordVersion1)
+	b = binary.AppendUvarint(b, uint64(len(static)))
+	b = append(b, static...)
+	b = binary.AppendVarint(b, st)
+	b = tm(b, p.usageAt, st)
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		b = append(b, f)
+		if f&flagUsage != 0 {
+			b = appendF64(b, e.usage)
+		}
+		if f&flagEstimate != 0 {
+			b = appendF64(b, e.estimate)
+		}
+		if f&flagPenalty != 0 {
+			b = appendF64(b, e.penalty)
+		}
+		if f&flagLastUpdate != 0 {
+			b = tm(b, e.lastUpdate, st)
+		}
+		if f&flagPhantoms != 0 {
+			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				b = tm(b, g.until, st)
+				b = binary.AppendUvarint(b, uint64(g.within))
+				b = binary.AppendUvarint(b, uint64(g.borrowing))
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		b = binary.LittleEndian.AppendUint32(b, h.id)
+		b = tm(b, h.seen, st)
+		b = binary.AppendUvarint(b, uint64(len(h.counts)))
+		for _, c := range h.counts {
+			b = binary.AppendUvarint(b, uint64(c.team))
+			b = tm(b, cur, c.gen)
+			b = binary.AppendUvarint(b, uint64(c.within))
+			b = binary.AppendUvarint(b, uint64(c.borrowing))
+		}
+	}
+	return b
+}
+
+// TestDecodeVersion1: a record written by the previous codec (version 1)
+// decodes to the same pool as the current one, into a fresh pool and into
+// one that decoded the current record before (the static section is
+// shared), and re-encodes as version 2.
+func TestDecodeVersion1(t *testing.T) {
+	for _, src := range []*Pool{bigPool(10, 5), bigPool(100, 64), twoTeams(nil), {}} {
+		src.Acquire(base, 3, "outsider", Batch, 4)
+		v1 := appendV1(src, nil)
+		v2, _ := src.AppendBinary(nil)
+		if v1[0] != 1 || v2[0] != recordVersion {
+			t.Fatalf("versions %d, %d", v1[0], v2[0])
+		}
+		var p, q Pool
+		if err := p.UnmarshalBinary(v1); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.UnmarshalBinary(v2); err != nil {
+			t.Fatal(err)
+		}
+		verify(t, &p)
+		if dump(&p) != dump(&q) || dump(&p) != dump(src) {
+			t.Fatalf("version 1:\n%s\nversion 2:\n%s", dump(&p), dump(&q))
+		}
+		if err := q.UnmarshalBinary(v1); err != nil || dump(&q) != dump(&p) {
+			t.Fatalf("version 1 after version 2: %v\n%s", err, dump(&q))
+		}
+		if b, _ := p.AppendBinary(nil); !bytes.Equal(b, v2) {
+			t.Fatal("a version 1 record does not re-encode as the version 2 record")
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	seed, _ := bigPool(8, 4).AppendBinary(nil)
 	for _, p := range []*Pool{twoTeams(nil), bigPool(8, 4), bigPool(3, 2), {}} {
 		b, _ := p.AppendBinary(nil)
 		f.Add(b)
+		f.Add(appendV1(p, nil))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
@@ -267,5 +377,53 @@ func TestDecoderUvarint(t *testing.T) {
 		if d.err != nil || got != want || d.off != n {
 			t.Errorf("uvarint(% x) = %d (read %d, err %v), want %d (read %d)", in, got, d.off, d.err, want, n)
 		}
+	}
+}
+
+// TestDecodeOwnRecord: decoding the record a pool encoded last, when
+// nothing changed it since, leaves it exactly as a fresh decode would;
+// after any operation the same bytes decode in full, back to the record.
+func TestDecodeOwnRecord(t *testing.T) {
+	later := at(3 * time.Second)
+	cfg := bigPool(8, 4).Config()
+	cfg.Teams = cfg.Teams[1:]
+	ops := []struct {
+		name string
+		op   func(p *Pool, g *Grant)
+	}{
+		{"Acquire", func(p *Pool, g *Grant) { p.Acquire(later, 7, "team-001", Interactive, 1) }},
+		{"TryAcquire", func(p *Pool, g *Grant) { p.TryAcquire(later, 7, "team-001", Batch, 1) }},
+		{"Adopt", func(p *Pool, g *Grant) { p.Adopt(later, 7, "team-002", 10, true, 1) }},
+		{"Release", func(p *Pool, g *Grant) { p.Release(later, g, 1) }},
+		{"Charge", func(p *Pool, g *Grant) { p.Charge(later, "team-004", 3) }},
+		{"SetUsage", func(p *Pool, g *Grant) { p.SetUsage(later, "team-004", 3) }},
+		{"Usage", func(p *Pool, g *Grant) { p.Usage(later) }},
+		{"Snapshot", func(p *Pool, g *Grant) { p.Snapshot(later) }},
+		{"Heartbeat", func(p *Pool, g *Grant) { p.Heartbeat(later, 5) }},
+		{"AddPhantoms", func(p *Pool, g *Grant) { p.AddPhantoms(later, "team-001", 1, at(time.Hour)) }},
+		{"DropPhantom", func(p *Pool, g *Grant) { p.DropPhantom(later, "team-000") }},
+		{"Reconfigure", func(p *Pool, g *Grant) { p.Reconfigure(later, cfg) }},
+		{"SetCapacity", func(p *Pool, g *Grant) { p.SetCapacity(99) }},
+	}
+	for _, tt := range ops {
+		p := bigPool(8, 4)
+		g := p.Acquire(at(2*time.Second), 5, "team-003", Batch, 2)
+		rec, _ := p.AppendBinary(nil)
+		var fresh Pool
+		if err := fresh.UnmarshalBinary(rec); err != nil {
+			t.Fatal(err)
+		}
+		want := dump(&fresh)
+		if err := p.UnmarshalBinary(rec); err != nil || dump(p) != want {
+			t.Fatalf("%s: own record decodes to %v\n%s\nwant\n%s", tt.name, err, dump(p), want)
+		}
+		tt.op(p, &g)
+		if dump(p) == want {
+			t.Fatalf("%s changed nothing", tt.name)
+		}
+		if err := p.UnmarshalBinary(rec); err != nil || dump(p) != want {
+			t.Fatalf("%s: the record decodes to %v\n%s\nwant\n%s", tt.name, err, dump(p), want)
+		}
+		verify(t, p)
 	}
 }

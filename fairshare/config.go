@@ -103,10 +103,13 @@ func (c Config) teams() []TeamConfig {
 // as the pool applies it: equivalent configurations (Weight 0 and 1, a
 // negative and a zero HalfLife, a duplicate team) have equal fingerprints,
 // and the value is the same in every process and version of this package
-// that keeps the record version. A pool stores the fingerprint of the
+// (it depends on the configuration only, not on the record layout). A pool stores the fingerprint of the
 // configuration it was built from, so the plugin can tell when to
 // Reconfigure. Cost: O(total length of the team names).
 func (c Config) Fingerprint() uint64 {
+	// fingerprintVersion was the record version when the hash was
+	// defined; it stays 1 so fingerprints survive layout changes.
+	const fingerprintVersion = 1
 	const (
 		offset = 14695981039346656037
 		prime  = 1099511628211
@@ -119,7 +122,7 @@ func (c Config) Fingerprint() uint64 {
 			h = (h ^ uint64(b)) * prime
 		}
 	}
-	word(recordVersion)
+	word(fingerprintVersion)
 	word(uint64(cleanCapacity(c.Capacity)))
 	word(uint64(cleanDuration(c.HalfLife)))
 	word(uint64(cleanDuration(c.HolderTimeout)))

@@ -81,6 +81,11 @@
 //	...
 //	gc := g; p.Release(now, &gc, consumed) // on the response's end
 //
+// Keep one Pool per record for the life of the VM: decoding reuses its
+// memory, skips the static section when it is unchanged, and a record
+// that is the Pool's own last write (no other VM wrote since) decodes in
+// one comparison.
+//
 // A Pool is not safe for concurrent use: the shared-data record's CAS
 // serialises the VMs.
 package fairshare

@@ -113,13 +113,21 @@ func (p *Pool) window(t int64) int64 {
 	return k
 }
 
-// expireCounts drops the holders' counts of windows before gen.
+// expireCounts drops the holders' counts of windows before gen. Cost:
+// O(1) when no count can be that old (genMin), else O(holders' counts).
 func (p *Pool) expireCounts(gen int64) {
+	if gen <= p.genMin {
+		return
+	}
+	p.genMin = math.MaxInt64
 	for k := 0; k < len(p.holders); {
 		h := &p.holders[k]
 		stale := false
 		for _, c := range h.counts {
 			stale = stale || c.gen < gen
+			if c.gen >= gen {
+				p.genMin = min(p.genMin, c.gen)
+			}
 		}
 		if !stale {
 			k++
@@ -155,6 +163,7 @@ func addSat(a int64, d time.Duration) int64 {
 // advance brings the pool to time t: it expires dead holders and stale
 // phantoms and drops removed teams with nothing left in flight.
 func (p *Pool) advance(t int64) {
+	p.lastOK = false // every operation that changes the pool comes here
 	if t > p.now {
 		p.now = t
 	}

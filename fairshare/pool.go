@@ -37,6 +37,7 @@ type Pool struct {
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
 	phantomMin int64  // no phantom expires before this time (may be stale-low)
+	genMin     int64  // no holder count has a window before this (may be stale-low)
 	epochs     uint64 // entries created so far: the next entry's epoch
 
 	teams      []entry
@@ -46,6 +47,8 @@ type Pool struct {
 
 	static   []byte // the encoded static section of the record (codec.go)
 	staticOK bool   // static matches the state
+	last     []byte // the record p last encoded (codec.go)
+	lastOK   bool   // last describes p exactly: nothing changed since
 
 	lf     []float64 // scratch: level fairshare per entry
 	higher []float64 // scratch: LF values above the requester's

@@ -33,7 +33,7 @@ func (p *Pool) levelFairshares() []float64 {
 	for i := range p.teams {
 		e := &p.teams[i]
 		sumS += e.share
-		sumU += e.usage / e.weight
+		sumU += e.weightedUsage()
 	}
 	for i := range p.teams {
 		e := &p.teams[i]
@@ -41,15 +41,16 @@ func (p *Pool) levelFairshares() []float64 {
 		if sumS > 0 {
 			s = e.share / sumS
 		}
-		if sumU > 0 {
-			u = (e.usage / e.weight) / sumU
-		}
-		switch {
-		case s == 0:
+		if s == 0 {
 			lf[i] = 0
-		case u == 0:
+			continue
+		}
+		if sumU > 0 {
+			u = e.weightedUsage() / sumU
+		}
+		if u == 0 {
 			lf[i] = math.Inf(1)
-		default:
+		} else {
 			lf[i] = s / u
 		}
 	}
@@ -84,4 +85,13 @@ func (p *Pool) denseRank(lf []float64, x float64) int {
 func (p *Pool) rank(i int) int {
 	lf := p.levelFairshares()
 	return p.denseRank(lf, lf[i])
+}
+
+// weightedUsage is usage/weight (without a division for weight 1, the
+// same value).
+func (e *entry) weightedUsage() float64 {
+	if e.weight == 1 {
+		return e.usage
+	}
+	return e.usage / e.weight
 }

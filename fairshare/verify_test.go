@@ -129,6 +129,9 @@ func check(p *Pool) error {
 			if j > 0 && compareCount(h.counts[j-1], c) >= 0 {
 				return fmt.Errorf("holder %d: counts out of order", h.id)
 			}
+			if c.gen < p.genMin {
+				return fmt.Errorf("holder %d: count %+v of a window before genMin %d", h.id, c, p.genMin)
+			}
 			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
 				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
 			}

@@ -1,0 +1,175 @@
+// Command wasmbench is a Wasm module (GOOS=wasip1 GOARCH=wasm,
+// -buildmode=c-shared) that runs the fairshare decision loop inside Wasm,
+// as the plugin does on every request: decode the pool record, decide
+// (Acquire or Release) and encode the record again.
+//
+// The module exports (wasm.go, wasip1 only):
+//
+//	prepare(teams i32) i32        build the record of a pool of teams
+//	                              teams; returns its size in bytes
+//	acquire(n i32, within i32) i64  n decisions decode+Acquire+encode
+//	                              (within 0: a borrowing team, else a team
+//	                              with room); returns a checksum
+//	release(n i32) i64            n decisions decode+Release+encode;
+//	                              returns a checksum
+//	codec(n i32) i64              n times decode+encode, no decision (the
+//	                              baseline: two records alternate, so every
+//	                              decode is a full one); returns a checksum
+//	own(n i32) i64                n times decode+Acquire+encode then
+//	                              decode+Release+encode, each decode
+//	                              reading back the pool's own last write;
+//	                              returns a checksum
+//
+// The same code builds natively (with an empty main), so that
+// wasmbench_test.go runs both in one benchmark and reports the Wasm/native
+// ratio measured in the same run.
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+// base is the time of the prepared record; decisions run 2 s later.
+var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// state is the prepared record and the buffers every decision reuses.
+var state struct {
+	rec    []byte
+	rec2   []byte // the pool of rec one second later
+	buf    []byte
+	pool   fairshare.Pool
+	grant  fairshare.Grant
+	borrow string // a team above its reservation
+	within string // a team with room
+}
+
+// prepare builds the record of a pool of teams teams and min(teams, 16)
+// holders of three teams each, every team with usage, one phantom group
+// per ten teams, whose first team has used up its reservation (the pool of
+// the fairshare package's benchmarks). It returns the record size.
+func prepare(teams int) int {
+	teams = max(teams, 1)
+	cfg := fairshare.Config{Capacity: 4 * teams, HalfLife: time.Hour, EntryPenalty: true,
+		HolderTimeout: 5 * time.Second, RequestTimeout: 10 * time.Minute}
+	for i := range teams {
+		cfg.Teams = append(cfg.Teams, fairshare.TeamConfig{Name: fmt.Sprintf("team-%03d", i), Share: 1 / float64(teams)})
+	}
+	p := fairshare.NewPool("llama-3-8b", cfg, base)
+	for i := range teams {
+		p.Charge(base, cfg.Teams[i].Name, float64(i)*1.7+0.3)
+	}
+	for k := range min(teams, 16) {
+		id := uint32(k)*2654435761 + 12345
+		for j := range 3 {
+			p.Acquire(base.Add(time.Duration(k)*time.Millisecond), id, cfg.Teams[(k*7+j*13)%teams].Name, fairshare.Class(j%2), 1.5)
+		}
+	}
+	for i := 0; i < teams; i += 10 {
+		p.AddPhantoms(base.Add(time.Second), cfg.Teams[i].Name, 2, base.Add(time.Minute))
+	}
+	state.borrow, state.within = cfg.Teams[0].Name, cfg.Teams[teams-1].Name
+	for range p.Reserved()[state.borrow] + 1 {
+		state.grant = p.Acquire(base.Add(time.Second), 99, state.borrow, fairshare.Interactive, 2)
+	}
+	state.rec, _ = p.AppendBinary(nil)
+	p.Heartbeat(base.Add(3*time.Second), 99)
+	state.rec2, _ = p.AppendBinary(nil)
+	state.buf = make([]byte, 0, 2*len(state.rec))
+	state.pool = fairshare.Pool{}
+	return len(state.rec)
+}
+
+// acquireLoop runs n decisions decode + Acquire + encode on the prepared
+// record and returns a checksum of the priorities and record sizes (-1 if
+// a decode failed).
+func acquireLoop(n int, within bool) int64 {
+	team := state.borrow
+	if within {
+		team = state.within
+	}
+	now := base.Add(2 * time.Second)
+	p := &state.pool
+	var sum int64
+	for range n {
+		if err := p.UnmarshalBinary(state.rec); err != nil {
+			return -1
+		}
+		g := p.Acquire(now, 99, team, fairshare.Interactive, 2)
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(g.Priority) + int64(len(state.buf))
+	}
+	return sum
+}
+
+// releaseLoop runs n decisions decode + Release + encode on the prepared
+// record and returns a checksum of the record sizes (-1 if a decode or a
+// Release failed).
+func releaseLoop(n int) int64 {
+	now := base.Add(2 * time.Second)
+	p := &state.pool
+	var sum int64
+	for range n {
+		if err := p.UnmarshalBinary(state.rec); err != nil {
+			return -1
+		}
+		g := state.grant
+		if !p.Release(now, &g, 3) {
+			return -1
+		}
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(len(state.buf))
+	}
+	return sum
+}
+
+// codecLoop decodes and encodes the prepared record n times, with no
+// decision, and returns a checksum of the record sizes (-1 if a decode
+// failed).
+func codecLoop(n int) int64 {
+	p := &state.pool
+	var sum int64
+	for i := range n {
+		rec := state.rec
+		if i&1 != 0 {
+			rec = state.rec2
+		}
+		if err := p.UnmarshalBinary(rec); err != nil {
+			return -1
+		}
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(len(state.buf))
+	}
+	return sum
+}
+
+// ownLoop runs n pairs of decisions on the pool's own last write:
+// decode + Acquire + encode, then decode + Release + encode of that
+// request. It returns a checksum of the priorities and record sizes (-1
+// if a decode or a Release failed).
+func ownLoop(n int) int64 {
+	now := base.Add(2 * time.Second)
+	p := &state.pool
+	state.buf = append(state.buf[:0], state.rec...)
+	var sum int64
+	for range n {
+		if err := p.UnmarshalBinary(state.buf); err != nil {
+			return -1
+		}
+		g := p.Acquire(now, 99, state.borrow, fairshare.Interactive, 2)
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		if err := p.UnmarshalBinary(state.buf); err != nil {
+			return -1
+		}
+		if !p.Release(now, &g, 3) {
+			return -1
+		}
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(g.Priority) + int64(len(state.buf))
+	}
+	return sum
+}
+
+func main() {}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// guest is the wasmbench module instantiated in wazero's default runtime
+// (its optimizing compiler on amd64 and arm64). Envoy runs V8: its figures
+// will differ; the ratio is wazero's.
+type guest struct {
+	ctx     context.Context
+	r       wazero.Runtime
+	prepare api.Function
+	acquire api.Function
+	release api.Function
+	codec   api.Function
+	own     api.Function
+}
+
+func newGuest(tb testing.TB) *guest {
+	tb.Helper()
+	wasm := wasmbuild.Module(tb, "./fairshare/internal/wasmbench")
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	tb.Cleanup(func() { r.Close(ctx) })
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	mod, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
+	if err != nil {
+		tb.Fatalf("instantiate wasmbench: %v", err)
+	}
+	g := &guest{ctx: ctx, r: r, prepare: mod.ExportedFunction("prepare"),
+		acquire: mod.ExportedFunction("acquire"), release: mod.ExportedFunction("release"),
+		codec: mod.ExportedFunction("codec"), own: mod.ExportedFunction("own")}
+	if g.prepare == nil || g.acquire == nil || g.release == nil || g.codec == nil || g.own == nil {
+		tb.Fatal("wasmbench lacks an export (prepare, acquire, release, codec, own)")
+	}
+	return g
+}
+
+// call calls f and returns its single result as an int64.
+func (g *guest) call(tb testing.TB, f api.Function, args ...uint64) int64 {
+	tb.Helper()
+	res, err := f.Call(g.ctx, args...)
+	if err != nil {
+		tb.Fatalf("%s: %v", f.Definition().Name(), err)
+	}
+	return int64(res[0])
+}
+
+// op is one kind of decision, run natively or in the guest.
+type op struct {
+	name   string
+	native func(n int) int64
+	wasm   func(g *guest, tb testing.TB, n int) int64
+}
+
+var ops = []op{
+	{"codec", codecLoop,
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.codec, uint64(n)) }},
+	{"acquire-borrow", func(n int) int64 { return acquireLoop(n, false) },
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.acquire, uint64(n), 0) }},
+	{"acquire-within", func(n int) int64 { return acquireLoop(n, true) },
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.acquire, uint64(n), 1) }},
+	{"release", releaseLoop,
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.release, uint64(n)) }},
+	{"own-pair", ownLoop,
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.own, uint64(n)) }},
+}
+
+var sizes = []int{4, 32, 256}
+
+// TestGuestMatchesNative: the module decides exactly as the native build
+// (same record size, same priorities and record sizes over ten decisions),
+// so the benchmark compares the same work.
+func TestGuestMatchesNative(t *testing.T) {
+	g := newGuest(t)
+	for _, teams := range sizes {
+		size := prepare(teams)
+		if got := g.call(t, g.prepare, uint64(teams)); got != int64(size) {
+			t.Fatalf("teams=%d: record of %d bytes in Wasm, %d natively", teams, got, size)
+		}
+		for _, o := range ops {
+			want := o.native(10)
+			if want <= 0 {
+				t.Fatalf("teams=%d %s: native checksum %d", teams, o.name, want)
+			}
+			if got := o.wasm(g, t, 10); got != want {
+				t.Errorf("teams=%d %s: Wasm checksum %d, native %d", teams, o.name, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkDecision runs one decision (decode + Acquire or Release +
+// encode; codec: decode + encode only, the baseline; own-pair: an Acquire
+// and a Release decision, each decoding the pool's own last write, so its
+// ns/op is per pair) inside the Wasm module; ns/op is per decision in Wasm (one call
+// into the guest runs all b.N decisions, so the call overhead is spread).
+// The same decisions run natively in the same run, outside the timer:
+// native-ns/op is that figure and wasm/native the ratio.
+func BenchmarkDecision(b *testing.B) {
+	g := newGuest(b)
+	for _, teams := range sizes {
+		for _, o := range ops {
+			b.Run(fmt.Sprintf("teams=%d/%s", teams, o.name), func(b *testing.B) {
+				prepare(teams)
+				g.call(b, g.prepare, uint64(teams))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				if o.wasm(g, b, b.N) < 0 {
+					b.Fatal("decision failed in Wasm")
+				}
+				wasm := time.Since(start)
+				b.StopTimer()
+				start = time.Now()
+				if o.native(b.N) < 0 {
+					b.Fatal("decision failed natively")
+				}
+				native := time.Since(start)
+				b.ReportMetric(float64(native.Nanoseconds())/float64(b.N), "native-ns/op")
+				b.ReportMetric(float64(wasm)/float64(native), "wasm/native")
+			})
+		}
+	}
+}
