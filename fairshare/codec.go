@@ -77,8 +77,15 @@ import (
 // every team, three teams per holder, ten phantom groups) takes 6,973
 // bytes.
 
-// recordVersion is the version of the record layout written by AppendBinary.
-const recordVersion = 2
+// RecordVersion is the version of the record layout written by
+// AppendBinary. A writer that does not know a record's version cannot
+// update it without losing its state, so when writers of different
+// versions may share a store (a rolling upgrade of the plugin), keep the
+// version in the record's key: each version then updates its own record.
+const RecordVersion = 2
+
+// recordVersion is RecordVersion, as the codec's internal name.
+const recordVersion = RecordVersion
 
 // recordVersion1 is the previous layout, still decoded.
 const recordVersion1 = 1

@@ -47,7 +47,7 @@ type pluginContext struct {
 	pools   []*poolState // parallel to cfg.pools
 	met     *metrics
 	body    []byte           // rewrite buffer, reused
-	pending []pendingRelease // releases that failed, retried on tick
+	pending []pendingRelease // releases and charges that failed, retried on tick
 }
 
 // poolState is a configured pool and its shared record.
@@ -56,12 +56,23 @@ type poolState struct {
 	rec *record
 }
 
-// pendingRelease is a release whose compare-and-swap failed: it is retried
-// on every tick so that the request does not stay in flight.
+// pendingRelease is a release (or, for a request forwarded without a
+// grant, a charge) whose record update failed: it is retried on every tick
+// so that the request does not stay in flight and its usage is not lost.
 type pendingRelease struct {
 	pool     *poolState
-	grant    fairshare.Grant
+	grant    fairshare.Grant // zero for a charge
+	team     string          // the team charged, for a charge
+	charge   bool
 	consumed float64
+}
+
+// settle retries r; it reports whether the record was written.
+func (pc *pluginContext) settle(now time.Time, r *pendingRelease) bool {
+	if r.charge {
+		return pc.charge(now, r.pool, r.team, r.consumed)
+	}
+	return pc.release(now, r.pool, &r.grant, r.consumed)
 }
 
 // maxPending bounds the releases kept for retry; beyond it the oldest are
@@ -153,7 +164,7 @@ func (pc *pluginContext) OnTick() {
 	if len(pc.pending) > 0 {
 		kept := pc.pending[:0]
 		for _, r := range pc.pending {
-			if !pc.release(now, r.pool, &r.grant, r.consumed) {
+			if !pc.settle(now, &r) {
 				kept = append(kept, r)
 			}
 		}
@@ -181,6 +192,22 @@ func (pc *pluginContext) release(now time.Time, ps *poolState, g *fairshare.Gran
 		return false
 	}
 	*g = done
+	return true
+}
+
+// charge adds the consumption of a request that held no grant (it was
+// forwarded by failure_mode "open") to the team's usage; it reports whether
+// the record was written.
+func (pc *pluginContext) charge(now time.Time, ps *poolState, team string, consumed float64) bool {
+	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		p.Charge(now, team, consumed)
+	})
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: pool %s: charge: %v", ps.cfg.name, err)
+		return false
+	}
 	return true
 }
 
@@ -513,16 +540,16 @@ func (h *httpContext) OnHttpStreamDone() {
 // response completed with one; with 0 for a complete 4xx response without
 // usage (vLLM refused the request and ran nothing); else (reset, abort,
 // timeout, 5xx, local reply) with the best estimate: the prompt estimate,
-// or the reported prompt, plus the completion tokens seen.
+// or the reported prompt, plus the completion tokens seen. A request
+// forwarded without a grant (failure_mode "open") releases nothing, but its
+// consumption is charged to its team all the same, so that an outage of
+// the shared data loses no usage.
 func (h *httpContext) finish(complete bool) {
 	if !h.tracking() {
 		return
 	}
 	granted := h.state == stGranted
 	h.state = stDone
-	if !granted {
-		return
-	}
 	pc := h.pc
 	now := time.Now()
 	w := pc.cfg.cost
@@ -546,11 +573,12 @@ func (h *httpContext) finish(complete bool) {
 		pc.met.poolCounter(h.pool.cfg.name, mUsageMissing, 1)
 		consumed = h.bestEstimate(w)
 	}
-	if !pc.release(now, h.pool, &h.grant, consumed) {
+	r := pendingRelease{pool: h.pool, grant: h.grant, team: h.team, charge: !granted, consumed: consumed}
+	if !pc.settle(now, &r) {
 		if len(pc.pending) >= maxPending {
 			pc.pending = pc.pending[1:]
 		}
-		pc.pending = append(pc.pending, pendingRelease{h.pool, h.grant, consumed})
+		pc.pending = append(pc.pending, r)
 	}
 }
 

@@ -27,11 +27,14 @@ type sharedStore interface {
 // against concurrent updates.
 var errRetriesExhausted = errors.New("fairshare: compare-and-swap retries exhausted")
 
-// recordKey is the shared-data key of a pool's record. Istio gives every
+// recordKey is the shared-data key of a pool's record:
+// "<plugin>/fairshare/pool/<pool>/v<record version>". Istio gives every
 // plugin of a proxy one shared-data namespace, so keys are prefixed with the
-// plugin's name.
+// plugin's name. The record layout's version is part of the key so that,
+// during a rolling upgrade across layouts, old and new VMs each keep their
+// own record instead of resetting the other's as unreadable.
 func recordKey(plugin, pool string) string {
-	return plugin + "/fairshare/pool/" + pool
+	return plugin + "/fairshare/pool/" + pool + "/v" + strconv.Itoa(fairshare.RecordVersion)
 }
 
 // sentinelKey is the per-VM key written to obtain a cas value that no

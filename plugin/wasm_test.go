@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,7 @@ func start(t testing.TB, cfg string, vms int) (*host.Host, *host.VirtualClock) {
 // pool decodes a pool record from the host's shared data.
 func pool(t testing.TB, h *host.Host, name string) *fairshare.Pool {
 	t.Helper()
-	v, _, ok := h.SharedData(pluginName + "/fairshare/pool/" + name)
+	v, _, ok := h.SharedData(pluginName + "/fairshare/pool/" + name + "/v" + strconv.Itoa(fairshare.RecordVersion))
 	if !ok {
 		t.Fatalf("no record for pool %s", name)
 	}
