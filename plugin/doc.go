@@ -21,11 +21,12 @@
 // Each pool lives in one shared-data record (key "<plugin_name>/fairshare/
 // pool/<pool>/v<record version>") that every VM of every worker updates with
 // compare-and-swap; see records. A request forwarded without a grant
-// (failure_mode "open") is charged its usage all the same. Errors are answered with OpenAI-style JSON bodies:
-// 401 without a team, 403 for an unknown team with unknown_team "reject",
-// 400 for an unknown class or a body that is not a JSON object, 413 beyond
-// max_body_bytes, 503 when the record cannot be updated and failure_mode is
-// "closed". GET status_path answers a JSON snapshot of every pool.
+// (failure_mode "open") is charged its usage all the same.
+//
+// Errors are answered with OpenAI-style JSON bodies: 401 without a team,
+// 403 for an unknown team with unknown_team "reject", 400 for an unknown
+// class or a body that is not a JSON object, 413 beyond max_body_bytes, 503
+// when the record cannot be updated and failure_mode is "closed". GET status_path answers a JSON snapshot of every pool.
 //
 // # Configuration
 //
