@@ -22,7 +22,7 @@ RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CON
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test run bench check oci fairness clean
+.PHONY: help build test run bench check oci fairness clean build/fairshare-run
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,8 +35,14 @@ test: build ## Run all tests against the built plugin.wasm, then the race detect
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./fairshare/
 
-run: build ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=).
-	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) run ./cmd/fairshare-run $(RUN_ARGS)
+run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=).
+	@$(MAKE) --no-print-directory -j2 build build/fairshare-run
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) ./build/fairshare-run $(RUN_ARGS)
+
+# Built next to plugin.wasm (make -j2: the two compile for different targets),
+# then run as a binary so that Ctrl-C reaches it directly.
+build/fairshare-run:
+	$(GO) build -o $@ ./cmd/fairshare-run
 
 bench: build ## Run the benchmarks (go test -bench) of every package that has some.
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run=NONE -bench=. -benchmem $(BENCH_PKGS)

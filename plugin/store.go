@@ -73,6 +73,8 @@ type records struct {
 }
 
 // spinSink keeps the backoff spin from being optimised away.
+//
+//lint:ignore U1000 written only, on purpose: it is the spin loop's side effect
 var spinSink uint32
 
 // backoff spins for a random, exponentially growing number of iterations:
