@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -24,7 +25,11 @@ type request struct {
 	// max_completion_tokens ?? max_tokens ?? default_max_tokens.
 	completion int64
 	n          int64 // choices, at least 1
-	stream     bool
+	// prompts is the number of prompts: a completions prompt given as a
+	// list of strings or of token-id lists is a batch, each prompt with its
+	// own n completions.
+	prompts int64
+	stream  bool
 	// includeUsage: the client asked for stream_options.include_usage.
 	includeUsage bool
 
@@ -41,9 +46,10 @@ type request struct {
 type span struct{ at, end int }
 
 // tokens is the estimated token count of the request: the prompt once (vLLM
-// reports it once even for n > 1) plus n completions.
+// reports it once even for n > 1) plus n completions of every prompt of a
+// batch.
 func (r *request) tokens() (prompt, completion int64) {
-	return r.prompt, r.n * r.completion
+	return r.prompt, r.prompts * r.n * r.completion
 }
 
 // bstr views b as a string without copying; the string is valid while b is
@@ -61,7 +67,7 @@ func bstr(b []byte) string {
 // module (and so vLLM) reads them: the last one wins. The request refers to
 // body's memory.
 func inspect(body []byte, defaultMaxTokens int) (r request, ok bool) {
-	r = request{n: 1, open: -1, empty: true}
+	r = request{n: 1, prompts: 1, open: -1, empty: true}
 	r.priorities = r.prioBuf[:0]
 	r.options = r.optBuf[:0]
 	r.open = skipWS(body, 0)
@@ -79,9 +85,9 @@ func inspect(body []byte, defaultMaxTokens int) (r request, ok bool) {
 				r.model, r.modelBad = "", true
 			}
 		case "messages":
-			r.prompt = ceil4(len(raw))
+			r.prompt = messagesTokens(raw)
 		case "prompt":
-			r.prompt = promptTokens(gjson.Parse(bstr(raw)))
+			r.prompt, r.prompts = promptTokens(gjson.Parse(bstr(raw)))
 		case "max_tokens":
 			maxTokens = positive(parseValue(raw))
 		case "max_completion_tokens":
@@ -89,10 +95,10 @@ func inspect(body []byte, defaultMaxTokens int) (r request, ok bool) {
 		case "n":
 			r.n = positive(parseValue(raw))
 		case "stream":
-			r.stream = string(raw) == "true"
+			r.stream = laxTrue(raw)
 		case "stream_options":
 			v := gjson.Parse(bstr(raw))
-			r.includeUsage = v.IsObject() && v.Get("include_usage").Type == gjson.True
+			r.includeUsage = v.IsObject() && laxTrue([]byte(v.Get("include_usage").Raw))
 			r.options = append(r.options, span{at, end})
 		}
 	})
@@ -151,20 +157,75 @@ func positive(v gjson.Result) int64 {
 
 func ceil4(n int) int64 { return int64((n + 3) / 4) }
 
-// promptTokens estimates a completions prompt: str | [str] | [int] | [[int]].
-func promptTokens(v gjson.Result) int64 {
+// laxTrue reports whether the JSON value raw is true as vLLM's pydantic
+// models read a bool in lax mode: true, the numbers 1 and 1.0, or a string
+// that is, in lower case, one of 1, on, t, true, y, yes. A stream given as
+// "true" is a stream.
+func laxTrue(raw []byte) bool {
+	switch v := parseValue(raw); v.Type {
+	case gjson.True:
+		return true
+	case gjson.Number:
+		return v.Num == 1
+	case gjson.String:
+		switch strings.ToLower(v.Str) {
+		case "1", "on", "t", "true", "y", "yes":
+			return true
+		}
+	}
+	return false
+}
+
+// mediaPartTokens is the prompt estimate of one non-text content part of a
+// chat message (image, audio, video): its tokens depend on the model's
+// encoder, not on the bytes of its (often base64) data.
+const mediaPartTokens = 1024
+
+// messagesTokens estimates the prompt of chat messages: bytes/4 (rounded
+// up) of the messages, except that each content part whose type is not
+// "text" counts mediaPartTokens instead of its bytes.
+func messagesTokens(raw []byte) int64 {
+	if !bytes.Contains(raw, []byte(`"type"`)) {
+		return ceil4(len(raw))
+	}
+	text, parts := len(raw), int64(0)
+	gjson.Parse(bstr(raw)).ForEach(func(_, m gjson.Result) bool {
+		c := m.Get("content")
+		if !c.IsArray() {
+			return true
+		}
+		c.ForEach(func(_, p gjson.Result) bool {
+			if t := p.Get("type"); p.IsObject() && t.Type == gjson.String && t.Str != "text" {
+				text -= len(p.Raw)
+				parts++
+			}
+			return true
+		})
+		return true
+	})
+	return ceil4(text) + parts*mediaPartTokens
+}
+
+// promptTokens estimates a completions prompt: str | [str] | [int] |
+// [[int]]; prompts is the number of prompts (the length of a [str] or
+// [[int]] batch, else 1).
+func promptTokens(v gjson.Result) (n, prompts int64) {
 	switch v.Type {
 	case gjson.String:
-		return ceil4(len(v.Str))
+		return ceil4(len(v.Str)), 1
 	case gjson.JSON:
 		if !v.IsArray() {
-			return ceil4(len(v.Raw))
+			return ceil4(len(v.Raw)), 1
 		}
 	default:
-		return 0
+		return 0, 1
 	}
-	var n int64
+	var elems, numbers int64
 	v.ForEach(func(_, e gjson.Result) bool {
+		elems++
+		if e.Type == gjson.Number {
+			numbers++
+		}
 		switch {
 		case e.Type == gjson.Number:
 			n++
@@ -180,7 +241,11 @@ func promptTokens(v gjson.Result) int64 {
 		}
 		return true
 	})
-	return n
+	prompts = 1
+	if numbers == 0 && elems > 1 {
+		prompts = min(elems, maxN)
+	}
+	return n, prompts
 }
 
 // rewrite returns body with "priority": priority, overwriting every priority

@@ -15,6 +15,7 @@ func TestInspect(t *testing.T) {
 		modelBad              bool
 		prompt, completion, n int64
 		stream, includeUsage  bool
+		prompts               int64
 	}
 	tests := []struct {
 		name string
@@ -27,12 +28,22 @@ func TestInspect(t *testing.T) {
 			request{model: "m", prompt: 2, completion: 9, n: 3}},
 		{"max_tokens", `{"prompt":"abcdefghi","max_tokens":7}`, request{prompt: 3, completion: 7, n: 1}},
 		{"token ids exact", `{"model":"m","prompt":[1,2,3,4,5]}`, request{model: "m", prompt: 5, completion: 512, n: 1}},
-		{"batch of token ids", `{"prompt":[[1,2],[3,4,5]]}`, request{prompt: 5, completion: 512, n: 1}},
-		{"batch of strings", `{"prompt":["abcd","abcdefgh"]}`, request{prompt: 3, completion: 512, n: 1}},
+		{"batch of token ids", `{"prompt":[[1,2],[3,4,5]]}`, request{prompt: 5, completion: 512, n: 1, prompts: 2}},
+		{"batch of strings", `{"prompt":["abcd","abcdefgh"],"n":2,"max_tokens":10}`, request{prompt: 3, completion: 10, n: 2, prompts: 2}},
+		{"one string in a list", `{"prompt":["abcd"]}`, request{prompt: 1, completion: 512, n: 1}},
 		{"stream", `{"stream":true,"stream_options":{"include_usage":true}}`, request{completion: 512, n: 1, stream: true, includeUsage: true}},
+		{"include_usage as a lax bool", `{"stream":true,"stream_options":{"include_usage":"yes"}}`, request{completion: 512, n: 1, stream: true, includeUsage: true}},
 		{"stream no usage", `{"stream":true,"stream_options":{"include_usage":false}}`, request{completion: 512, n: 1, stream: true}},
 		{"bad numbers ignored", `{"max_tokens":-3,"n":1.5,"max_completion_tokens":"9"}`, request{completion: 512, n: 1}},
 		{"model not a string", `{"model":3}`, request{modelBad: true, completion: 512, n: 1}},
+		{"stream as a lax bool", `{"stream":"True"}`, request{completion: 512, n: 1, stream: true}},
+		{"stream as 1", `{"stream":1}`, request{completion: 512, n: 1, stream: true}},
+		{"stream as a false string", `{"stream":"false"}`, request{completion: 512, n: 1}},
+		{"stream as another string", `{"stream":"sure"}`, request{completion: 512, n: 1}},
+		{"image part counts a fixed estimate", `{"messages":[{"role":"user","content":[{"type":"text","text":"what?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 4000) + `"}}]}]}`,
+			request{prompt: ceil4(len(`[{"role":"user","content":[{"type":"text","text":"what?"},]}]`)) + mediaPartTokens, completion: 512, n: 1}},
+		{"text parts count their bytes", `{"messages":[{"role":"user","content":[{"type":"text","text":"abcd"}]}]}`,
+			request{prompt: ceil4(len(`[{"role":"user","content":[{"type":"text","text":"abcd"}]}]`)), completion: 512, n: 1}},
 		{"last duplicate wins", `{"model":"a","model":"b","stream":true,"stream":false}`, request{model: "b", completion: 512, n: 1}},
 	}
 	for _, tt := range tests {
@@ -41,7 +52,11 @@ func TestInspect(t *testing.T) {
 			if !ok {
 				t.Fatalf("inspect(%s) not ok", tt.body)
 			}
-			got := request{r.model, r.modelBad, r.prompt, r.completion, r.n, r.stream, r.includeUsage}
+			got := request{r.model, r.modelBad, r.prompt, r.completion, r.n, r.stream, r.includeUsage, r.prompts}
+
+			if tt.want.prompts == 0 {
+				tt.want.prompts = 1 // one prompt unless the case says otherwise
+			}
 			if got != tt.want {
 				t.Errorf("inspect(%s) = %+v, want %+v", tt.body, got, tt.want)
 			}

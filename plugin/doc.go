@@ -18,6 +18,12 @@
 //	           Release(usage) at the end of the response, or on
 //	           on_log/on_done with the best estimate (reset, abort, timeout)
 //
+// The estimate is the prompt (bytes/4 of messages or prompt strings, each
+// non-text content part such as an image 1024 tokens, exact for token-id
+// prompts) plus n × max_(completion_)tokens for every prompt of a
+// completions batch; "stream" is read as vLLM reads a bool ("true" and 1
+// count).
+//
 // Each pool lives in one shared-data record (key "<plugin_name>/fairshare/
 // pool/<pool>/v<record version>") that every VM of every worker updates with
 // compare-and-swap; see records. A request forwarded without a grant
@@ -44,7 +50,8 @@
 //	cost               {1, 1, 2}           prompt_token, cached_prompt_token, completion_token weights
 //	default_max_tokens 512                 completion estimate without max_(completion_)tokens
 //	max_body_bytes     8388608             request body limit (413 beyond)
-//	max_response_bytes 4194304             JSON response kept to read usage (beyond: best estimate)
+//	max_response_bytes 4194304             JSON response kept to read usage (beyond: usage is
+//	                                       read from its last 64 KiB, else best estimate)
 //	paths              ["/v1/chat/completions", "/v1/completions"]  scheduled POST paths
 //	request_timeout    "10m"               how long a dead VM's requests stay counted (phantoms)
 //	tick               "1s"                heartbeats, phantom expiry, gauges
@@ -55,6 +62,7 @@
 //	response_headers   true                add x-fairshare-team, -pool, -priority, -borrowing
 //	status_path        "/fairshare/status" GET answers the JSON status ("": disabled)
 //	status_token       ""                  bearer token required by status_path when set
+//	                                       ("Authorization: Bearer <token>", scheme in any case)
 //	pools              (required)          [{name, capacity, models, teams: {name: {share, weight}}}]
 //
 // Pool and team names are 1 to 64 characters of [A-Za-z0-9_-] (they are

@@ -499,10 +499,15 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 				hostcalls.LogErrorf("fairshare: replace response body: %v", err)
 			}
 		}
-	} else if !h.overflow {
+	} else if h.overflow {
+		h.resp = keepTail(h.resp, chunk)
+	} else {
 		switch {
 		case len(h.resp)+len(chunk) > h.pc.cfg.maxResponseBytes:
-			h.overflow, h.resp = true, nil
+			// Too large to keep: keep only its tail, where vLLM writes
+			// usage (after the choices, which logprobs make large).
+			h.overflow = true
+			h.resp = keepTail(keepTail(nil, h.resp), chunk)
 		case h.resp == nil:
 			// The chunk is the filter's own copy: keep it rather than
 			// copying it again (the usual one-chunk JSON response).
@@ -559,6 +564,8 @@ func (h *httpContext) finish(complete bool) {
 			u = h.scan.u
 		} else if !h.overflow {
 			u = jsonUsage(h.resp)
+		} else {
+			u = tailUsage(h.resp)
 		}
 	}
 	h.resp = nil
@@ -606,9 +613,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		return h.reply(errStatusVerb, "")
 	}
 	if pc.cfg.statusToken != "" {
-		auth, _ := hostcalls.GetHttpRequestHeader("authorization")
-		want := "Bearer " + pc.cfg.statusToken
-		if subtle.ConstantTimeCompare([]byte(auth), []byte(want)) != 1 {
+		if !bearer(pc.cfg.statusToken) {
 			return h.reply(errStatusAuth, "")
 		}
 	}
@@ -633,4 +638,16 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		hostcalls.LogErrorf("fairshare: status reply: %v", err)
 	}
 	return types.ActionPause
+}
+
+// bearer reports whether the request's authorization header is "Bearer
+// <token>", the scheme in any case (RFC 7235 §2.1), the token compared in
+// constant time.
+func bearer(token string) bool {
+	auth, _ := hostcalls.GetHttpRequestHeader("authorization")
+	const scheme = "bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[len(scheme):])), []byte(token)) == 1
 }

@@ -291,3 +291,84 @@ func (s *sseScanner) line(l []byte) bool {
 	}
 	return false
 }
+
+// maxTail is the tail of a non-streaming response kept, beyond
+// max_response_bytes, to find its usage: usage and the members vLLM writes
+// after it (prompt_logprobs, prompt_token_ids, ... when requested) are
+// usually far smaller.
+const maxTail = 64 << 10
+
+// keepTail appends chunk to tail and keeps at most the last maxTail bytes
+// (in a buffer of at most 2 × maxTail).
+func keepTail(tail, chunk []byte) []byte {
+	if len(chunk) >= maxTail {
+		return append(tail[:0], chunk[len(chunk)-maxTail:]...)
+	}
+	if len(tail)+len(chunk) > 2*maxTail {
+		n := copy(tail, tail[len(tail)-(maxTail-len(chunk)):])
+		tail = tail[:n]
+	}
+	return append(tail, chunk...)
+}
+
+// tailUsage reads the usage of a response from the tail of its body: the
+// last complete object value of a "usage" member in it. Inside a JSON
+// string, quotes are escaped, so the bytes "usage" followed by a colon only
+// occur as a member name.
+func tailUsage(tail []byte) usage {
+	for end := len(tail); end > 0; {
+		i := bytes.LastIndex(tail[:end], usageKey)
+		if i < 0 {
+			break
+		}
+		end = i
+		j := skipWS(tail, i+len(usageKey))
+		if j >= len(tail) || tail[j] != ':' {
+			continue
+		}
+		j = skipWS(tail, j+1)
+		if j >= len(tail) || tail[j] != '{' {
+			continue
+		}
+		k := objectEnd(tail, j)
+		if k < 0 {
+			continue
+		}
+		raw := tail[j:k]
+		if !validObject(raw) {
+			continue
+		}
+		if u := readUsage(raw); u.ok {
+			return u
+		}
+	}
+	return usage{}
+}
+
+// objectEnd returns the index after the '}' that closes the object opened
+// at b[at], or -1 if b ends first. Only strings and braces are followed;
+// the caller validates the span.
+func objectEnd(b []byte, at int) int {
+	depth, str := 0, false
+	for i := at; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case str:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				str = false
+			}
+		case c == '"':
+			str = true
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}

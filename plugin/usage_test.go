@@ -212,3 +212,41 @@ func FuzzSSE(f *testing.F) {
 		}
 	})
 }
+
+func TestTailUsage(t *testing.T) {
+	u := usage{prompt: 12, cached: 4, completion: 3, ok: true}
+	for _, tc := range []struct {
+		tail string
+		want usage
+	}{
+		{`"x"}]}],"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}},"prompt_logprobs":null}`, u},
+		{`"x"}]}], "usage" : {"prompt_tokens":12, "completion_tokens":3, "prompt_tokens_details":{"cached_tokens":4}}}`, u},
+		// The last complete usage member wins; a truncated one is skipped.
+		{`"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}},"kv":{"usage":{"prompt_tok`, u},
+		// Quoted inside a string, "usage" is escaped: not a member.
+		{`"content":"say \"usage\":{\"prompt_tokens\":1}"}]}`, usage{}},
+		{`ge":{"prompt_tokens":12,"completion_tokens":3}}`, usage{}},
+		{``, usage{}},
+	} {
+		if got := tailUsage([]byte(tc.tail)); got != tc.want {
+			t.Errorf("tailUsage(%q) = %+v, want %+v", tc.tail, got, tc.want)
+		}
+	}
+}
+
+func TestKeepTail(t *testing.T) {
+	var tail []byte
+	var all []byte
+	for i := 0; i < 5*maxTail; i += 1000 + i%7 {
+		chunk := bytes.Repeat([]byte{byte('a' + i%26)}, 1000+i%7)
+		all = append(all, chunk...)
+		tail = keepTail(tail, chunk)
+		want := all[max(0, len(all)-maxTail):]
+		if !bytes.HasSuffix(all, tail) || len(tail) < len(want) || len(tail) > 2*maxTail {
+			t.Fatalf("after %d bytes: tail of %d bytes is not a suffix of at least %d", len(all), len(tail), len(want))
+		}
+	}
+	if tail = keepTail(tail, make([]byte, 3*maxTail)); len(tail) != maxTail {
+		t.Errorf("a chunk larger than the tail kept %d bytes", len(tail))
+	}
+}

@@ -388,6 +388,23 @@ func TestWasmStatus(t *testing.T) {
 	}
 	jsonError(t, get(""), 401)
 	jsonError(t, get("Bearer wrong"), 401)
+	jsonError(t, get("Bearer sesame2"), 401)
+	jsonError(t, get("Basic sesame"), 401)
+	jsonError(t, get("sesame"), 401)
+	// The scheme is case-insensitive (RFC 7235); a query string is ignored.
+	for _, auth := range []string{"bearer sesame", "BEARER  sesame"} {
+		if lr := get(auth).LocalReply(); lr == nil || lr.Status != 200 {
+			t.Errorf("status with %q = %+v, want 200", auth, lr)
+		}
+	}
+	q := h.NewStream(0)
+	q.RequestHeaders([][2]string{{":method", "GET"}, {":path", "/fairshare/status?pretty=1"}, {"authorization", "Bearer sesame"}}, true)
+	if lr := q.LocalReply(); lr == nil || lr.Status != 200 {
+		t.Errorf("status with a query string = %+v, want 200", lr)
+	}
+	p := h.NewStream(0)
+	p.RequestHeaders([][2]string{{":method", "POST"}, {":path", "/fairshare/status"}, {"authorization", "Bearer sesame"}}, true)
+	jsonError(t, p, 405)
 	open := request(h, 0, "/v1/completions", [][2]string{{"x-team", "a"}}, `{"model":"m","prompt":"abcd"}`)
 	s := get("Bearer sesame")
 	lr := s.LocalReply()
