@@ -96,8 +96,10 @@ func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimat
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
 	if p.entryPenalty && estimate > 0 {
-		p.addUsage(i, at, estimate)
-		p.teams[i].penalty = min(p.teams[i].penalty+estimate, p.teams[i].usage)
+		p.decayTo(at)
+		e = &p.teams[i]
+		e.penalty = min(e.penalty+estimate, maxUsage)
+		e.updated, e.lastUpdate = true, max(at, p.usageAt)
 		g.Penalty = estimate
 	}
 	return g

@@ -7,21 +7,32 @@ import (
 )
 
 // apportionEps absorbs floating-point error in share × C, so that shares
-// that sum to 1 in decimal (0.1 + 0.2 + 0.7) still fill all C slots.
+// that sum to 1 in decimal (0.1 + 0.2 + 0.7) still fill all C slots, and
+// remainders equal in decimal (0.01 and 0.11 of 40: 0.4 both) tie. The
+// tolerance grows with C above 10^6 (apportionTol), as the error of
+// share × C does.
 const apportionEps = 1e-9
+
+// apportionTol is the tolerance of share × C for a capacity c.
+func apportionTol(c float64) float64 {
+	return apportionEps * max(1, c*1e-6)
+}
 
 // Apportion divides the C slots of a pool into integer reservations with the
 // largest-remainder (Hamilton) method: every team first gets
 // floor(share × C), then the slots left up to floor(Σ share × C) go one each
 // to the largest fractional parts, ties broken by name order (the smaller
 // name first). The sum never exceeds C, and equals C when the shares sum to
-// 1. Rounding each quota up instead could promise more within-share slots
+// 1. Both hold up to floating-point error: fractional parts within about
+// 1e-9 of each other tie (0.01 × 40 and 0.11 × 40 are both 0.4), and
+// shares that sum to 1 in decimal (ten of 0.1) fill C. Rounding each quota up instead could promise more within-share slots
 // than C: with C = 10 and shares 0.8125 / 0.1875 it gives 9 + 2 = 11, where
 // Apportion gives 8 + 2.
 //
 // Every name of names gets an entry (0 when it has no share); duplicate
-// names count once. Shares that are negative, NaN or infinite count as 0;
-// when the shares sum to more than 1 they are scaled down to sum to 1. A
+// names count once. Shares that are negative, NaN or infinite count as 0,
+// shares above 1e9 as 1e9; when the shares sum to more than 1 they are
+// scaled down to sum to 1. A
 // capacity below 1 gives every team 0. Cost: O(n log n) for n names; it
 // allocates the result map.
 func Apportion(capacity int, names []string, shares map[string]float64) map[string]int {
@@ -46,12 +57,13 @@ func Apportion(capacity int, names []string, shares map[string]float64) map[stri
 	return out
 }
 
-// cleanShare maps negative, NaN and infinite shares to 0.
+// cleanShare maps negative, NaN and infinite shares to 0 and clamps the
+// others to maxShare, so that the sum of a pool's shares stays finite.
 func cleanShare(s float64) float64 {
 	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
 		return 0
 	}
-	return s
+	return min(s, maxShare)
 }
 
 // apportion is Apportion on parallel slices: out[i] receives the
@@ -76,7 +88,8 @@ func apportion(capacity int, names []string, shares []float64, out []int) {
 		sum = 1
 	}
 	c := float64(capacity)
-	target := int(math.Floor(sum*c + apportionEps))
+	tol := apportionTol(c)
+	target := int(math.Floor(sum*c + tol))
 	if target > capacity {
 		target = capacity
 	}
@@ -84,7 +97,7 @@ func apportion(capacity int, names []string, shares []float64, out []int) {
 	given := 0
 	for i, s := range shares {
 		q := cleanShare(s) * scale * c
-		f := math.Floor(q + apportionEps)
+		f := math.Floor(q + tol)
 		out[i] = int(f)
 		rem[i] = q - f
 		given += out[i]
@@ -93,7 +106,9 @@ func apportion(capacity int, names []string, shares []float64, out []int) {
 	for i := range order {
 		order[i] = i
 	}
-	// Largest remainder first; equal remainders in name order.
+	// Largest remainder first; equal remainders in name order. Equal
+	// means within tol of the largest remainder of the tie group (a
+	// group starts at the largest remainder not in the groups before).
 	slices.SortFunc(order, func(a, b int) int {
 		switch {
 		case rem[a] > rem[b]:
@@ -103,6 +118,16 @@ func apportion(capacity int, names []string, shares []float64, out []int) {
 		}
 		return strings.Compare(names[a], names[b])
 	})
+	for k := 0; k < len(order); {
+		j := k + 1
+		for j < len(order) && rem[order[j]] >= rem[order[k]]-tol {
+			j++
+		}
+		if j-k > 1 {
+			slices.SortFunc(order[k:j], func(a, b int) int { return strings.Compare(names[a], names[b]) })
+		}
+		k = j
+	}
 	for k := 0; given < target && k < len(order); k++ {
 		i := order[k]
 		if cleanShare(shares[i]) == 0 {

@@ -13,11 +13,11 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 2 (uvarint as encoding/binary; u32le/i64le are fixed
+// Layout of version 3 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
 // float64, little endian):
 //
-//	u8       version = 2
+//	u8       version = 3
 //	uvarint  length of the static section, then the static section:
 //	  u8       flags: bit 0 EntryPenalty
 //	  u64le    fingerprint of the configuration applied
@@ -36,7 +36,7 @@ import (
 //	per entry, in the order of the static section:
 //	  u8       flags: 4 usage, 8 last update, 16 estimate, 32 phantoms,
 //	           128 penalty
-//	  f64      usage                          (flag 4)
+//	  f64      consumption settled            (flag 4)
 //	  f64      in-flight estimate             (flag 16)
 //	  f64      penalties not settled          (flag 128)
 //	  i64le    last update                    (flag 8)
@@ -49,13 +49,18 @@ import (
 //	           uvarint team index; varint window(stamp) − window;
 //	           uvarint within, borrowing
 //
-// Version 1 differs only after the static section: its stamp is a varint
-// and every other time (usage time, last update, phantom until, last
-// seen) a varint difference from the stamp, with wrapping arithmetic.
-// Version 2 stores them at fixed width, so that decoding reads them
-// without a loop; UnmarshalBinary still reads version 1 records (a pool
-// written by the previous plugin keeps its usage), AppendBinary writes
-// version 2.
+// The team's usage is the sum of the two floats (flags 4 and 128).
+// Version 2 has the same layout, but its flag-4 float is that sum (the
+// penalties included, never below them). Version 1 differs from version 2
+// only after the static section: its stamp is a varint and every other
+// time (usage time, last update, phantom until, last seen) a varint
+// difference from the stamp, with wrapping arithmetic. Version 2 stores
+// them at fixed width, so that decoding reads them without a loop; version
+// 3 keeps the consumption apart from the penalties, so that settling a
+// penalty leaves the consumption exact. UnmarshalBinary still reads
+// versions 1 and 2 (a pool written by a previous plugin keeps its usage;
+// the consumption is their usage minus their penalties, exact up to
+// rounding), AppendBinary writes version 3.
 //
 // The static section holds what changes only with the configuration
 // (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
@@ -82,13 +87,16 @@ import (
 // update it without losing its state, so when writers of different
 // versions may share a store (a rolling upgrade of the plugin), keep the
 // version in the record's key: each version then updates its own record.
-const RecordVersion = 2
+const RecordVersion = 3
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
 
-// recordVersion1 is the previous layout, still decoded.
-const recordVersion1 = 1
+// recordVersion1 and recordVersion2 are previous layouts, still decoded.
+const (
+	recordVersion1 = 1
+	recordVersion2 = 2
+)
 
 // ErrUnknownVersion is returned by UnmarshalBinary for a record written by
 // a version of the codec this package does not know (or an empty one):
@@ -428,7 +436,7 @@ func (p *Pool) clear() {
 }
 
 func (p *Pool) decode(data []byte) error {
-	if len(data) == 0 || data[0] != recordVersion && data[0] != recordVersion1 {
+	if len(data) == 0 || data[0] != recordVersion && data[0] != recordVersion1 && data[0] != recordVersion2 {
 		return ErrUnknownVersion
 	}
 	d := decoder{b: data[1:]}
@@ -452,7 +460,7 @@ func (p *Pool) decode(data []byte) error {
 	if data[0] == recordVersion1 {
 		return p.decodeDynamicV1(&d)
 	}
-	return p.decodeDynamic(&d)
+	return p.decodeDynamic(&d, data[0] == recordVersion2)
 }
 
 // decodeStatic reads the static section.
@@ -519,7 +527,7 @@ func (p *Pool) decodeStatic(data []byte) error {
 		e.configured = f&flagConfigured != 0
 		e.share = 0
 		if e.configured {
-			e.share = d.f64(0, math.MaxFloat64)
+			e.share = d.f64(0, maxShare)
 		}
 		e.weight = 1
 		if f&flagWeight != 0 {
@@ -544,8 +552,9 @@ func (p *Pool) decodeStatic(data []byte) error {
 	return nil
 }
 
-// decodeDynamic reads what follows the static section (version 2).
-func (p *Pool) decodeDynamic(d *decoder) error {
+// decodeDynamic reads what follows the static section (versions 2 and
+// 3; summed: version 2, whose usage includes the penalties).
+func (p *Pool) decodeDynamic(d *decoder, summed bool) error {
 	b, o := d.b, d.off
 	if len(b)-o < 16 {
 		return errTruncated
@@ -589,8 +598,14 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 			fb = fb[8:]
 		}
 		if !(usage >= 0 && usage <= maxUsage && estimate >= 0 && estimate <= maxUsage &&
-			penalty >= 0 && penalty <= usage) {
+			penalty >= 0 && penalty <= maxUsage) {
 			return errCorrupt
+		}
+		if summed {
+			if penalty > usage {
+				return errCorrupt
+			}
+			usage -= penalty
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
 		e.updated, e.lastUpdate = false, 0

@@ -48,7 +48,7 @@ func TestRecordSize(t *testing.T) {
 
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {3}, append([]byte{99}, good[1:]...)} {
+	for _, data := range [][]byte{nil, {}, {0}, {4}, append([]byte{99}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
@@ -109,7 +109,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"infinite share", enc(func(p *Pool) { p.teams[0].share = math.Inf(1) })},
 		{"zero weight", enc(func(p *Pool) { p.teams[0].weight = 0 })},
 		{"empty name", enc(func(p *Pool) { p.teams[1].name = "" })},
-		{"penalty above usage", enc(func(p *Pool) { p.teams[0].penalty = 1 })},
+		{"version 2: penalty above usage", func() []byte {
+			b := enc(func(p *Pool) { p.teams[0].penalty = 1 })
+			b[0] = recordVersion2
+			return b
+		}()},
+		{"infinite penalty", enc(func(p *Pool) { p.teams[0].penalty = math.Inf(1) })},
 		{"epoch from the future", enc(func(p *Pool) { p.teams[0].epoch = 99 })},
 		{"holder count of no team", enc(func(p *Pool) { p.holders[0].counts[0].team = 5 })},
 		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
@@ -234,7 +239,7 @@ func appendV1(p *Pool, b []byte) []byte {
 	for i := range p.teams {
 		e := &p.teams[i]
 		var f byte
-		if e.usage != 0 {
+		if e.total() != 0 {
 			f |= flagUsage
 		}
 		if e.updated {
@@ -251,7 +256,7 @@ func appendV1(p *Pool, b []byte) []byte {
 		}
 		b = append(b, f)
 		if f&flagUsage != 0 {
-			b = appendF64(b, e.usage)
+			b = appendF64(b, e.total()) // version 1's usage includes the penalties
 		}
 		if f&flagEstimate != 0 {
 			b = appendF64(b, e.estimate)
@@ -288,34 +293,61 @@ func appendV1(p *Pool, b []byte) []byte {
 	return b
 }
 
-// TestDecodeVersion1: a record written by the previous codec (version 1)
-// decodes to the same pool as the current one, into a fresh pool and into
-// one that decoded the current record before (the static section is
-// shared), and re-encodes as version 2.
+// appendV2 appends p's record in the version 2 layout (the layout of
+// version 3, with the penalties included in the usage).
+func appendV2(p *Pool, b []byte) []byte {
+	v3, _ := p.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(v3); err != nil {
+		panic(err)
+	}
+	for i := range q.teams {
+		q.teams[i].usage = q.teams[i].total()
+	}
+	start := len(b)
+	b, _ = q.AppendBinary(b)
+	b[start] = recordVersion2
+	return b
+}
+
+// TestDecodeVersion1: a record written by a previous codec (version 1 or
+// 2) decodes to the same pool as the current one (its consumption up to
+// the rounding of usage − penalties), into a fresh pool and into one that
+// decoded the current record before (the static section is shared), and
+// re-encodes as the current version.
 func TestDecodeVersion1(t *testing.T) {
 	for _, src := range []*Pool{bigPool(10, 5), bigPool(100, 64), twoTeams(nil), {}} {
 		src.Acquire(base, 3, "outsider", Batch, 4)
-		v1 := appendV1(src, nil)
-		v2, _ := src.AppendBinary(nil)
-		if v1[0] != 1 || v2[0] != recordVersion {
-			t.Fatalf("versions %d, %d", v1[0], v2[0])
-		}
-		var p, q Pool
-		if err := p.UnmarshalBinary(v1); err != nil {
-			t.Fatal(err)
-		}
-		if err := q.UnmarshalBinary(v2); err != nil {
-			t.Fatal(err)
-		}
-		verify(t, &p)
-		if dump(&p) != dump(&q) || dump(&p) != dump(src) {
-			t.Fatalf("version 1:\n%s\nversion 2:\n%s", dump(&p), dump(&q))
-		}
-		if err := q.UnmarshalBinary(v1); err != nil || dump(&q) != dump(&p) {
-			t.Fatalf("version 1 after version 2: %v\n%s", err, dump(&q))
-		}
-		if b, _ := p.AppendBinary(nil); !bytes.Equal(b, v2) {
-			t.Fatal("a version 1 record does not re-encode as the version 2 record")
+		cur, _ := src.AppendBinary(nil)
+		for _, old := range [][]byte{appendV1(src, nil), appendV2(src, nil)} {
+			if old[0] != recordVersion1 && old[0] != recordVersion2 || cur[0] != recordVersion {
+				t.Fatalf("versions %d, %d", old[0], cur[0])
+			}
+			var p, q Pool
+			if err := p.UnmarshalBinary(old); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.UnmarshalBinary(cur); err != nil {
+				t.Fatal(err)
+			}
+			verify(t, &p)
+			for i := range p.teams {
+				a, b := &p.teams[i], &src.teams[i]
+				if a.total() != b.total() && !closeRel(a.total(), b.total(), 1e-15) || math.Abs(a.usage-b.usage) > 1e-15*b.total() {
+					t.Fatalf("version %d: %q usage %v+%v, want %v+%v", old[0], a.name, a.usage, a.penalty, b.usage, b.penalty)
+				}
+				a.usage = b.usage
+			}
+			if dump(&p) != dump(&q) || dump(&p) != dump(src) {
+				t.Fatalf("version %d:\n%s\nversion %d:\n%s", old[0], dump(&p), recordVersion, dump(&q))
+			}
+			if b, _ := p.AppendBinary(nil); !bytes.Equal(b, cur) {
+				t.Fatalf("a version %d record does not re-encode as the current record", old[0])
+			}
+			if err := q.UnmarshalBinary(old); err != nil {
+				t.Fatalf("version %d after version %d: %v\n%s", old[0], recordVersion, err, dump(&q))
+			}
+			verify(t, &q)
 		}
 	}
 }
@@ -326,6 +358,7 @@ func FuzzDecode(f *testing.F) {
 		b, _ := p.AppendBinary(nil)
 		f.Add(b)
 		f.Add(appendV1(p, nil))
+		f.Add(appendV2(p, nil))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1})

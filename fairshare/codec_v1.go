@@ -7,7 +7,8 @@ import (
 	"slices"
 )
 
-// Version 1 of the record (see codec.go): the same static section; after
+// Version 1 of the record (see codec.go): the same static section and,
+// like version 2, a usage that includes the penalties; after
 // it the stamp is a varint and every other time a varint difference from
 // the stamp with wrapping arithmetic. It is only decoded, so that a record
 // written by the previous plugin keeps its usage and requests in flight.
@@ -57,6 +58,7 @@ func (p *Pool) decodeDynamicV1(d *decoder) error {
 			e.penalty >= 0 && e.penalty <= e.usage) {
 			return errCorrupt
 		}
+		e.usage -= e.penalty // version 1's usage includes the penalties
 		e.updated, e.lastUpdate = f&flagLastUpdate != 0, 0
 		if e.updated {
 			e.lastUpdate = d.time(st)

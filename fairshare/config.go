@@ -11,6 +11,7 @@ import (
 const (
 	minWeight   = 1e-9
 	maxWeight   = 1e9
+	maxShare    = 1e9
 	maxUsage    = 1e200
 	maxCapacity = 1 << 30
 )
@@ -22,7 +23,7 @@ type TeamConfig struct {
 	Name string
 	// Share is the team's fraction of the pool, normally in (0, 1] with the
 	// shares of a pool summing to at most 1 (see Apportion). Negative, NaN
-	// and infinite values count as 0.
+	// and infinite values count as 0; values above 1e9 count as 1e9.
 	Share float64
 	// Weight divides the team's usage before ranking, as Kueue's
 	// LocalQueue fairSharing.weight does: a team of weight 2 is treated as

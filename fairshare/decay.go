@@ -77,8 +77,9 @@ func (p *Pool) SetUsage(now time.Time, team string, usage float64) {
 	i := p.resolve(team, true)
 	p.decayTo(t)
 	e := &p.teams[i]
-	e.usage = sanitizeAmount(usage)
-	e.penalty = min(e.penalty, e.usage)
+	u := sanitizeAmount(usage)
+	e.penalty = min(e.penalty, u)
+	e.usage = max(u-e.penalty, 0)
 	e.updated, e.lastUpdate = true, max(t, p.usageAt)
 }
 
@@ -93,7 +94,7 @@ func (p *Pool) Usage(now time.Time) (usage map[string]float64, inflight map[stri
 	inflight = make(map[string]int, len(p.teams))
 	for i := range p.teams {
 		e := &p.teams[i]
-		usage[e.name] = e.usage
+		usage[e.name] = e.total()
 		inflight[e.name] = e.inFlight()
 	}
 	return usage, inflight

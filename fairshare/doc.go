@@ -25,7 +25,8 @@
 // consumption (cost units, e.g. GPU-seconds or weighted tokens) of the
 // team's finished requests, decayed with a half-life by the exact
 // exponential exp(−ln2·Δt/halfLife). Teams are ranked by LF, highest
-// first, equal LF sharing a rank; a borrower's priority is
+// first, equal LF sharing a rank (equal up to floating-point error: values
+// within a relative 1e-9 of each other tie); a borrower's priority is
 // BorrowBase + min(rank, MaxRank)·RankStep + class, so the most
 // over-served borrower gets the largest number: admitted last, preempted
 // first.
@@ -54,7 +55,9 @@
 // from the seventh on it ranks last of the three (30). Release removes
 // what is left of the penalty after decay and charges what the request
 // actually consumed, so once the burst has finished search's usage is the
-// decayed sum of its consumption, exactly.
+// decayed sum of its consumption, exactly: the pool keeps the penalties not
+// yet settled apart from the consumption, so a penalty far larger than the
+// usage does not cost the usage its low digits.
 //
 // Leases: the pool lives in a shared-data record that several Wasm VMs
 // (holders) decode, change and write back. Each request in flight is

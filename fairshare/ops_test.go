@@ -107,6 +107,14 @@ func randConfig(s source, hl time.Duration) Config {
 	}
 	pen, _ := s.intn(4)
 	cfg.EntryPenalty = pen != 0
+	// Now and then the timeouts change (leases off, lost releases off,
+	// other windows).
+	if rt, _ := s.intn(8); rt < 3 {
+		cfg.RequestTimeout = []time.Duration{0, 7 * time.Second, 25 * time.Second}[rt]
+	}
+	if ht, _ := s.intn(8); ht == 0 {
+		cfg.HolderTimeout = 0
+	}
 	return cfg
 }
 
@@ -303,7 +311,7 @@ func runOps(t testing.TB, s source) {
 				continue
 			}
 			want, scale := m.want(name, now)
-			if got := p.teams[i].usage; math.Abs(got-want) > 1e-9*max(scale, 1) {
+			if got := p.teams[i].total(); math.Abs(got-want) > 1e-9*max(scale, 1) {
 				t.Fatalf("step %d after %s: usage[%q] = %v, want %v\nterms %v\n%s\n%s", step, what, name, got, want, m.terms[name], dump(p), log)
 			}
 		}

@@ -67,8 +67,8 @@ type entry struct {
 	pWithin    int    // within-share phantoms (sum over groups)
 	pBorrowing int    // borrowing phantoms (sum over groups)
 	estimate   float64
-	usage      float64 // decayed to Pool.usageAt
-	penalty    float64 // entry penalties in usage not settled yet, decayed alike
+	usage      float64 // consumption settled, decayed to Pool.usageAt
+	penalty    float64 // entry penalties not settled yet, decayed alike
 	updated    bool
 	lastUpdate int64 // unix ns of the last usage change, if updated
 	phantoms   []phantomGroup
@@ -98,6 +98,13 @@ type holderCount struct {
 }
 
 func (e *entry) inFlight() int { return e.within + e.borrowing + e.pWithin + e.pBorrowing }
+
+// total is the team's usage as it ranks and as Snapshot and Usage report
+// it: the consumption settled plus the entry penalties not settled yet.
+// The two are kept apart so that settling a penalty never subtracts it
+// from the consumption in floating point (which would lose the low digits
+// of a usage much smaller than the penalty).
+func (e *entry) total() float64 { return e.usage + e.penalty }
 
 // NewPool returns a pool named name (the name is informational: it is kept
 // in the record and returned by Name) configured with cfg at time now.
@@ -156,8 +163,9 @@ func (p *Pool) InFlight() int {
 // usage. New requests of a removed team count as UnknownTeam. Usage is
 // decayed to now under the old half-life before the new one applies; entry
 // penalties still in flight are then settled at the new rate (an error of
-// at most those penalties' decay difference). The stored fingerprint
-// becomes cfg.Fingerprint(). Cost: O(n log n) in teams plus the holders'
+// at most those penalties' decay difference). When RequestTimeout
+// changes, the requests in flight stay counted with their standing (see
+// rewindow). The stored fingerprint becomes cfg.Fingerprint(). Cost: O(n log n) in teams plus the holders'
 // entries; it allocates.
 func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	t := now.UnixNano()
@@ -226,12 +234,65 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.capacity = p.cfgCapacity
 	p.halfLife = cleanDuration(cfg.HalfLife)
 	p.holderTimeout = cleanDuration(cfg.HolderTimeout)
-	p.requestTimeout = cleanDuration(cfg.RequestTimeout)
+	if p.holderTimeout == 0 {
+		// Without leases, holders are only recorded while they hold
+		// requests.
+		for k := 0; k < len(p.holders); {
+			if len(p.holders[k].counts) == 0 {
+				p.removeHolder(k)
+				continue
+			}
+			k++
+		}
+	}
+	if rt := cleanDuration(cfg.RequestTimeout); rt != p.requestTimeout {
+		p.rewindow(rt)
+	}
 	p.entryPenalty = cfg.EntryPenalty
 	p.fp = cfg.Fingerprint()
 	p.reapportion()
 	p.rebuildIndex()
 	p.invalidate()
+}
+
+// rewindow sets the request timeout to rt and moves every holder count
+// into the window of the new timeout that holds the start of its old
+// window, kept within the two windows a count may have (the current one
+// and the one before): a count's window is only known to the old
+// timeout's precision, and a window left over from the old timeout would
+// either expire every request in flight at once or make the record
+// undecodable. A request whose window the move does not match is dropped
+// as a lost release one to two new RequestTimeouts later.
+func (p *Pool) rewindow(rt time.Duration) {
+	oldRT := int64(p.requestTimeout)
+	p.requestTimeout = rt
+	cur := p.window(p.now)
+	p.genMin = math.MaxInt64
+	for h := range p.holders {
+		c := p.holders[h].counts
+		for k := range c {
+			start := p.now // the old timeout was 0: no window
+			if oldRT > 0 {
+				start = c[k].gen * oldRT // gen = ⌊t/oldRT⌋: no overflow
+			}
+			c[k].gen = min(max(p.window(start), cur-1), cur)
+		}
+		slices.SortFunc(c, compareCount)
+		// Merge counts that moved into the same window.
+		out := c[:0]
+		for _, x := range c {
+			if n := len(out); n > 0 && compareCount(out[n-1], x) == 0 {
+				out[n-1].within += x.within
+				out[n-1].borrowing += x.borrowing
+				continue
+			}
+			out = append(out, x)
+		}
+		for _, x := range out {
+			p.genMin = min(p.genMin, x.gen)
+		}
+		p.holders[h].counts = out
+	}
 }
 
 // SetCapacity changes C (an elastic pool whose instances come and go) and

@@ -18,9 +18,27 @@ import (
 // comes first). Shares and weights are finite and positive and usage is
 // finite and bounded (see Config), so LF is never NaN.
 //
-// Rank is dense: rank_i = the number of distinct LF values above LF_i. The
+// Rank is dense: rank_i = the number of distinct LF values (tie groups,
+// below) above LF_i. The
 // highest LF has rank 0, equal LF values share a rank, and the most
 // over-served team has the largest rank. Priorities cap it at MaxRank.
+//
+// Equal means equal up to floating-point error: LF values within a
+// relative lfTieEps of each other are one value. Two teams whose LF is the
+// same in exact arithmetic (shares 0.05 and 0.15 with usage in the same
+// proportion) often differ in the last bits once computed, and would
+// otherwise be ranked apart by rounding noise. Values are grouped from the
+// highest down: a group is every value within lfTieEps (relative) of its
+// highest one, so a rank never spans more than that.
+
+// lfTieEps is the relative difference below which two LF values tie.
+const lfTieEps = 1e-9
+
+// sameLF reports whether lf value v (<= head) belongs to the tie group
+// whose highest value is head.
+func sameLF(head, v float64) bool {
+	return v == head || v >= head*(1-lfTieEps)
+}
 
 // levelFairshares fills p.lf with every entry's LF and returns it.
 func (p *Pool) levelFairshares() []float64 {
@@ -57,25 +75,37 @@ func (p *Pool) levelFairshares() []float64 {
 	return lf
 }
 
-// denseRank returns the number of distinct values of lf above x, using
-// p.higher as scratch. Cost: O(n log n), no allocation once the scratch
-// has grown.
+// denseRank returns the dense rank of x, a value of lf: the number of tie
+// groups (see lfTieEps) above x's, using p.higher as scratch. Cost:
+// O(n log n), no allocation once the scratch has grown.
 func (p *Pool) denseRank(lf []float64, x float64) int {
 	h := p.higher[:0]
 	for _, v := range lf {
-		if v > x {
+		if v >= x { // values below x do not change the groups down to x
 			h = append(h, v)
 		}
 	}
 	p.higher = h
-	if len(h) == 0 {
-		return 0
-	}
 	slices.Sort(h)
-	r := 1
-	for k := 1; k < len(h); k++ {
-		if h[k] != h[k-1] {
+	return tieGroups(h, nil)
+}
+
+// tieGroups walks h, sorted ascending, from its highest value down,
+// starting a new tie group wherever a value is not sameLF as its group's
+// highest, and returns the dense rank of h[0] (0 if h is empty). When
+// ranks is not nil, ranks[k] receives the rank of h[k].
+func tieGroups(h []float64, ranks []int) int {
+	r := 0
+	head := 0.0
+	for k := len(h) - 1; k >= 0; k-- {
+		if k == len(h)-1 {
+			head = h[k]
+		} else if !sameLF(head, h[k]) {
+			head = h[k]
 			r++
+		}
+		if ranks != nil {
+			ranks[k] = r
 		}
 	}
 	return r
@@ -87,11 +117,11 @@ func (p *Pool) rank(i int) int {
 	return p.denseRank(lf, lf[i])
 }
 
-// weightedUsage is usage/weight (without a division for weight 1, the
-// same value).
+// weightedUsage is total usage/weight (without a division for weight 1,
+// the same value).
 func (e *entry) weightedUsage() float64 {
 	if e.weight == 1 {
-		return e.usage
+		return e.total()
 	}
-	return e.usage / e.weight
+	return e.total() / e.weight
 }

@@ -20,8 +20,10 @@ const settleEps = 1e-12
 // either way: what remains of the entry penalty after decay,
 // Penalty·exp(−λ(now−At)), is removed and the consumption is added, so once
 // every request has been released the team's usage is exactly the decayed
-// sum of what it consumed. The pool keeps the sum of the penalties not yet
-// settled per team, so a Release never removes more than is still charged.
+// sum of what it consumed (the pool keeps the consumption apart from the
+// penalties not yet settled, so a penalty far larger than the usage does
+// not cost the usage its low digits). A Release never removes more
+// penalty than is still charged.
 // A grant that outlived its team's entry (the team was removed, its
 // requests expired as phantoms, and a later configuration added it again)
 // only charges its consumption to the new entry. A Release counts as a heartbeat of its holder if
@@ -71,17 +73,14 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 		residual *= p.decayFactor(te - g.At)
 	}
 	e := &p.teams[i]
-	// Only what is still charged can be removed.
+	// Only what is still charged can be removed; the consumption settled
+	// is never touched by it.
 	residual = min(residual, e.penalty)
 	e.penalty -= residual
 	if e.penalty < settleEps*residual {
 		e.penalty = 0
 	}
-	left := e.usage - residual
-	if left < settleEps*e.usage {
-		left = 0
-	}
-	e.usage = min(left+sanitizeAmount(consumed), maxUsage)
+	e.usage = min(e.usage+sanitizeAmount(consumed), maxUsage)
 	e.updated, e.lastUpdate = true, max(t, p.usageAt)
 	if hi >= 0 && p.holderTimeout == 0 && len(p.holders[hi].counts) == 0 {
 		p.removeHolder(hi)

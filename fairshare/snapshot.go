@@ -68,7 +68,7 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 	sumS, sumU := 0.0, 0.0
 	for i := range p.teams {
 		sumS += p.teams[i].share
-		sumU += p.teams[i].usage / p.teams[i].weight
+		sumU += p.teams[i].weightedUsage()
 	}
 	out := make([]TeamStat, len(p.teams))
 	for i := range p.teams {
@@ -81,7 +81,7 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			InFlight:         e.within + e.borrowing,
 			Borrowing:        e.borrowing,
 			InFlightEstimate: e.estimate,
-			Usage:            e.usage,
+			Usage:            e.total(),
 			LevelFairshare:   lf[i],
 			Phantoms:         e.pWithin + e.pBorrowing,
 			PhantomsWithin:   e.pWithin,
@@ -90,19 +90,21 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			s.NormalizedShare = e.share / sumS
 		}
 		if sumU > 0 {
-			s.WeightedShare = (e.usage / e.weight) / sumU
+			s.WeightedShare = e.weightedUsage() / sumU
 		}
 		if e.updated {
 			s.LastUpdate = time.Unix(0, e.lastUpdate)
 		}
 		out[i] = s
 	}
-	// Dense ranks in one sort: the distinct LF values in ascending order;
-	// a rank is the number of distinct values above.
-	distinct := slices.Compact(slices.Sorted(slices.Values(lf)))
+	// Dense ranks in one sort (tie groups as denseRank): the rank of every
+	// sorted value, then each entry's value found again.
+	sorted := slices.Sorted(slices.Values(lf))
+	ranks := make([]int, len(sorted))
+	tieGroups(sorted, ranks)
 	for i := range out {
-		k, _ := slices.BinarySearch(distinct, lf[i])
-		out[i].Rank = len(distinct) - 1 - k
+		k, _ := slices.BinarySearch(sorted, lf[i])
+		out[i].Rank = ranks[k]
 	}
 	return out
 }

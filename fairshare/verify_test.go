@@ -57,7 +57,7 @@ func check(p *Pool) error {
 		if !(e.usage >= 0 && e.usage <= maxUsage) || !(e.estimate >= 0 && e.estimate <= maxUsage) {
 			return fmt.Errorf("entry %q: usage %v estimate %v", e.name, e.usage, e.estimate)
 		}
-		if !(e.penalty >= 0 && e.penalty <= e.usage) {
+		if !(e.penalty >= 0 && e.penalty <= maxUsage) {
 			return fmt.Errorf("entry %q: penalty %v, usage %v", e.name, e.penalty, e.usage)
 		}
 		if !(e.weight >= minWeight && e.weight <= maxWeight) || !(e.share >= 0) || math.IsInf(e.share, 0) {
@@ -159,7 +159,10 @@ func check(p *Pool) error {
 		ri := p.denseRank(lf, lf[i])
 		for j := range lf {
 			rj := p.denseRank(lf, lf[j])
-			if (lf[i] > lf[j]) != (ri < rj) || (lf[i] == lf[j]) != (ri == rj) {
+			// Ranks follow LF; a rank only joins values within the tie
+			// tolerance of each other.
+			if lf[i] > lf[j] && ri > rj || lf[i] == lf[j] && ri != rj || ri < rj && !(lf[i] > lf[j]) ||
+				ri == rj && lf[i] > lf[j] && !sameLF(lf[i], lf[j]) {
 				return fmt.Errorf("LF %v/%v but ranks %d/%d", lf[i], lf[j], ri, rj)
 			}
 		}
