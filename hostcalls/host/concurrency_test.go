@@ -64,9 +64,12 @@ func TestCreateRaceWithCASZero(t *testing.T) {
 }
 
 // TestSharedStoreRulesFromGo: the store's rules with goroutines racing
-// through Host.SetSharedData (get → CAS set with retries).
+// through Host.SetSharedData (get → CAS set with retries). The key is
+// created first: two goroutines that both find it missing would both
+// "create" it with cas 0, and the second overwrites (TestCreateRaceWithCASZero).
 func TestSharedStoreRulesFromGo(t *testing.T) {
 	h := start(t, passthroughPkg, Options{})
+	h.SetSharedData("n", []byte("0"), 0)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

@@ -58,7 +58,11 @@
 //   - The canary is discarded without on_done/on_delete.
 //   - A trap fails the VM; its streams end with 503 "wasm_fail_stream"
 //     (fail closed); the Handler replaces a failed VM with a new one for
-//     new streams.
+//     new streams (if the new VM fails to start, new streams run on the
+//     failed VM and get the 503).
+//   - Host.Close lets the Handler's requests in flight finish (up to its
+//     context) and answers new ones 503; Stream-driven streams still open
+//     fail once the instances close.
 //   - The CAS counter is per vm_id store rather than process-wide (guests
 //     cannot tell the difference). Queue tokens are process-wide.
 //   - fd_write output is logged line by line (cpp-host logs each write).

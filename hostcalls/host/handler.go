@@ -23,7 +23,10 @@ var hopHeaders = map[string]bool{"connection": true, "keep-alive": true, "proxy-
 const chunkSize = 32 << 10
 
 // upstreamTransport is shared by every Handler so connections are reused.
-var upstreamTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false,
+// DisableCompression: Envoy forwards the request headers as the filter
+// left them; net/http would otherwise add Accept-Encoding: gzip and
+// decompress the response behind the filter's back.
+var upstreamTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false, DisableCompression: true,
 	ResponseHeaderTimeout: 0, IdleConnTimeout: 90 * time.Second}
 
 // Handler returns a local proxy in front of upstream: each request runs
@@ -50,28 +53,36 @@ type proxy struct {
 
 // pickStream opens a stream on a VM picked by pickVM, replacing a failed
 // VM first (Envoy drops a VM that trapped and creates a new one for the
-// next stream) and picking again if the VM was retired meanwhile.
+// next stream) and picking again if the VM was retired meanwhile. If the
+// failed VM cannot be replaced the stream runs on it (and gets 503
+// wasm_fail_stream). It returns nil once the Host is closed.
 func (h *Host) pickStream() *Stream {
 	for {
 		vm := h.pickVM()
-		if vm.Failed() != nil {
-			h.replaceFailed(vm)
+		if vm.Failed() != nil && h.replaceFailed(vm) {
 			continue
 		}
 		if s := h.tryNewStream(vm); s != nil {
 			return s
 		}
+		if h.isClosed() {
+			return nil
+		}
 	}
 }
 
 // replaceFailed swaps a failed worker VM for a new one started with the
-// current configuration; if that fails too, the failed VM stays (its
-// streams get 503).
-func (h *Host) replaceFailed(old *VM) {
+// current configuration and reports whether old is no longer a current VM
+// (replaced now or before); if the new VM fails too, the failed VM stays
+// (its streams get 503) and it reports false.
+func (h *Host) replaceFailed(old *VM) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || old.index < 0 || old.index >= len(h.vms) || h.vms[old.index] != old {
-		return
+	if h.closed {
+		return false
+	}
+	if old.index < 0 || old.index >= len(h.vms) || h.vms[old.index] != old {
+		return true
 	}
 	vm, err := h.newVM(context.Background(), old.index, h.opts.PluginConfig)
 	if err != nil {
@@ -80,9 +91,12 @@ func (h *Host) replaceFailed(old *VM) {
 		}
 		h.addLog(hostcalls.LogLevelCritical, old.index, "host: replacing the failed VM: "+err.Error())
 		old.mu.Lock()
-		old.failed = fmt.Errorf("%w (replacement failed: %v)", old.failed, err)
+		if !old.replaceFailed { // tried again for each new stream: wrap once
+			old.failed = fmt.Errorf("%w (replacement failed: %v)", old.failed, err)
+			old.replaceFailed = true
+		}
 		old.mu.Unlock()
-		return
+		return false
 	}
 	h.vms[old.index] = vm
 	h.retired = append(h.retired, old)
@@ -90,6 +104,7 @@ func (h *Host) replaceFailed(old *VM) {
 	old.retired = true
 	old.mu.Unlock()
 	h.startTickers([]*VM{vm})
+	return true
 }
 
 // pickVM picks the VM for a new stream.
@@ -112,7 +127,15 @@ func (h *Host) pickVM() *VM {
 var errLocalReply = errors.New("host: stream ended by a local reply")
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s := p.h.pickStream()
+	var s *Stream
+	if p.h.enterServe() {
+		defer p.h.serving.Done() // after s.Complete
+		s = p.h.pickStream()
+	}
+	if s == nil {
+		writeLocalReply(w, &LocalReply{Status: 503, Body: []byte("host closed"), GRPCStatus: -1})
+		return
+	}
 	s.keepBodies = false
 	defer s.Complete()
 	ctx, cancel := context.WithCancel(r.Context())

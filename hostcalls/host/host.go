@@ -33,12 +33,13 @@ type Host struct {
 	logMu sync.Mutex
 	logs  []LogEntry
 
-	stop   chan struct{}
-	ticks  sync.WaitGroup
-	calls  sync.WaitGroup
-	rr     atomic.Uint32
-	connID atomic.Uint64
-	token  atomic.Uint32
+	stop    chan struct{}
+	ticks   sync.WaitGroup
+	calls   sync.WaitGroup
+	serving sync.WaitGroup // Handler requests in flight (Add under mu while !closed)
+	rr      atomic.Uint32
+	connID  atomic.Uint64
+	token   atomic.Uint32
 }
 
 // LogEntry is one guest log line: proxy_log, or a line written to
@@ -229,9 +230,13 @@ func (h *Host) Reconfigure(cfg []byte) error {
 	return nil
 }
 
-// Close retires every VM (root on_done, on_delete), stops the tick
-// goroutines, waits for outstanding http_calls, closes the instances and
-// releases the shared-data store (erased when the last Host with the
+// Close first lets the Handler's requests in flight finish, with ticks and
+// http_calls still running (Envoy keeps a VM alive while streams use it),
+// until ctx is done; the Handler answers new requests 503 meanwhile. Then
+// it retires every VM (root on_done, on_delete), stops the tick
+// goroutines, waits for outstanding http_calls, closes the instances
+// (streams driven through Stream that are still open fail from then on)
+// and releases the shared-data store (erased when the last Host with the
 // same VMID closes, as Envoy erases it with the last VM of a vm_id).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
@@ -240,8 +245,19 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
-	vms := append(append([]*VM(nil), h.vms...), h.retired...)
 	h.mu.Unlock()
+	served := make(chan struct{})
+	go func() {
+		h.serving.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+	case <-ctx.Done():
+	}
+	h.mu.RLock()
+	vms := append(append([]*VM(nil), h.vms...), h.retired...)
+	h.mu.RUnlock()
 	close(h.stop)
 	h.ticks.Wait()
 	h.calls.Wait()
@@ -253,6 +269,25 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	releaseStore(h.store)
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (h *Host) isClosed() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.closed
+}
+
+// enterServe counts a Handler request in flight unless the Host is
+// closed; the caller calls h.serving.Done when it returns true.
+func (h *Host) enterServe() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return false
+	}
+	h.serving.Add(1)
+	return true
 }
 
 // VMs returns the current worker VMs (a copy of the slice), in index order.

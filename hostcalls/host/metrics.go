@@ -142,29 +142,38 @@ var envoyHistogramBuckets = []float64{0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000
 // PrometheusName returns the name Envoy's Prometheus output gives a guest
 // metric: Envoy registers it as "wasmcustom.<name>" and strips that
 // prefix again without adding "envoy_", then replaces every character
-// outside [a-zA-Z0-9_:] with '_'.
+// outside [a-zA-Z0-9_] (':' included) with '_'. It returns "" when Envoy
+// does not export the metric: the sanitised name is empty or starts with
+// a digit.
 func PrometheusName(name string) string {
 	var b strings.Builder
-	for i, r := range name {
-		ok := r == '_' || r == ':' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9' && i > 0)
-		if ok {
+	for _, r := range name {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
 		}
 	}
-	return b.String()
+	out := b.String()
+	if out == "" || (out[0] >= '0' && out[0] <= '9') {
+		return ""
+	}
+	return out
 }
 
-// WritePrometheus writes every metric in the Prometheus text format, sorted
-// by name: counters and gauges as single samples, histograms with Envoy's
-// default buckets, _sum and _count.
+// WritePrometheus writes every metric Envoy would export (see
+// PrometheusName) in the Prometheus text format, sorted by name: counters
+// and gauges as single samples, histograms with Envoy's default buckets,
+// _sum and _count.
 func (h *Host) WritePrometheus(w io.Writer) error {
 	ms := h.MetricList()
 	sort.SliceStable(ms, func(i, j int) bool { return PrometheusName(ms[i].Name) < PrometheusName(ms[j].Name) })
 	bw := bufio.NewWriter(w)
 	for _, m := range ms {
 		name := PrometheusName(m.Name)
+		if name == "" {
+			continue
+		}
 		switch m.Type {
 		case hostcalls.MetricCounter:
 			fmt.Fprintf(bw, "# TYPE %s counter\n%s %d\n", name, name, m.Value)

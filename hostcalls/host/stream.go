@@ -69,6 +69,7 @@ type direction struct {
 
 	headers, trailers [][2]string
 	headersSeen       bool // headers callback ran
+	headersEOS        bool // the headers carried end of stream (no body, no trailers)
 	headersMutable    bool // during the headers callback and while stopped there
 	trailersMutable   bool
 	headersReleased   bool // passed on (sent upstream / to the client)
@@ -241,6 +242,7 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 	d.headers = lowerPairs(hdrs)
 	d.headersSeen = true
 	d.eosIn = eos
+	d.headersEOS = eos
 	if !s.ensureCreated() {
 		return Ended
 	}
@@ -273,15 +275,15 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 }
 
 // releaseHeaders passes the headers on and freezes them (Envoy forgets the
-// header map pointer once the filter continues). Caller holds the VM.
+// header map pointer once the filter continues). The end of stream goes
+// with them only if the headers carried it: a body or trailers that
+// arrived while they were held still go through the filter first. Caller
+// holds the VM.
 func (s *Stream) releaseHeaders(d *direction) {
 	d.headersMutable = false
 	d.headersReleased = true
 	d.releasedHeaders = append([][2]string(nil), d.headers...)
-	if d.eosIn && !d.resp {
-		d.eosOut = true
-	}
-	if d.resp && d.eosIn {
+	if d.headersEOS {
 		d.eosOut = true
 	}
 	s.signal()
@@ -471,8 +473,6 @@ func (s *Stream) applyResume() {
 					held, eos := d.held, d.heldEOS && d.heldTrailers == nil
 					d.held = nil
 					s.deliverBody(d, held, eos)
-				} else if d.eosIn && d.heldTrailers == nil && len(d.held) == 0 {
-					s.pass(d, nil, true)
 				}
 				if d.heldTrailers != nil && !s.ended {
 					d.heldTrailers = nil

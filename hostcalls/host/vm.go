@@ -70,6 +70,8 @@ type VM struct {
 	retired  bool
 	closed   bool
 	waitDone bool // on_done returned false: on_delete waits for proxy_done
+	// replaceFailed: the Handler could not replace this failed VM.
+	replaceFailed bool
 }
 
 // Index returns the VM's index (CanaryVM for the canary).

@@ -9,7 +9,7 @@
 //	resp_body=MODE     same for the response
 //	req_eos_op=OP      at the request's end of stream: replace:T | append:T | prepend:T | middle:T
 //	resp_eos_op=OP     same for the response
-//	local_reply=PHASE  req_headers | req_body | resp_headers: send a 403
+//	local_reply=PHASE  req_headers | req_body | resp_headers | resp_body: send a 403
 //	mutate_in_body=1   try to change request headers from on_request_body
 //	tick_ms=N          tick period set in on_configure
 //	http_call=CLUSTER  http_call from on_request_headers, stop, resume from the answer
@@ -259,7 +259,7 @@ func bodyCallback(resp bool, ctx, size uint32, eos bool) uint32 {
 		_, st := getHeader(0, ":path")
 		log("late get status=" + itoa(st))
 	}
-	if !resp && cfg["local_reply"] == "req_body" {
+	if (!resp && cfg["local_reply"] == "req_body") || (resp && cfg["local_reply"] == "resp_body") {
 		localReply()
 		return 0
 	}
