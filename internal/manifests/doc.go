@@ -7,7 +7,9 @@
 //     plugin configuration it embeds equals testdata/plugin/example.json;
 //   - the stats_tags in envoy.yaml turn the plugin's metric names into the
 //     tagged Prometheus series documented there, replaying Envoy's tag
-//     extraction (every extractor on the original name, cuts applied once);
+//     extraction (every extractor on the original name, cuts applied once),
+//     both for sample names and for every name the built plugin.wasm defines
+//     when it runs with the example configuration;
 //   - deploy/wasmplugin.yaml decodes into Istio's WasmPlugin spec
 //     (istio.io/api extensions/v1alpha1) with no unknown field and carries the
 //     same plugin configuration; deploy/stats-bootstrap.yaml carries the same
