@@ -276,6 +276,21 @@ func (s *Server) submit(req *apiRequest, id string) *call {
 }
 
 // abort aborts the unfinished engine requests of c.
+// next waits for c's next events and appends them to buf[:0]. It reports
+// false, after aborting the request in the engine, when the client went
+// away, and false when the server is closing.
+func (s *Server) next(r *http.Request, c *call, buf []event) ([]event, bool) {
+	select {
+	case <-c.notify:
+	case <-r.Context().Done():
+		s.abort(c)
+		return buf, false
+	case <-s.done:
+		return buf, false
+	}
+	return c.take(buf), true
+}
+
 func (s *Server) abort(c *call) {
 	c.rep.mu.Lock()
 	now := s.Now()
@@ -418,15 +433,10 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	left := len(c.seqs)
 	var buf []event
 	for left > 0 {
-		select {
-		case <-c.notify:
-		case <-r.Context().Done():
-			s.abort(c)
-			return
-		case <-s.done:
+		var ok bool
+		if buf, ok = s.next(r, c, buf); !ok {
 			return
 		}
-		buf = c.take(buf)
 		for _, ev := range buf {
 			if ev.kind == evFinish {
 				recs[ev.s.choice] = *ev.rec
@@ -468,15 +478,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, rw *res
 	var buf []event
 	var out bytes.Buffer
 	for left > 0 {
-		select {
-		case <-c.notify:
-		case <-r.Context().Done():
-			s.abort(c)
-			return
-		case <-s.done:
+		var ok bool
+		if buf, ok = s.next(r, c, buf); !ok {
 			return
 		}
-		buf = c.take(buf)
 		for _, ev := range buf {
 			switch ev.kind {
 			case evToken:
