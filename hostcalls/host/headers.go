@@ -203,15 +203,9 @@ func init() {
 //	                  +--> [ v a l u e ]  (allocated by the guest)
 func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapValue, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		key, okm := readString(mod, uint32(stack[1]), uint32(stack[2]))
+		t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyGetHeaderMapValue)
 		if !okm {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
 			return
-		}
-		key = strings.ToLower(key)
-		if vm.tracing { // boxing the strings allocates even when the transcript is off
-			vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyGetHeaderMapValue, t, key)
 		}
 		m, _, ok := vm.headerMap(t)
 		if !ok {
@@ -230,6 +224,24 @@ func init() {
 		}
 		fail(vm, stack, hostcalls.StatusNotFound)
 	})
+}
+
+// headerKey reads the (map_type, key_ptr, key_len) arguments of a host
+// function that names one header, lower-cases the key as Envoy does and
+// traces the call; on an unreadable key it sets INVALID_MEMORY_ACCESS and
+// reports false.
+func headerKey(vm *VM, mod api.Module, stack []uint64, name string) (hostcalls.MapType, string, bool) {
+	t := hostcalls.MapType(uint32(stack[0]))
+	key, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return t, "", false
+	}
+	key = strings.ToLower(key)
+	if vm.tracing { // boxing the strings allocates even when the transcript is off
+		vm.trace("==> %s(type=%d,key=%q)", name, t, key)
+	}
+	return t, key, true
 }
 
 // modifyHeader registers add/replace which share a layout:
@@ -285,15 +297,9 @@ func init() {
 //	[ k e y ]
 func init() {
 	registerEnv(hostcalls.ProxyRemoveHeaderMapValue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		key, okm := readString(mod, uint32(stack[1]), uint32(stack[2]))
+		t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyRemoveHeaderMapValue)
 		if !okm {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
 			return
-		}
-		key = strings.ToLower(key)
-		if vm.tracing { // boxing the strings allocates even when the transcript is off
-			vm.trace("==> %s(type=%d,key=%q)", hostcalls.ProxyRemoveHeaderMapValue, t, key)
 		}
 		m, mutable, ok := vm.headerMap(t)
 		if !ok || !mutable {
