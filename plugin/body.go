@@ -13,16 +13,26 @@ import (
 // maxN bounds n in the estimate (vLLM's VLLM_MAX_N_SEQUENCES).
 const maxN = 16384
 
+// maxEstimateTokens caps every token count of the estimate, so that no
+// product of client-chosen numbers can wrap: 2^40 tokens is beyond any
+// context, and times the cost weights still far inside float64's exact
+// integers.
+const maxEstimateTokens = 1 << 40
+
 // request is what the decision needs from a request body, read in one pass
-// over its top-level members.
+// over its top-level members. Duplicate members are read as vLLM reads them:
+// the last one wins.
 type request struct {
 	model    string // "" when absent; refers to the body's memory
-	modelBad bool   // model present but not a string
+	modelSet bool   // the body has a model member
+	modelBad bool   // model present but neither a string nor null
 	// prompt is the estimated prompt length in tokens: bytes/4 (rounded up)
-	// of messages or of prompt strings, exact for token-id prompts.
+	// of messages, prompt strings, input and instructions, exact for
+	// token-id prompts, mediaPartTokens for an image, audio or video part.
 	prompt int64
 	// completion is the completion limit of one choice:
-	// max_completion_tokens ?? max_tokens ?? default_max_tokens.
+	// max_completion_tokens ?? max_tokens ?? max_output_tokens ??
+	// default_max_tokens, 0 for a pooling request.
 	completion int64
 	n          int64 // choices, at least 1
 	// prompts is the number of prompts: a completions prompt given as a
@@ -33,24 +43,41 @@ type request struct {
 	// includeUsage: the client asked for stream_options.include_usage.
 	includeUsage bool
 
-	// Where rewrite edits, found by the same pass.
+	// Where rewrite and strip edit, found by the same pass.
 	open       int     // index of the object's '{'
 	empty      bool    // the object has no members
-	priorities []span  // every top-level priority value
+	priorities []span  // every top-level priority member
 	prioBuf    [2]span // backing array of priorities
-	options    []span  // every top-level stream_options value
+	options    []span  // every top-level stream_options member
 	optBuf     [1]span // backing array of options
 }
 
-// span is a value's position in the body.
-type span struct{ at, end int }
+// span is a member's position in the body: its key starts at key, its
+// value is body[at:end].
+type span struct{ key, at, end int }
 
 // tokens is the estimated token count of the request: the prompt once (vLLM
 // reports it once even for n > 1) plus n completions of every prompt of a
-// batch.
+// batch, each saturating at maxEstimateTokens.
 func (r *request) tokens() (prompt, completion int64) {
-	return r.prompt, r.prompts * r.n * r.completion
+	return min(r.prompt, maxEstimateTokens), satMul(satMul(r.prompts, r.n), r.completion)
 }
+
+// satMul is a × b for non-negative a and b, saturating at
+// maxEstimateTokens.
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > maxEstimateTokens/b {
+		return maxEstimateTokens
+	}
+	return a * b
+}
+
+// satAdd is a + b for non-negative a and b, saturating at
+// maxEstimateTokens.
+func satAdd(a, b int64) int64 { return min(a+min(b, maxEstimateTokens), maxEstimateTokens) }
 
 // bstr views b as a string without copying; the string is valid while b is
 // neither modified nor reused.
@@ -64,52 +91,77 @@ func bstr(b []byte) string {
 // inspect checks that body is one JSON object and reads, in the same pass,
 // the fields that drive its cost and where rewrite edits it; ok is false
 // if body is not a JSON object. Duplicate members are read as Python's json
-// module (and so vLLM) reads them: the last one wins. The request refers to
-// body's memory.
-func inspect(body []byte, defaultMaxTokens int) (r request, ok bool) {
+// module (and so vLLM) reads them: the last one wins. Numbers are read as
+// vLLM's pydantic models read an int in lax mode (a numeric string counts).
+// With pooling the request generates nothing: its estimate is its prompt,
+// the whole body's bytes/4. The request refers to body's memory.
+func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok bool) {
 	r = request{n: 1, prompts: 1, open: -1, empty: true}
 	r.priorities = r.prioBuf[:0]
 	r.options = r.optBuf[:0]
 	r.open = skipWS(body, 0)
-	var maxTokens, maxCompletion int64 = -1, -1
+	var maxTokens, maxCompletion, maxOutput int64 = -1, -1, -1
+	var messages, prompt, input, instructions, tokenIDs int64
+	prev := r.open + 1 // where the previous member's value ended
 	ok = scanObject(body, func(key string, at, end int) {
 		r.empty = false
+		k := skipWS(body, prev)
+		if k < len(body) && body[k] == ',' {
+			k = skipWS(body, k+1)
+		}
+		prev = end
 		raw := body[at:end]
 		switch key {
 		case "priority":
-			r.priorities = append(r.priorities, span{at, end})
+			r.priorities = append(r.priorities, span{k, at, end})
 		case "model":
-			if v := parseValue(raw); v.Type == gjson.String {
+			r.modelSet = true
+			switch v := parseValue(raw); v.Type {
+			case gjson.String:
 				r.model, r.modelBad = v.Str, false
-			} else {
+			case gjson.Null:
+				r.model, r.modelBad = "", false
+			default:
 				r.model, r.modelBad = "", true
 			}
 		case "messages":
-			r.prompt = messagesTokens(raw)
+			messages = messagesTokens(raw)
 		case "prompt":
-			r.prompt, r.prompts = promptTokens(gjson.Parse(bstr(raw)))
+			prompt, r.prompts = promptTokens(gjson.Parse(bstr(raw)))
+		case "input":
+			input = inputTokens(raw)
+		case "instructions":
+			instructions = ceil4(len(raw))
+		case "token_ids":
+			tokenIDs, _ = promptTokens(gjson.Parse(bstr(raw)))
 		case "max_tokens":
-			maxTokens = positive(parseValue(raw))
+			maxTokens = laxPositive(raw)
 		case "max_completion_tokens":
-			maxCompletion = positive(parseValue(raw))
+			maxCompletion = laxPositive(raw)
+		case "max_output_tokens":
+			maxOutput = laxPositive(raw)
 		case "n":
-			r.n = positive(parseValue(raw))
+			r.n = laxPositive(raw)
 		case "stream":
 			r.stream = laxTrue(raw)
 		case "stream_options":
-			v := gjson.Parse(bstr(raw))
-			r.includeUsage = v.IsObject() && laxTrue([]byte(v.Get("include_usage").Raw))
-			r.options = append(r.options, span{at, end})
+			r.includeUsage = includeUsage(raw)
+			r.options = append(r.options, span{k, at, end})
 		}
 	})
 	if !ok {
 		return r, false
 	}
+	r.prompt = satAdd(satAdd(satAdd(satAdd(messages, prompt), input), instructions), tokenIDs)
 	switch {
+	case pooling:
+		r.prompt, r.completion, r.prompts = ceil4(len(body)), 0, 1
 	case maxCompletion > 0:
 		r.completion = maxCompletion
 	case maxTokens > 0:
 		r.completion = maxTokens
+	case maxOutput > 0:
+		r.completion = maxOutput
 	default:
 		r.completion = int64(defaultMaxTokens)
 	}
@@ -120,6 +172,23 @@ func inspect(body []byte, defaultMaxTokens int) (r request, ok bool) {
 		r.n = maxN
 	}
 	return r, true
+}
+
+// includeUsage reports whether the stream_options value raw asks for usage
+// as vLLM reads it: an object whose last include_usage member is true.
+func includeUsage(raw []byte) bool {
+	v := gjson.Parse(bstr(raw))
+	if !v.IsObject() {
+		return false
+	}
+	on := false
+	v.ForEach(func(k, o gjson.Result) bool {
+		if k.Str == "include_usage" {
+			on = laxTrue([]byte(o.Raw))
+		}
+		return true
+	})
+	return on
 }
 
 // parseValue is gjson.Parse(bstr(raw)) for raw, one complete JSON value
@@ -147,10 +216,42 @@ func parseValue(raw []byte) gjson.Result {
 	return gjson.Parse(bstr(raw))
 }
 
-// positive returns v as a positive integer, or -1.
-func positive(v gjson.Result) int64 {
-	if v.Type != gjson.Number || v.Num < 1 || v.Num != math.Trunc(v.Num) || v.Num > 1<<40 {
+// laxPositive returns the JSON value raw as a positive integer, as vLLM's
+// pydantic models read an int in lax mode: a number without a fraction, a
+// string holding one (surrounding whitespace, a sign and digit-separating
+// underscores allowed, "4096.0" too), or true (1); -1 for anything else,
+// for which vLLM refuses the request or uses its default.
+func laxPositive(raw []byte) int64 {
+	v := parseValue(raw)
+	switch v.Type {
+	case gjson.True:
+		return 1
+	case gjson.String:
+		s := strings.TrimSpace(v.Str)
+		s = strings.TrimPrefix(s, "+")
+		if strings.Contains(s, "_") {
+			if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
+				return -1
+			}
+			s = strings.ReplaceAll(s, "_", "")
+		}
+		if s == "" || strings.ContainsAny(s, "eExXnN") {
+			return -1
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return -1
+		}
+		v = gjson.Result{Type: gjson.Number, Num: f}
+	case gjson.Number:
+	default:
 		return -1
+	}
+	if v.Num < 1 || v.Num != math.Trunc(v.Num) {
+		return -1
+	}
+	if v.Num > maxEstimateTokens {
+		return maxEstimateTokens
 	}
 	return int64(v.Num)
 }
@@ -176,34 +277,63 @@ func laxTrue(raw []byte) bool {
 	return false
 }
 
-// mediaPartTokens is the prompt estimate of one non-text content part of a
-// chat message (image, audio, video): its tokens depend on the model's
-// encoder, not on the bytes of its (often base64) data.
+// mediaPartTokens is the prompt estimate of one image, audio or video
+// content part of a chat message: its tokens depend on the model's encoder,
+// not on the bytes of its (often base64) data.
 const mediaPartTokens = 1024
 
-// messagesTokens estimates the prompt of chat messages: bytes/4 (rounded
-// up) of the messages, except that each content part whose type is not
-// "text" counts mediaPartTokens instead of its bytes.
+// mediaPart reports whether a content part of type t carries media that
+// vLLM encodes rather than text that it tokenises. Every other type (text,
+// input_text, output_text, refusal, thinking, reasoning, one vLLM adds
+// later) counts its bytes: a part type the plugin does not know must not
+// make a long text cheap.
+func mediaPart(t string) bool {
+	switch t {
+	case "image_url", "input_image", "image", "image_embeds", "image_pil",
+		"audio_url", "input_audio", "audio", "audio_embeds",
+		"video_url", "input_video", "video", "video_embeds":
+		return true
+	}
+	return false
+}
+
+// messagesTokens estimates the prompt of chat messages (or of a Responses
+// input list): bytes/4 (rounded up) of the messages, except that each
+// content part of a media type counts mediaPartTokens instead of its bytes.
 func messagesTokens(raw []byte) int64 {
 	if !bytes.Contains(raw, []byte(`"type"`)) {
 		return ceil4(len(raw))
 	}
 	text, parts := len(raw), int64(0)
-	gjson.Parse(bstr(raw)).ForEach(func(_, m gjson.Result) bool {
-		c := m.Get("content")
-		if !c.IsArray() {
-			return true
+	media := func(p gjson.Result) {
+		if t := p.Get("type"); p.IsObject() && t.Type == gjson.String && mediaPart(t.Str) {
+			text -= len(p.Raw)
+			parts++
 		}
-		c.ForEach(func(_, p gjson.Result) bool {
-			if t := p.Get("type"); p.IsObject() && t.Type == gjson.String && t.Str != "text" {
-				text -= len(p.Raw)
-				parts++
-			}
-			return true
-		})
+	}
+	gjson.Parse(bstr(raw)).ForEach(func(_, m gjson.Result) bool {
+		media(m) // a Responses input item can itself be an image
+		if c := m.Get("content"); c.IsArray() {
+			c.ForEach(func(_, p gjson.Result) bool {
+				media(p)
+				return true
+			})
+		}
 		return true
 	})
-	return ceil4(text) + parts*mediaPartTokens
+	return ceil4(text) + satMul(parts, mediaPartTokens)
+}
+
+// inputTokens estimates the input of a Responses or embeddings request: a
+// string, a list of items (as messages), or a prompt in any of the
+// completions forms.
+func inputTokens(raw []byte) int64 {
+	v := gjson.Parse(bstr(raw))
+	if v.IsArray() && bytes.Contains(raw, []byte("{")) {
+		return messagesTokens(raw)
+	}
+	n, _ := promptTokens(v)
+	return n
 }
 
 // promptTokens estimates a completions prompt: str | [str] | [int] |
@@ -256,7 +386,7 @@ func promptTokens(v gjson.Result) (n, prompts int64) {
 // The edit is byte-level: every other byte of the body is kept. body must be
 // a valid JSON object. dst is reused when it has room.
 func rewrite(dst, body []byte, priority int, addUsage bool) []byte {
-	r, _ := inspect(body, 1)
+	r, _ := inspect(body, 1, false)
 	return r.rewrite(dst, body, priority, addUsage)
 }
 
@@ -271,9 +401,10 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 		es = append(es, edit{p.at, p.end, pv})
 	}
 	if addUsage {
+		// Every stream_options the client sent is replaced whole, so that
+		// no duplicate key inside it can be read differently by vLLM.
 		for _, o := range r.options {
-			v := gjson.Parse(bstr(body[o.at:o.end]))
-			es = appendOptionEdits(es, v, o.at)
+			es = append(es, edit{o.at, o.end, usageOptions})
 		}
 	}
 	var insert []byte
@@ -285,7 +416,8 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 		if len(insert) > 0 {
 			insert = append(insert, ',')
 		}
-		insert = append(insert, `"stream_options":{"include_usage":true}`...)
+		insert = append(insert, `"stream_options":`...)
+		insert = append(insert, usageOptions...)
 	}
 	if len(insert) > 0 {
 		if !r.empty {
@@ -322,37 +454,47 @@ type edit struct {
 	val     []byte
 }
 
-var (
-	jsonTrue  = []byte("true")
-	jsonFalse = []byte("false")
-)
+// usageOptions is the stream_options of a stream whose usage the plugin
+// asks for: exactly one usage chunk, at the end, which the response filter
+// hides.
+var usageOptions = []byte(`{"include_usage":true}`)
 
-// appendOptionEdits appends the edits that make the stream_options value v,
-// parsed from the body at offset base, ask for exactly one usage chunk.
-func appendOptionEdits(es []edit, v gjson.Result, base int) []edit {
-	if !v.IsObject() {
-		// Not an object (vLLM rejects it anyway): replace it.
-		return append(es, edit{base, base + len(v.Raw), []byte(`{"include_usage":true}`)})
+// strip blanks every top-level priority member of body, the body r was read
+// from, in place: the member and one comma next to it become spaces, so the
+// object stays valid JSON of the same length (no Content-Length to fix) and
+// no priority is left. It reports whether it changed body.
+func (r *request) strip(body []byte) bool {
+	if len(r.priorities) == 0 {
+		return false
 	}
-	found, empty := false, true
-	v.ForEach(func(k, o gjson.Result) bool {
-		empty = false
-		switch k.Str {
-		case "include_usage":
-			found = true
-			es = append(es, edit{base + o.Index, base + o.Index + len(o.Raw), jsonTrue})
-		case "continuous_usage_stats":
-			es = append(es, edit{base + o.Index, base + o.Index + len(o.Raw), jsonFalse})
+	blank := func(from, to int) {
+		for i := from; i < to; i++ {
+			body[i] = ' '
 		}
-		return true
-	})
-	if !found {
-		at := base + v.Index + 1 // after the '{' (v.Raw starts with it)
-		val := []byte(`"include_usage":true`)
-		if !empty {
-			val = append(val, ',')
-		}
-		es = append(es, edit{at, at, val})
 	}
-	return es
+	// kept: a member before the current one survives, so the comma
+	// before the current one exists and can go with it. Until then every
+	// byte from the '{' to the last blank is whitespace.
+	kept, last := false, r.open+1
+	for _, p := range r.priorities {
+		if !kept && skipWS(body, last) < p.key {
+			kept = true
+		}
+		if kept {
+			c := p.key - 1
+			for body[c] != ',' {
+				c--
+			}
+			blank(c, p.end)
+			last = p.end
+			continue
+		}
+		to := p.end
+		if j := skipWS(body, p.end); j < len(body) && body[j] == ',' {
+			to = j + 1
+		}
+		blank(p.key, to)
+		last = to
+	}
+	return true
 }

@@ -34,7 +34,19 @@ func TestInspect(t *testing.T) {
 		{"stream", `{"stream":true,"stream_options":{"include_usage":true}}`, request{completion: 512, n: 1, stream: true, includeUsage: true}},
 		{"include_usage as a lax bool", `{"stream":true,"stream_options":{"include_usage":"yes"}}`, request{completion: 512, n: 1, stream: true, includeUsage: true}},
 		{"stream no usage", `{"stream":true,"stream_options":{"include_usage":false}}`, request{completion: 512, n: 1, stream: true}},
-		{"bad numbers ignored", `{"max_tokens":-3,"n":1.5,"max_completion_tokens":"9"}`, request{completion: 512, n: 1}},
+		{"bad numbers ignored", `{"max_tokens":-3,"n":1.5,"max_completion_tokens":"9x"}`, request{completion: 512, n: 1}},
+		{"numeric strings as vLLM coerces them", `{"max_tokens":" 4_096 ","n":"8"}`, request{completion: 4096, n: 8}},
+		{"numeric string with a zero fraction", `{"max_completion_tokens":"+4096.0","n":8.0}`, request{completion: 4096, n: 8}},
+		{"true is one", `{"max_tokens":true}`, request{completion: 1, n: 1}},
+		{"exponent strings refused as vLLM refuses them", `{"max_tokens":"1e3"}`, request{completion: 512, n: 1}},
+		{"max_output_tokens (Responses)", `{"input":"abcdefgh","instructions":"abcd","max_output_tokens":7}`, request{prompt: 2 + 2, completion: 7, n: 1}},
+		{"the estimate saturates", `{"prompt":["a","b"],"n":16384,"max_tokens":1e300}`, request{prompt: 2, completion: maxEstimateTokens, n: 16384, prompts: 2}},
+		{"input_text parts count their bytes", `{"messages":[{"role":"user","content":[{"type":"input_text","text":"` + strings.Repeat("x", 4000) + `"}]}]}`,
+			request{prompt: ceil4(len(`[{"role":"user","content":[{"type":"input_text","text":""}]}]`) + 4000), completion: 512, n: 1}},
+		{"unknown part types count their bytes", `{"messages":[{"role":"user","content":[{"type":"thinking","thinking":"` + strings.Repeat("x", 4000) + `"}]}]}`,
+			request{prompt: ceil4(len(`[{"role":"user","content":[{"type":"thinking","thinking":""}]}]`) + 4000), completion: 512, n: 1}},
+		{"last include_usage wins", `{"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`, request{completion: 512, n: 1, stream: true}},
+		{"null model", `{"model":null}`, request{completion: 512, n: 1}},
 		{"model not a string", `{"model":3}`, request{modelBad: true, completion: 512, n: 1}},
 		{"stream as a lax bool", `{"stream":"True"}`, request{completion: 512, n: 1, stream: true}},
 		{"stream as 1", `{"stream":1}`, request{completion: 512, n: 1, stream: true}},
@@ -48,7 +60,7 @@ func TestInspect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, ok := inspect([]byte(tt.body), 512)
+			r, ok := inspect([]byte(tt.body), 512, false)
 			if !ok {
 				t.Fatalf("inspect(%s) not ok", tt.body)
 			}
@@ -66,7 +78,7 @@ func TestInspect(t *testing.T) {
 
 func TestInspectValidates(t *testing.T) {
 	for in, want := range map[string]bool{`{}`: true, ` {"a":1} `: true, `[]`: false, `"x"`: false, `{`: false, ``: false, `{"a":1}x`: false, `null`: false} {
-		if _, got := inspect([]byte(in), 1); got != want {
+		if _, got := inspect([]byte(in), 1, false); got != want {
 			t.Errorf("inspect(%q) ok = %v, want %v", in, got, want)
 		}
 	}
@@ -88,10 +100,12 @@ func TestRewrite(t *testing.T) {
 		{"overwrite duplicates", `{"priority":-1,"a":1,"priority":-2}`, 20, false, `{"priority":20,"a":1,"priority":20}`},
 		{"nested priority untouched", `{"metadata":{"priority":-1}}`, 3, false, `{"priority":3,"metadata":{"priority":-1}}`},
 		{"add usage", `{"stream":true}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true},"stream":true}`},
-		{"merge usage", `{"stream":true,"stream_options":{"x":1}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true,"x":1}}`},
+		{"options replaced whole", `{"stream":true,"stream_options":{"x":1}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true}}`},
+		{"duplicate include_usage replaced", `{"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true}}`},
+		{"duplicate options replaced", `{"stream_options":{"include_usage":true},"stream":true,"stream_options":{}}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true},"stream":true,"stream_options":{"include_usage":true}}`},
 		{"empty options", `{"stream_options":{}}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true}}`},
 		{"flip usage off continuous", `{"stream_options":{"include_usage":false,"continuous_usage_stats":true},"priority":1}`, 2, true,
-			`{"stream_options":{"include_usage":true,"continuous_usage_stats":false},"priority":2}`},
+			`{"stream_options":{"include_usage":true},"priority":2}`},
 		{"options not object", `{"stream_options":null}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true}}`},
 		{"unicode escaped key", `{"pr\u0069ority":-9}`, 4, false, `{"pr\u0069ority":4}`},
 	}
@@ -154,7 +168,7 @@ func FuzzRewrite(f *testing.F) {
 	f.Add([]byte(`{"stream_options":{"continuous_usage_stats":true},"stream":true}`), 101, true)
 	f.Add([]byte(`{"priority":1,"priority":2,"stream_options":1}`), 1, true)
 	f.Fuzz(func(t *testing.T, body []byte, prio int, addUsage bool) {
-		if _, ok := inspect(body, 1); !ok {
+		if _, ok := inspect(body, 1, false); !ok {
 			// Not a request the plugin rewrites.
 			return
 		}
@@ -197,7 +211,7 @@ func BenchmarkRewrite(b *testing.B) {
 			b.ReportAllocs()
 			var dst []byte
 			for b.Loop() {
-				r, ok := inspect(body, 512)
+				r, ok := inspect(body, 512, false)
 				if !ok {
 					b.Fatal("not an object")
 				}
@@ -220,4 +234,73 @@ func BenchmarkRewrite(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestStrip(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"a":1}`, `{"a":1}`},
+		{`{"priority":-9}`, `{             }`},
+		{`{"a":1,"priority":-9}`, `{"a":1              }`},
+		{`{"priority":-9,"a":1}`, `{              "a":1}`},
+		{`{"a":1,"priority":-9,"b":2}`, `{"a":1              ,"b":2}`},
+		{`{"priority":1,"priority":2,"b":3}`, `{                          "b":3}`},
+		{`{"a":1,"priority":1,"priority":2}`, `{"a":1                          }`},
+		{`{"priority":1 , "a":1 , "priority":2 }`, `{               "a":1                }`},
+		{`{"pr\u0069ority":-9,"x":{"priority":1}}`, `{                   "x":{"priority":1}}`},
+		{" {\n\"priority\" :\n-9\n}", " {\n               \n}"},
+	}
+	for _, tt := range tests {
+		b := []byte(tt.body)
+		r, ok := inspect(b, 1, true)
+		if !ok {
+			t.Fatalf("inspect(%s) not ok", tt.body)
+		}
+		r.strip(b)
+		if string(b) != tt.want {
+			t.Errorf("strip(%s) = %q, want %q", tt.body, b, tt.want)
+		}
+	}
+}
+
+func FuzzStrip(f *testing.F) {
+	for _, s := range []string{`{"priority":1}`, `{"a":1,"priority":2,"priority":3,"b":[1,{"priority":4}]}`, `{"priority":1,"priority":2}`, `{}`, `{"\u0070riority":null, "x":"priority"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, ok := inspect(body, 1, true)
+		if !ok {
+			return
+		}
+		want, valid := decodeLastOK(body)
+		if !valid {
+			return // a body encoding/json refuses: nothing to compare with
+		}
+		out := append([]byte(nil), body...)
+		r.strip(out)
+		if len(out) != len(body) {
+			t.Fatalf("strip changed the length of %q", body)
+		}
+		got, valid := decodeLastOK(out)
+		if !valid {
+			t.Fatalf("strip(%q) = %q: not valid JSON", body, out)
+		}
+		if _, has := got["priority"]; has {
+			t.Fatalf("strip(%q) = %q still has a priority", body, out)
+		}
+		delete(want, "priority")
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("strip(%q) = %q: members changed", body, out)
+		}
+	})
+}
+
+// decodeLastOK decodes a JSON object with the last of duplicate members
+// winning; ok is false if b is not a JSON object.
+func decodeLastOK(b []byte) (m map[string]any, ok bool) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil || m == nil {
+		return nil, false
+	}
+	return m, true
 }

@@ -69,12 +69,40 @@ const (
 	// (response_headers).
 	DefaultResponseHeaders = true
 	// DefaultStatusPath is where GET answers the JSON status (status_path;
-	// "" disables it).
+	// "" disables it). It answers only with status_token or status_public.
 	DefaultStatusPath = "/fairshare/status"
+	// DefaultUnscheduled is what happens to a top-level "priority" in the
+	// JSON body of a request the plugin does not schedule (unscheduled):
+	// "strip" removes it, "reject" answers 400.
+	DefaultUnscheduled = "strip"
+	// DefaultUnknownModel is what happens to a request whose model no pool
+	// lists (unknown_model): "reject" answers 404, "lowest" forwards it,
+	// uncounted, at the lowest borrowing priority.
+	DefaultUnknownModel = "reject"
 )
 
-// DefaultPaths are the request paths scheduled when paths is not set.
-var DefaultPaths = []string{"/v1/chat/completions", "/v1/completions"}
+// DefaultPaths are the request paths scheduled when paths is not set:
+// every endpoint of vLLM's OpenAI-compatible server whose request body
+// takes a "priority" that reaches the engine (generation, pooling, scoring,
+// the SageMaker entry point and the tokens-in generate API).
+var DefaultPaths = []string{
+	"/v1/chat/completions", "/v1/completions", "/v1/responses",
+	"/v1/embeddings", "/pooling", "/classify",
+	"/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank",
+	"/invocations", "/inference/v1/generate",
+}
+
+// poolingPaths are the default paths whose requests generate nothing: their
+// estimate is the prompt alone.
+var poolingPaths = []string{"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"}
+
+// Policies for requests the plugin does not schedule.
+const (
+	unscheduledStrip  = "strip"
+	unscheduledReject = "reject"
+	unknownModelRej   = "reject"
+	unknownModelLow   = "lowest"
+)
 
 // Failure modes.
 const (
@@ -102,7 +130,17 @@ type config struct {
 	failClosed              bool
 	responseHeaders         bool
 	statusPath, statusToken string
-	pools                   []poolConfig
+	statusPublic            bool
+	// rejectUnscheduled: a priority in the body of an unscheduled request
+	// is answered 400 instead of being stripped.
+	rejectUnscheduled bool
+	// defaultModel routes a scheduled request without a model; "" answers
+	// 400.
+	defaultModel string
+	// lowestUnknownModel forwards a request whose model no pool lists at
+	// the lowest borrowing priority instead of answering 404.
+	lowestUnknownModel bool
+	pools              []poolConfig
 }
 
 // costWeights are the cost units of one token of each kind.
@@ -291,12 +329,40 @@ func parse(data []byte) (config, error) {
 			if s, ok := str(&ps, key, v); ok {
 				if s != "" && !strings.HasPrefix(s, "/") {
 					ps.add(key, "must start with \"/\" (or be \"\" to disable), got %q", s)
+				} else if s != "" && cleanPath(s) != s {
+					ps.add(key, "must be a clean path (no query, escape, dot segment, repeated or trailing slash): %q, not %q", cleanPath(s), s)
 				}
 				c.statusPath = s
 			}
 		case "status_token":
 			if s, ok := str(&ps, key, v); ok {
 				c.statusToken = s
+			}
+		case "status_public":
+			c.statusPublic = boolean(&ps, key, v, c.statusPublic)
+		case "unscheduled":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case unscheduledStrip:
+				case unscheduledReject:
+					c.rejectUnscheduled = true
+				default:
+					ps.add(key, "must be \"strip\" or \"reject\", got %q", s)
+				}
+			}
+		case "default_model":
+			if s, ok := str(&ps, key, v); ok {
+				c.defaultModel = s
+			}
+		case "unknown_model":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case unknownModelRej:
+				case unknownModelLow:
+					c.lowestUnknownModel = true
+				default:
+					ps.add(key, "must be \"reject\" or \"lowest\", got %q", s)
+				}
 			}
 		case "pools":
 			c.pools = parsePools(&ps, key, v)
@@ -523,6 +589,10 @@ func parsePaths(ps *problems, path string, v gjson.Result) []string {
 		}
 		if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?# ") {
 			ps.add(ip, "must be a path starting with \"/\" without query, got %q", s)
+			return true
+		}
+		if c := cleanPath(s); c != s {
+			ps.add(ip, "must be a clean path (requests are compared after decoding escapes, merging slashes and resolving dot segments): %q, not %q", c, s)
 			return true
 		}
 		for _, o := range out {

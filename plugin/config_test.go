@@ -59,7 +59,7 @@ func TestParseDefaults(t *testing.T) {
 	d := defaultConfig()
 	if c.teamHeader != d.teamHeader || c.maxBodyBytes != DefaultMaxBodyBytes || c.casRetries != DefaultCASRetries ||
 		c.holderTimeout != DefaultHolderTimeoutTicks*DefaultTick || c.failClosed || !c.responseHeaders ||
-		c.statusPath != DefaultStatusPath || len(c.paths) != 2 || c.rejectUnknown || !c.entryPenalty {
+		c.statusPath != DefaultStatusPath || len(c.paths) != len(DefaultPaths) || c.statusPublic || c.rejectUnscheduled || c.defaultModel != "" || c.lowestUnknownModel || c.rejectUnknown || !c.entryPenalty {
 		t.Errorf("defaults = %+v", c)
 	}
 	// holder_timeout follows tick when not set.

@@ -3,7 +3,9 @@
 // share of a GPU pool (package fairshare) and writes it into the request
 // body, then charges the team the tokens the response reports.
 //
-// The request path, for a POST to one of the configured paths:
+// The request path, for a POST to one of the configured paths (compared
+// after cleanPath: query dropped, escapes decoded, slashes merged, dot
+// segments resolved, trailing slash dropped):
 //
 //	client ──► on_request_headers ──► on_request_body ─────────────────► vLLM
 //	           team, class             buffer up to max_body_bytes         │
@@ -18,21 +20,33 @@
 //	           Release(usage) at the end of the response, or on
 //	           on_log/on_done with the best estimate (reset, abort, timeout)
 //
-// The estimate is the prompt (bytes/4 of messages or prompt strings, each
-// non-text content part such as an image 1024 tokens, exact for token-id
-// prompts) plus n × max_(completion_)tokens for every prompt of a
-// completions batch; "stream" is read as vLLM reads a bool ("true" and 1
-// count).
+// The estimate is the prompt (bytes/4 of messages, prompt strings, input
+// and instructions, each image, audio or video content part 1024 tokens,
+// exact for token-id prompts) plus n × max_(completion_|output_)tokens for
+// every prompt of a completions batch, saturating at 2^40 tokens; numbers
+// are read as vLLM's lax pydantic models read them ("4096" counts) and
+// "stream" as vLLM reads a bool ("true" and 1 count). A pooling request
+// (embeddings, score, rerank, classify) is estimated at its body's bytes/4.
 //
 // Each pool lives in one shared-data record (key "<plugin_name>/fairshare/
 // pool/<pool>/v<record version>") that every VM of every worker updates with
 // compare-and-swap; see records. A request forwarded without a grant
 // (failure_mode "open") is charged its usage all the same.
 //
+// Every other request with a body that vLLM could read as JSON is buffered
+// and its top-level "priority" blanked out in place (unscheduled "strip")
+// or refused (unscheduled "reject"): every request forwarded upstream
+// carries the priority the plugin decided or none at all.
+//
 // Errors are answered with OpenAI-style JSON bodies: 401 without a team,
-// 403 for an unknown team with unknown_team "reject", 400 for an unknown
-// class or a body that is not a JSON object, 413 beyond max_body_bytes, 503
-// when the record cannot be updated and failure_mode is "closed". GET status_path answers a JSON snapshot of every pool.
+// 400 for a team or class header sent twice, 403 for an unknown team with
+// unknown_team "reject", 400 for an unknown class, a body that is not one
+// UTF-8 JSON object or a request without a model (and no default_model),
+// 404 for a model no pool lists (unknown_model "reject"), 413 beyond
+// max_body_bytes, 500 when the body cannot be read or rewritten, 503 when
+// the record cannot be updated and failure_mode is "closed". GET
+// status_path answers a JSON snapshot of every pool, to a bearer token or
+// with status_public, else 403.
 //
 // # Configuration
 //
@@ -52,7 +66,10 @@
 //	max_body_bytes     8388608             request body limit (413 beyond)
 //	max_response_bytes 4194304             JSON response kept to read usage (beyond: usage is
 //	                                       read from its last 64 KiB, else best estimate)
-//	paths              ["/v1/chat/completions", "/v1/completions"]  scheduled POST paths
+//	paths              DefaultPaths        scheduled POST paths (every vLLM endpoint taking priority)
+//	unscheduled        "strip"             priority in other JSON bodies: "strip" or "reject" (400)
+//	default_model      ""                  model of a scheduled request without one ("": 400)
+//	unknown_model      "reject"            model of no pool: "reject" (404) or "lowest" (uncounted)
 //	request_timeout    "10m"               how long a dead VM's requests stay counted (phantoms)
 //	tick               "1s"                heartbeats, phantom expiry, gauges
 //	holder_timeout     5 × tick            a VM not seen for this long is presumed dead
@@ -61,8 +78,9 @@
 //	                                       borrowing priority, "closed" answers 503
 //	response_headers   true                add x-fairshare-team, -pool, -priority, -borrowing
 //	status_path        "/fairshare/status" GET answers the JSON status ("": disabled)
-//	status_token       ""                  bearer token required by status_path when set
+//	status_token       ""                  bearer token required by status_path
 //	                                       ("Authorization: Bearer <token>", scheme in any case)
+//	status_public      false               serve status_path without a token
 //	pools              (required)          [{name, capacity, models, teams: {name: {share, weight}}}]
 //
 // Pool and team names are 1 to 64 characters of [A-Za-z0-9_-] (they are
@@ -81,8 +99,9 @@
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    in_flight, capacity}
-//	fairshare.{unscheduled_total, rejected_<reason>_total}  reasons: no_team, bad_class,
-//	    bad_body, body_too_large, status_auth, status_method
+//	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total}
+//	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
+//	    duplicate_header, client_priority, body_read, status_auth, status_method
 //
 // Teams missing from the configuration share one entry, team _unknown.
 //

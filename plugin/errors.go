@@ -26,7 +26,26 @@ var (
 	errUnavailable = apiError{503, "service_unavailable", "", "fair-share scheduler unavailable, retry later", "unavailable"}
 	errStatusAuth  = apiError{401, "authentication_error", "", "missing or wrong bearer token for the status endpoint", "status_auth"}
 	errStatusVerb  = apiError{405, "invalid_request_error", "", "the status endpoint answers GET only", "status_method"}
+	errStatusOff   = apiError{403, "permission_error", "", "the status endpoint is off: configure status_token (or status_public)", "status_auth"}
+	errNoModel     = apiError{400, "invalid_request_error", "model", "model is required: the request names no model and no default_model is configured", "no_model"}
+	errBodyRead    = apiError{500, "internal_error", "", "fair-share scheduler could not read the request body", "body_read"}
+	errRewrite     = apiError{500, "internal_error", "", "fair-share scheduler could not rewrite the request body", "rewrite"}
+	errUnreadable  = apiError{400, "invalid_request_error", "", "request body must be valid UTF-8 JSON", "bad_body"}
+	// errUnscheduledPriority answers a priority on a path the plugin does
+	// not schedule, with unscheduled "reject".
+	errUnscheduledPriority = apiError{400, "invalid_request_error", "priority", "priority is set by the gateway and must not be sent on this path", "client_priority"}
 )
+
+// duplicateHeaderError is the 400 of an identity header sent more than once
+// (or with a comma-separated list of values).
+func duplicateHeaderError(header string) apiError {
+	return apiError{400, "invalid_request_error", header, "header " + strconv.Quote(header) + " must be sent exactly once, with one value", "duplicate_header"}
+}
+
+// unknownModelError is the 404 of a model that no pool lists.
+func unknownModelError(model string) apiError {
+	return apiError{404, "invalid_request_error", "model", "the model " + strconv.Quote(model) + " does not exist", "unknown_model"}
+}
 
 // unknownTeamError is the 403 of a team missing from the pool.
 func unknownTeamError(header, team, pool string) apiError {

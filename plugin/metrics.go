@@ -25,21 +25,22 @@ const (
 
 // Metric suffixes.
 const (
-	mRequests     = "requests_total"      // counter, pool/team/class/standing
-	mBorrowed     = "borrowed_total"      // counter, pool/team: requests sent borrowing
-	mCASRetries   = "cas_retries_total"   // counter, pool
-	mFailures     = "failures_total"      // counter, pool: shared-data failures
-	mFailOpen     = "failed_open_total"   // counter, pool: forwarded at the lowest priority after a failure
-	mUnscheduled  = "unscheduled_total"   // counter, plugin: scheduled path, no pool for the model
-	mUsageMissing = "usage_missing_total" // counter, pool: released with the best estimate
-	mInFlight     = "in_flight"           // gauge, pool and pool/team
-	mBorrowing    = "borrowing"           // gauge, pool/team
-	mReserved     = "reserved"            // gauge, pool/team
-	mUsage        = "usage"               // gauge, pool/team, milli cost units
-	mRank         = "rank"                // gauge, pool/team
-	mLevel        = "level_fairshare"     // gauge, pool/team, milli
-	mPhantoms     = "phantoms"            // gauge, pool/team
-	mCapacity     = "capacity"            // gauge, pool
+	mRequests     = "requests_total"          // counter, pool/team/class/standing
+	mBorrowed     = "borrowed_total"          // counter, pool/team: requests sent borrowing
+	mCASRetries   = "cas_retries_total"       // counter, pool
+	mFailures     = "failures_total"          // counter, pool: shared-data failures
+	mFailOpen     = "failed_open_total"       // counter, pool: forwarded at the lowest priority after a failure
+	mUnscheduled  = "unscheduled_total"       // counter, plugin: scheduled path, no pool for the model (unknown_model "lowest")
+	mStripped     = "stripped_priority_total" // counter, plugin: a client priority removed from an unscheduled request
+	mUsageMissing = "usage_missing_total"     // counter, pool: released with the best estimate
+	mInFlight     = "in_flight"               // gauge, pool and pool/team
+	mBorrowing    = "borrowing"               // gauge, pool/team
+	mReserved     = "reserved"                // gauge, pool/team
+	mUsage        = "usage"                   // gauge, pool/team, milli cost units
+	mRank         = "rank"                    // gauge, pool/team
+	mLevel        = "level_fairshare"         // gauge, pool/team, milli
+	mPhantoms     = "phantoms"                // gauge, pool/team
+	mCapacity     = "capacity"                // gauge, pool
 )
 
 // rejectedName is the counter of requests answered with an error for

@@ -224,7 +224,7 @@ func (pc *pluginContext) poolFor(model string) *poolState {
 	return nil
 }
 
-// scheduled reports whether path (query excluded) is a scheduled path.
+// scheduled reports whether path, cleaned (cleanPath), is a scheduled path.
 func (pc *pluginContext) scheduled(path string) bool {
 	for _, p := range pc.cfg.paths {
 		if p == path {
@@ -243,11 +243,14 @@ func (pc *pluginContext) NewHttpContext(uint32) types.HttpContext {
 type streamState uint8
 
 const (
-	// stIgnored: not scheduled (another method or path, no pool, a local
-	// reply): passes untouched.
+	// stIgnored: not scheduled and nothing to strip (no body, or a body
+	// that is not JSON), or a local reply: passes untouched.
 	stIgnored streamState = iota
 	// stBody: scheduled path, waiting for the whole request body.
 	stBody
+	// stStrip: not scheduled, with a JSON body: waiting for the whole
+	// body to strip (or refuse) a top-level priority.
+	stStrip
 	// stGranted: the request holds a grant that Release has not ended.
 	stGranted
 	// stForwarded: forwarded without a grant (failure_mode open).
@@ -268,6 +271,9 @@ type httpContext struct {
 	prio      int
 	borrowing bool
 
+	pooling  bool  // a pooling endpoint: nothing is generated
+	json     bool  // the content type is JSON (or absent)
+	sniffed  bool  // stStrip: the body's first bytes were looked at
 	prompt   int64 // prompt tokens estimated from the request
 	hide     bool  // the plugin added include_usage: hide the usage chunk
 	sse      bool  // the response is an event stream
@@ -294,30 +300,49 @@ func (h *httpContext) reply(e apiError, pool string) types.Action {
 var jsonHeaders = [][2]string{{"content-type", "application/json"}}
 
 // OnHttpRequestHeaders answers the status endpoint, and for a scheduled
-// request (POST to one of paths) reads its team and class, removes client
-// x-fairshare-* headers, content-length (the body will change size) and
-// accept-encoding (usage is read from the response body).
+// request (POST to one of paths, compared after cleanPath) reads its team
+// and class, removes client x-fairshare-* headers, content-length (the body
+// will change size) and accept-encoding (usage is read from the response
+// body). Any other request with a JSON body is held to strip a client's
+// priority from it.
 func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	pc := h.pc
-	path, _ := hostcalls.GetHttpRequestHeader(":path")
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		path = path[:i]
-	}
+	raw, _ := hostcalls.GetHttpRequestHeader(":path")
+	path := cleanPath(raw)
 	method, _ := hostcalls.GetHttpRequestHeader(":method")
 	if pc.cfg.statusPath != "" && path == pc.cfg.statusPath {
 		return h.serveStatus(method)
 	}
 	if method != "POST" || !pc.scheduled(path) {
+		if !eos {
+			h.state = stStrip
+			h.json = jsonContent()
+		}
 		return types.ActionContinue
 	}
+	var teams, classes int
+	var team, class string
 	if hdrs, err := hostcalls.GetHttpRequestHeaders(); err == nil {
 		for _, kv := range hdrs {
-			if len(kv[0]) >= len(headerPrefix) && strings.EqualFold(kv[0][:len(headerPrefix)], headerPrefix) {
-				_ = hostcalls.RemoveHttpRequestHeader(kv[0])
+			k := kv[0]
+			switch {
+			case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
+				_ = hostcalls.RemoveHttpRequestHeader(k)
+			case strings.EqualFold(k, pc.cfg.teamHeader):
+				teams++
+				team = kv[1]
+			case strings.EqualFold(k, pc.cfg.classHeader):
+				classes++
+				class = kv[1]
 			}
 		}
 	}
-	team, _ := hostcalls.GetHttpRequestHeader(pc.cfg.teamHeader)
+	if teams > 1 || strings.IndexByte(team, ',') >= 0 {
+		return h.reply(duplicateHeaderError(pc.cfg.teamHeader), "")
+	}
+	if classes > 1 || strings.IndexByte(class, ',') >= 0 {
+		return h.reply(duplicateHeaderError(pc.cfg.classHeader), "")
+	}
 	team = strings.TrimSpace(team)
 	if team == "" {
 		team = pc.cfg.defaultTeam
@@ -327,13 +352,14 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	}
 	h.team = team
 	h.class = pc.cfg.defaultClass
-	if c, _ := hostcalls.GetHttpRequestHeader(pc.cfg.classHeader); c != "" {
-		cl, err := parseClass(strings.ToLower(strings.TrimSpace(c)))
+	if class != "" {
+		cl, err := parseClass(strings.ToLower(strings.TrimSpace(class)))
 		if err != nil {
-			return h.reply(badClassError(pc.cfg.classHeader, c), "")
+			return h.reply(badClassError(pc.cfg.classHeader, class), "")
 		}
 		h.class = cl
 	}
+	h.pooling = pc.pooling(path)
 	_ = hostcalls.RemoveHttpRequestHeader("content-length")
 	_ = hostcalls.RemoveHttpRequestHeader("accept-encoding")
 	if eos {
@@ -343,14 +369,42 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
+// jsonContent reports whether the request's body is read as JSON by vLLM's
+// server: no content-type, or application/json or application/*+json
+// (FastAPI parses the body as JSON exactly then).
+func jsonContent() bool {
+	ct, err := hostcalls.GetHttpRequestHeader("content-type")
+	if err != nil || strings.TrimSpace(ct) == "" {
+		return true
+	}
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	return ct == "application/json" || strings.HasPrefix(ct, "application/") && strings.HasSuffix(ct, "+json")
+}
+
 // OnHttpRequestBody buffers the body up to max_body_bytes and decides at
 // its end.
 func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
-	if h.state != stBody {
+	if h.state != stBody && h.state != stStrip {
 		return types.ActionContinue
 	}
 	if size > h.pc.cfg.maxBodyBytes {
 		return h.reply(errTooLarge, "")
+	}
+	if h.state == stStrip {
+		if !h.sniffed {
+			h.sniffed = true
+			if head, _ := hostcalls.GetHttpRequestBody(0, min(size, 8)); !h.jsonLike(head) {
+				h.state = stIgnored
+				return types.ActionContinue
+			}
+		}
+		if !eos {
+			return types.ActionPause
+		}
+		return h.strip(size)
 	}
 	if !eos {
 		return types.ActionPause // StopIterationAndBuffer
@@ -358,12 +412,79 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	return h.decide(size)
 }
 
-// OnHttpRequestTrailers decides when the body ended with trailers.
-func (h *httpContext) OnHttpRequestTrailers(int) types.Action {
-	if h.state != stBody {
+// strip removes (or, with unscheduled "reject", refuses) every top-level
+// priority of the JSON body of a request the plugin does not schedule, so
+// that no client-chosen priority reaches vLLM on any path. A body that is
+// not JSON passes; one that is not valid JSON passes only if it cannot
+// spell priority (no "priority", no escape).
+func (h *httpContext) strip(size int) types.Action {
+	pc := h.pc
+	h.state = stIgnored
+	body, err := hostcalls.GetHttpRequestBody(0, size)
+	if err != nil && err != types.ErrorStatusNotFound {
+		return h.reply(errBodyRead, "")
+	}
+	if len(body) > pc.cfg.maxBodyBytes {
+		return h.reply(errTooLarge, "")
+	}
+	// Python's json module (and so vLLM) reads a UTF-8 byte-order mark:
+	// the object is read after it, and stripped in place behind it.
+	obj := bytes.TrimPrefix(body, utf8BOM)
+	r, ok := inspect(obj, 1, true)
+	if !ok {
+		if h.json && utf16(body) || bytes.Contains(body, []byte("priority")) || bytes.Contains(body, []byte(`\u`)) {
+			return h.reply(errUnreadable, "")
+		}
 		return types.ActionContinue
 	}
-	return h.decide(h.pc.cfg.maxBodyBytes)
+	if len(r.priorities) == 0 {
+		return types.ActionContinue
+	}
+	if pc.cfg.rejectUnscheduled {
+		return h.reply(errUnscheduledPriority, "")
+	}
+	r.strip(obj)
+	if err := hostcalls.ReplaceHttpRequestBody(body); err != nil {
+		hostcalls.LogErrorf("fairshare: strip priority: %v", err)
+		return h.reply(errRewrite, "")
+	}
+	pc.met.pluginCounter(mStripped, 1)
+	return types.ActionContinue
+}
+
+// jsonLike reports whether a body that starts with head may be JSON that
+// vLLM reads: an object ('{' after whitespace or a UTF-8 byte-order mark),
+// or, with a JSON content type, UTF-16 or UTF-32. Anything else (a form, a
+// binary upload) passes without being buffered.
+func (h *httpContext) jsonLike(head []byte) bool {
+	head = bytes.TrimPrefix(head, utf8BOM)
+	if i := skipWS(head, 0); i < len(head) && head[i] == '{' {
+		return true
+	}
+	return h.json && utf16(head)
+}
+
+var utf8BOM = []byte("\xEF\xBB\xBF")
+
+// utf16 reports whether body looks like JSON in UTF-16 or UTF-32, which
+// Python's json module (and so vLLM) accepts: a byte-order mark, or a zero
+// byte among the first four.
+func utf16(b []byte) bool {
+	if len(b) >= 2 && (b[0] == 0xFE && b[1] == 0xFF || b[0] == 0xFF && b[1] == 0xFE) {
+		return true
+	}
+	return bytes.IndexByte(b[:min(len(b), 4)], 0) >= 0
+}
+
+// OnHttpRequestTrailers decides when the body ended with trailers.
+func (h *httpContext) OnHttpRequestTrailers(int) types.Action {
+	switch h.state {
+	case stBody:
+		return h.decide(h.pc.cfg.maxBodyBytes)
+	case stStrip:
+		return h.strip(h.pc.cfg.maxBodyBytes)
+	}
+	return types.ActionContinue
 }
 
 // decide reads the buffered body, finds the pool, acquires a grant through
@@ -374,22 +495,28 @@ func (h *httpContext) decide(size int) types.Action {
 	body, err := hostcalls.GetHttpRequestBody(0, size)
 	if err != nil && err != types.ErrorStatusNotFound {
 		hostcalls.LogErrorf("fairshare: read request body: %v", err)
+		return h.reply(errBodyRead, "")
 	}
 	if len(body) > pc.cfg.maxBodyBytes {
 		return h.reply(errTooLarge, "")
 	}
-	req, ok := inspect(body, pc.cfg.defaultMaxTokens)
+	req, ok := inspect(body, pc.cfg.defaultMaxTokens, h.pooling)
 	if !ok {
 		return h.reply(errNotObject, "")
 	}
 	if req.modelBad {
 		return h.reply(errBadModel, "")
 	}
-	ps := pc.poolFor(req.model)
+	model := req.model
+	if model == "" {
+		model = pc.cfg.defaultModel
+	}
+	if model == "" {
+		return h.reply(errNoModel, "")
+	}
+	ps := pc.poolFor(model)
 	if ps == nil {
-		h.state = stIgnored
-		pc.met.pluginCounter(mUnscheduled, 1)
-		return types.ActionContinue
+		return h.unknownModel(&req, body, model)
 	}
 	if pc.cfg.rejectUnknown && !ps.cfg.hasTeam(h.team) {
 		return h.reply(unknownTeamError(pc.cfg.teamHeader, h.team, ps.cfg.name), ps.cfg.name)
@@ -416,12 +543,84 @@ func (h *httpContext) decide(size int) types.Action {
 	h.hide = req.stream && !req.includeUsage
 	out := req.rewrite(pc.body, body, h.prio, h.hide)
 	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
+		// The body still holds the client's priority: it must not go.
 		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
+		h.undo(now)
+		return h.reply(errRewrite, ps.cfg.name)
 	}
 	if cap(out) <= 1<<20 {
 		pc.body = out[:0]
 	}
 	return types.ActionContinue
+}
+
+// undo ends the grant of a request that will not be forwarded after all
+// (its body could not be rewritten): released with nothing consumed, so
+// that it holds no slot and charges nothing.
+func (h *httpContext) undo(now time.Time) {
+	granted := h.state == stGranted
+	h.state = stDone
+	if !granted {
+		return
+	}
+	r := pendingRelease{pool: h.pool, grant: h.grant, team: h.team}
+	if !h.pc.settle(now, &r) {
+		h.pc.keep(r)
+	}
+}
+
+// keep queues a release that failed for the tick to retry.
+func (pc *pluginContext) keep(r pendingRelease) {
+	if len(pc.pending) >= maxPending {
+		pc.pending = pc.pending[1:]
+	}
+	pc.pending = append(pc.pending, r)
+}
+
+// unknownModel handles a scheduled request whose model no pool lists:
+// with unknown_model "lowest" it is forwarded, uncounted, at the lowest
+// borrowing priority (the client's own priority overwritten); else it is
+// answered 404.
+func (h *httpContext) unknownModel(req *request, body []byte, model string) types.Action {
+	pc := h.pc
+	if !pc.cfg.lowestUnknownModel {
+		return h.reply(unknownModelError(model), "")
+	}
+	if pc.cfg.rejectUnknown && !pc.knownTeam(h.team) {
+		return h.reply(unknownTeamError(pc.cfg.teamHeader, h.team, "*"), "")
+	}
+	h.state = stIgnored
+	pc.met.pluginCounter(mUnscheduled, 1)
+	out := req.rewrite(pc.body, body, failOpenPriority(h.class), false)
+	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
+		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
+		return h.reply(errRewrite, "")
+	}
+	if cap(out) <= 1<<20 {
+		pc.body = out[:0]
+	}
+	return types.ActionContinue
+}
+
+// knownTeam reports whether team has a share in some pool.
+func (pc *pluginContext) knownTeam(team string) bool {
+	for _, ps := range pc.pools {
+		if ps.cfg.hasTeam(team) {
+			return true
+		}
+	}
+	return false
+}
+
+// pooling reports whether path (cleaned) is a pooling endpoint, whose
+// requests generate nothing.
+func (pc *pluginContext) pooling(path string) bool {
+	for _, p := range poolingPaths {
+		if p == path {
+			return true
+		}
+	}
+	return false
 }
 
 // failOpenPriority is the priority of a request forwarded without a grant
@@ -582,10 +781,7 @@ func (h *httpContext) finish(complete bool) {
 	}
 	r := pendingRelease{pool: h.pool, grant: h.grant, team: h.team, charge: !granted, consumed: consumed}
 	if !pc.settle(now, &r) {
-		if len(pc.pending) >= maxPending {
-			pc.pending = pc.pending[1:]
-		}
-		pc.pending = append(pc.pending, r)
+		pc.keep(r)
 	}
 }
 
@@ -612,10 +808,13 @@ func (h *httpContext) serveStatus(method string) types.Action {
 	if method != "GET" && method != "HEAD" {
 		return h.reply(errStatusVerb, "")
 	}
-	if pc.cfg.statusToken != "" {
+	switch {
+	case pc.cfg.statusToken != "":
 		if !bearer(pc.cfg.statusToken) {
 			return h.reply(errStatusAuth, "")
 		}
+	case !pc.cfg.statusPublic:
+		return h.reply(errStatusOff, "")
 	}
 	now := time.Now()
 	pools := make([]poolStatus, 0, len(pc.pools))

@@ -299,16 +299,10 @@ func TestWasmUntouchedAndUnscheduled(t *testing.T) {
 		t.Error("GET request was modified")
 	}
 	s.Complete()
-	// A model of no pool is forwarded unchanged and counted.
-	body := `{"model":"other","prompt":"x"}`
-	s = request(h, 0, "/v1/completions", [][2]string{{"x-team", "a"}}, body)
-	if got := string(s.ForwardedRequestBody()); got != body {
-		t.Errorf("unscheduled body = %s, want unchanged", got)
-	}
+	// A model of no pool is refused (unknown_model "reject", the default).
+	s = request(h, 0, "/v1/completions", [][2]string{{"x-team", "a"}}, `{"model":"other","prompt":"x","priority":-1}`)
+	jsonError(t, s, 404)
 	s.Complete()
-	if v := h.Metrics()["fairshare.unscheduled_total"].Value; v != 1 {
-		t.Errorf("unscheduled_total = %v, want 1", v)
-	}
 }
 
 func TestWasmStreamHidesUsageChunk(t *testing.T) {

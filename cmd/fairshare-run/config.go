@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -28,8 +30,10 @@ type configView struct {
 	ClassHeader string
 	StatusPath  string // "" when the status endpoint is disabled
 	StatusToken string // bearer token of the status endpoint, if any
-	Paths       []string
-	Pools       []configPool
+	// StatusPublic: the status endpoint answers without a token.
+	StatusPublic bool
+	Paths        []string
+	Pools        []configPool
 }
 
 // configPool is one pool of the configuration.
@@ -73,6 +77,7 @@ func readConfig(b []byte) (configView, error) {
 	if v := root.Get("status_token"); v.Type == gjson.String {
 		c.StatusToken = v.Str
 	}
+	c.StatusPublic = root.Get("status_public").Type == gjson.True
 	if v := root.Get("paths"); v.IsArray() && len(v.Array()) > 0 {
 		c.Paths = nil
 		for _, p := range v.Array() {
@@ -152,4 +157,30 @@ func (p configPool) share(team string) float64 {
 		}
 	}
 	return 0
+}
+
+// newToken returns a random bearer token for the status endpoint.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// withStatusToken returns the configuration b (a JSON object) with its
+// status_token member set to token: the member removed wherever it is,
+// then the new one added first.
+func withStatusToken(b []byte, token string) []byte {
+	root := gjson.ParseBytes(b)
+	out := []byte(`{"status_token":`)
+	out = gjson.AppendJSONString(out, token)
+	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "status_token" {
+			out = append(out, ',')
+			out = append(out, k.Raw...)
+			out = append(out, ':')
+			out = append(out, v.Raw...)
+		}
+		return true
+	})
+	return append(out, '}')
 }

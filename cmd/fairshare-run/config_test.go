@@ -17,7 +17,8 @@ func TestReadConfigDemo(t *testing.T) {
 		TeamHeader:  "x-team",
 		ClassHeader: "x-request-class",
 		StatusPath:  "/fairshare/status",
-		Paths:       []string{"/v1/chat/completions", "/v1/completions"},
+		Paths: []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/pooling", "/classify",
+			"/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank", "/invocations", "/inference/v1/generate"},
 		Pools: []configPool{{
 			Name: "llama-8b", Capacity: 16, Models: []string{"meta-llama/Llama-3.1-8B-Instruct"},
 			Teams: []configTeam{{"search", 0.5}, {"chat", 0.3}, {"research", 0.2}},
@@ -112,5 +113,13 @@ func TestDescribeLoad(t *testing.T) {
 	}
 	if got := describeLoad(demoTeams(), 10*time.Second); !strings.Contains(got, "research 28 batch clients from 500ms") {
 		t.Errorf("describeLoad(10s) = %q, want research from 500ms", got)
+	}
+}
+
+func TestWithStatusToken(t *testing.T) {
+	got := withStatusToken([]byte(`{"a":1,"status_token":"","b":{"c":[2]}}`), "t0k")
+	c, err := readConfig(append(got[:len(got)-1:len(got)-1], `,"pools":[{"name":"p","capacity":1}]}`...))
+	if err != nil || c.StatusToken != "t0k" || strings.Count(string(got), "status_token") != 1 {
+		t.Errorf("withStatusToken = %s (%+v, %v), want one status_token t0k", got, c, err)
 	}
 }

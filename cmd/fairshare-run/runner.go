@@ -47,6 +47,15 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	generated := ""
+	if cfg.StatusPath != "" && cfg.StatusToken == "" && !cfg.StatusPublic {
+		// The plugin's status endpoint is closed without a token: give it
+		// one for this run, so that the live view (and the operator's
+		// curl) can read it.
+		generated = newToken()
+		cfgBytes = withStatusToken(cfgBytes, generated)
+		cfg.StatusToken = generated
+	}
 	r.cfg, r.configName = cfg, name
 	r.model = cfg.model(o.model)
 	r.pool = cfg.poolOf(r.model)
@@ -90,9 +99,12 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	fmt.Fprintf(out, "config:   %s\n", name)
 	fmt.Fprintf(out, "pool:     %s, capacity %d, model %s:%s\n", r.pool.Name, r.pool.Capacity, r.model, teamList(r.pool))
 	fmt.Fprintf(out, "upstream: %s\n", r.upstreamDesc)
-	if cfg.StatusPath != "" {
+	switch {
+	case generated != "":
+		fmt.Fprintf(out, "proxy:    %s (status: %s%s, bearer token %s generated for this run)\n", r.base, r.base, cfg.StatusPath, generated)
+	case cfg.StatusPath != "":
 		fmt.Fprintf(out, "proxy:    %s (status: %s%s)\n", r.base, r.base, cfg.StatusPath)
-	} else {
+	default:
 		fmt.Fprintf(out, "proxy:    %s (status endpoint disabled)\n", r.base)
 	}
 	return r, nil
