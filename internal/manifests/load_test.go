@@ -26,10 +26,8 @@ import (
 
 // Paths of the files under test, relative to this package's directory.
 const (
-	envoyPath          = "../../envoy.yaml"
-	examplePath        = "../../testdata/plugin/example.json"
-	wasmPluginPath     = "../../deploy/wasmplugin.yaml"
-	statsBootstrapPath = "../../deploy/stats-bootstrap.yaml"
+	envoyPath   = "../../envoy.yaml"
+	examplePath = "../../testdata/plugin/example.json"
 )
 
 // strict decodes JSON into a proto: unknown fields and unknown Any types are
