@@ -3,8 +3,10 @@
 //
 //   - envoy.yaml decodes into Envoy's v3 Bootstrap proto (go-control-plane
 //     v1.40) with no unknown field, every typed_config in it resolves and
-//     passes its proto validation rules, no deprecated field is set, and the
-//     plugin configuration it embeds equals testdata/plugin/example.json;
+//     passes its proto validation rules, no deprecated field is set, the
+//     plugin configuration it embeds equals testdata/plugin/example.json,
+//     the client's team header is removed before jwt_authn writes it from a
+//     claim, and paths are normalised;
 //   - the stats_tags in envoy.yaml turn the plugin's metric names into the
 //     tagged Prometheus series documented there, replaying Envoy's tag
 //     extraction (every extractor on the original name, cuts applied once),
