@@ -24,7 +24,12 @@
 //     pinned by digest with a pull secret for its registry, and the pool's
 //     capacity is one replica's max_num_seqs (sidecar) or the pool's
 //     capacity divided by the gateway replicas (gateway); each kit's
-//     bootstrap override carries envoy.yaml's stats_tags.
+//     bootstrap override carries envoy.yaml's stats_tags;
+//   - every PromQL expression of deploy/grafana/fairshare-dashboard.json
+//     names a metric the built plugin.wasm defines (driven through every
+//     path that defines one), as Prometheus sees it after envoy.yaml's
+//     stats_tags, with labels its series carry, counters only under rate
+//     and gauges never; and every such metric is on the dashboard.
 //
 // The package has no non-test code: it exists so that `go test ./...` fails
 // when a manifest drifts from the schema or from the plugin's example config.
