@@ -10,9 +10,13 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
+	jwtauthnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -41,13 +45,9 @@ func loadEnvoy(data []byte) (*envoyFront, error) {
 	if err := ls[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(f.hcm); err != nil {
 		return nil, fmt.Errorf("listener filter: %w", err)
 	}
-	hf := f.hcm.GetHttpFilters()
-	if len(hf) == 0 {
-		return nil, fmt.Errorf("no http_filters")
-	}
 	var w wasmhttpv3.Wasm
-	if err := hf[0].GetTypedConfig().UnmarshalTo(&w); err != nil {
-		return nil, fmt.Errorf("http_filters[0]: %w", err)
+	if err := f.filter("envoy.filters.http.wasm", &w); err != nil {
+		return nil, err
 	}
 	f.wasm = w.GetConfig()
 	var sv wrapperspb.StringValue
@@ -60,6 +60,19 @@ func loadEnvoy(data []byte) (*envoyFront, error) {
 	return f, nil
 }
 
+// filter decodes the typed_config of the HTTP filter named name into m.
+func (f *envoyFront) filter(name string, m proto.Message) error {
+	for i, h := range f.hcm.GetHttpFilters() {
+		if h.GetName() == name {
+			if err := h.GetTypedConfig().UnmarshalTo(m); err != nil {
+				return fmt.Errorf("http_filters[%d] %s: %w", i, name, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no http filter %s", name)
+}
+
 func TestEnvoyBootstrap(t *testing.T) {
 	f, err := loadEnvoy(readFile(t, envoyPath))
 	if err != nil {
@@ -69,9 +82,12 @@ func TestEnvoyBootstrap(t *testing.T) {
 	// The walk reached (and so validated) every typed_config.
 	wantTypes := []string{
 		"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+		"envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+		"envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
 		"envoy.extensions.filters.http.wasm.v3.Wasm",
 		"google.protobuf.StringValue",
 		"envoy.extensions.filters.http.router.v3.Router",
+		"envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
 	}
 	if got := anyTypes(f.bootstrap); !slices.Equal(got, wantTypes) {
 		t.Errorf("typed_config types = %v, want %v", got, wantTypes)
@@ -91,8 +107,61 @@ func TestEnvoyBootstrap(t *testing.T) {
 	for _, h := range f.hcm.GetHttpFilters() {
 		names = append(names, h.GetName())
 	}
-	if want := []string{"envoy.filters.http.wasm", "envoy.filters.http.router"}; !slices.Equal(names, want) {
+	// Decoder filters run in list order: the client's team header is
+	// removed, then jwt_authn writes it from the token, then the plugin
+	// reads it.
+	want := []string{"envoy.filters.http.header_mutation", "envoy.filters.http.jwt_authn", "envoy.filters.http.wasm", "envoy.filters.http.router"}
+	if !slices.Equal(names, want) {
 		t.Errorf("http_filters = %v, want %v", names, want)
+	}
+	teamHeader, _ := f.config.(map[string]any)["team_header"].(string)
+	var hm headermutationv3.HeaderMutation
+	if err := f.filter("envoy.filters.http.header_mutation", &hm); err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	for _, m := range hm.GetMutations().GetRequestMutations() {
+		if m.GetRemove() != "" {
+			removed = append(removed, strings.ToLower(m.GetRemove()))
+		}
+	}
+	if !slices.Contains(removed, teamHeader) {
+		t.Errorf("header_mutation removes %v, want the team header %q", removed, teamHeader)
+	}
+	var ja jwtauthnv3.JwtAuthentication
+	if err := f.filter("envoy.filters.http.jwt_authn", &ja); err != nil {
+		t.Fatal(err)
+	}
+	var writers []string
+	for name, p := range ja.GetProviders() {
+		for _, c := range p.GetClaimToHeaders() {
+			if strings.EqualFold(c.GetHeaderName(), teamHeader) {
+				writers = append(writers, name+":"+c.GetClaimName())
+			}
+		}
+		if p.GetForward() {
+			t.Errorf("jwt provider %s forwards the token to vLLM", name)
+		}
+		if c := p.GetRemoteJwks().GetHttpUri().GetCluster(); c != "" && !slices.ContainsFunc(f.bootstrap.GetStaticResources().GetClusters(),
+			func(cl *clusterv3.Cluster) bool { return cl.GetName() == c }) {
+			t.Errorf("jwt provider %s fetches keys from cluster %q, which is not defined", name, c)
+		}
+	}
+	if len(writers) != 1 {
+		t.Errorf("jwt providers writing %s: %v, want exactly one", teamHeader, writers)
+	}
+	// Every route requires a token: a single rule on prefix "/" naming a
+	// provider.
+	if rs := ja.GetRules(); len(rs) != 1 || rs[0].GetMatch().GetPrefix() != "/" || ja.GetProviders()[rs[0].GetRequires().GetProviderName()] == nil {
+		t.Errorf("jwt_authn rules = %v, want one rule requiring a provider on prefix /", rs)
+	}
+
+	// Path normalisation: the plugin matches paths exactly, so the path it
+	// sees must be the one vLLM serves.
+	if !f.hcm.GetNormalizePath().GetValue() || !f.hcm.GetMergeSlashes() ||
+		f.hcm.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_REJECT_REQUEST {
+		t.Errorf("path normalisation: normalize_path %v, merge_slashes %v, path_with_escaped_slashes_action %v; want true, true, REJECT_REQUEST",
+			f.hcm.GetNormalizePath().GetValue(), f.hcm.GetMergeSlashes(), f.hcm.GetPathWithEscapedSlashesAction())
 	}
 
 	w := f.wasm
@@ -142,8 +211,11 @@ func TestEnvoyBootstrap(t *testing.T) {
 	}
 
 	cs := f.bootstrap.GetStaticResources().GetClusters()
-	if len(cs) != 1 || cs[0].GetName() != "vllm" {
-		t.Fatalf("clusters = %v, want one named vllm", cs)
+	if len(cs) != 2 || cs[0].GetName() != "vllm" || cs[1].GetName() != "jwks" {
+		t.Fatalf("clusters = %v, want vllm and jwks", cs)
+	}
+	if cs[1].GetTransportSocket() == nil {
+		t.Errorf("cluster jwks has no transport_socket: keys fetched without TLS")
 	}
 	eps := cs[0].GetLoadAssignment().GetEndpoints()
 	if len(eps) != 1 || len(eps[0].GetLbEndpoints()) != 1 {
@@ -172,6 +244,11 @@ func TestEnvoyBootstrapRejectsMistakes(t *testing.T) {
 		{"validation rule inside a typed_config", "stat_prefix: fairshare", `stat_prefix: ""`, "HttpConnectionManager.StatPrefix"},
 		{"validation rule in the bootstrap", "port_value: 10000", "port_value: 70000", "SocketAddress.PortValue"},
 		{"plugin configuration not JSON", `"pools": [`, `"pools" [`, "not JSON"},
+		{"misspelt field in jwt_authn", "claim_to_headers:", "claims_to_headers:", `unknown field "claims_to_headers"`},
+		{"misspelt field in header_mutation", "request_mutations:", "request_mutation:", `unknown field "request_mutation"`},
+		{"misspelt path normalisation enum", "path_with_escaped_slashes_action: REJECT_REQUEST", "path_with_escaped_slashes_action: REJECT", "REJECT"},
+		{"validation rule inside jwt_authn", "header_name: x-team", `header_name: ""`, "JwtClaimToHeader.HeaderName"},
+		{"validation rule inside the tls context", "san_type: DNS", "san_type: SAN_TYPE_UNSPECIFIED", "SanType"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if strings.Count(orig, c.old) != 1 {

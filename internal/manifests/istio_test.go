@@ -2,122 +2,642 @@ package manifests
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networkingv1 "istio.io/api/networking/v1"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+	securityv1 "istio.io/api/security/v1"
+	typev1beta1 "istio.io/api/type/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
-// decodeK8s reads a single-document Kubernetes manifest, checks its
-// apiVersion and kind, and returns it as generic JSON values.
-func decodeK8s(t *testing.T, path, apiVersion, kind string) map[string]any {
-	t.Helper()
-	js, err := yaml.YAMLToJSON(readFile(t, path))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(js, &obj); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if obj["apiVersion"] != apiVersion || obj["kind"] != kind {
-		t.Fatalf("%s: apiVersion %v kind %v, want %s %s", path, obj["apiVersion"], obj["kind"], apiVersion, kind)
-	}
-	md, _ := obj["metadata"].(map[string]any)
-	if md["name"] == nil || md["name"] == "" {
-		t.Errorf("%s: metadata.name is empty", path)
-	}
-	for k := range obj {
-		switch k {
-		case "apiVersion", "kind", "metadata", "spec", "data":
-		default:
-			t.Errorf("%s: unexpected top-level field %q", path, k)
-		}
-	}
-	return obj
+// The two Istio deployment kits, relative to this package's directory.
+const (
+	sidecarKitDir = "../../deploy/istio/sidecar"
+	gatewayKitDir = "../../deploy/istio/gateway"
+)
+
+// k8sKinds are the Kubernetes built-in kinds a kit may hold, by
+// "apiVersion kind", with a constructor of their Go type (k8s.io/api).
+var k8sKinds = map[string]func() metav1.Object{
+	"v1 ConfigMap":       func() metav1.Object { return new(corev1.ConfigMap) },
+	"v1 Secret":          func() metav1.Object { return new(corev1.Secret) },
+	"v1 Service":         func() metav1.Object { return new(corev1.Service) },
+	"apps/v1 Deployment": func() metav1.Object { return new(appsv1.Deployment) },
 }
 
-// decodeWasmPlugin decodes the spec of a WasmPlugin manifest into Istio's
-// WasmPlugin proto, rejecting unknown fields.
-func decodeWasmPlugin(t *testing.T, spec any) (*extensionsv1alpha1.WasmPlugin, error) {
+// istioKinds are the Istio kinds a kit may hold, by "apiVersion kind", with
+// a constructor of their spec's proto (istio.io/api).
+var istioKinds = map[string]func() proto.Message{
+	"extensions.istio.io/v1alpha1 WasmPlugin":  func() proto.Message { return new(extensionsv1alpha1.WasmPlugin) },
+	"networking.istio.io/v1 Gateway":           func() proto.Message { return new(networkingv1.Gateway) },
+	"networking.istio.io/v1 VirtualService":    func() proto.Message { return new(networkingv1.VirtualService) },
+	"networking.istio.io/v1 DestinationRule":   func() proto.Message { return new(networkingv1.DestinationRule) },
+	"networking.istio.io/v1alpha3 EnvoyFilter": func() proto.Message { return new(networkingv1alpha3.EnvoyFilter) },
+	"security.istio.io/v1 RequestAuthentication": func() proto.Message {
+		return new(securityv1.RequestAuthentication)
+	},
+	"security.istio.io/v1 AuthorizationPolicy": func() proto.Message { return new(securityv1.AuthorizationPolicy) },
+}
+
+// kitObject is one Kubernetes object of a kit, decoded strictly.
+type kitObject struct {
+	file string        // file name inside the kit directory
+	kind string        // the kind, e.g. WasmPlugin
+	meta metav1.Object // name, namespace, labels, annotations
+	// obj is the typed object: a k8s.io/api type (*appsv1.Deployment, ...)
+	// or, for an Istio kind, the spec's istio.io/api proto.
+	obj any
+}
+
+// kit is a directory of manifests, one object per file.
+type kit struct {
+	dir  string
+	objs []kitObject
+}
+
+// decodeObject decodes one YAML manifest strictly: duplicate keys, unknown
+// fields (at any depth, matched case-sensitively as the API server does) and
+// unknown kinds are errors. Kubernetes kinds decode into their k8s.io/api
+// type; Istio kinds into metav1.ObjectMeta plus their spec's proto.
+func decodeObject(data []byte) (kitObject, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return kitObject{}, fmt.Errorf("yaml: %w", err)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(js, &head); err != nil {
+		return kitObject{}, fmt.Errorf("not an object: %w", err)
+	}
+	key := head.APIVersion + " " + head.Kind
+	strictJSON := func(v any) error {
+		strictErrs, err := kjson.UnmarshalStrict(js, v)
+		if err != nil {
+			return err
+		}
+		if len(strictErrs) > 0 {
+			return fmt.Errorf("%s: %w", key, strictErrs[0])
+		}
+		return nil
+	}
+	if mk, ok := k8sKinds[key]; ok {
+		obj := mk()
+		if err := strictJSON(obj); err != nil {
+			return kitObject{}, err
+		}
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			// Istio reads this annotation as a ProxyConfig in JSON; a
+			// misspelt field there is silently ignored by nothing else.
+			if pc, ok := d.Spec.Template.Annotations["proxy.istio.io/config"]; ok {
+				if err := strict.Unmarshal([]byte(pc), new(meshv1alpha1.ProxyConfig)); err != nil {
+					return kitObject{}, fmt.Errorf("%s: spec.template.metadata.annotations[proxy.istio.io/config]: %w", key, err)
+				}
+			}
+		}
+		return kitObject{kind: head.Kind, meta: obj, obj: obj}, nil
+	}
+	mk, ok := istioKinds[key]
+	if !ok {
+		return kitObject{}, fmt.Errorf("apiVersion %q kind %q: not a kind the kits may use", head.APIVersion, head.Kind)
+	}
+	var top struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Metadata   metav1.ObjectMeta `json:"metadata"`
+		Spec       json.RawMessage   `json:"spec"`
+	}
+	if err := strictJSON(&top); err != nil {
+		return kitObject{}, err
+	}
+	spec := mk()
+	if err := strict.Unmarshal(top.Spec, spec); err != nil {
+		return kitObject{}, fmt.Errorf("%s: spec: %w", key, err)
+	}
+	if ef, ok := spec.(*networkingv1alpha3.EnvoyFilter); ok {
+		if err := checkListenerPatches(ef); err != nil {
+			return kitObject{}, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return kitObject{kind: head.Kind, meta: &top.Metadata, obj: spec}, nil
+}
+
+// checkListenerPatches decodes the value of every LISTENER patch of an
+// EnvoyFilter strictly into Envoy's Listener proto: Istio keeps the value as
+// a free-form Struct, so a misspelt Envoy field would otherwise pass.
+func checkListenerPatches(ef *networkingv1alpha3.EnvoyFilter) error {
+	for i, p := range ef.GetConfigPatches() {
+		if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_LISTENER {
+			continue
+		}
+		js, err := p.GetPatch().GetValue().MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if err := strict.Unmarshal(js, new(listenerv3.Listener)); err != nil {
+			return fmt.Errorf("spec.configPatches[%d].patch.value: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// listenerPatchValue returns the Listener of the EnvoyFilter's LISTENER
+// patch (already checked by checkListenerPatches).
+func listenerPatchValue(t *testing.T, ef *networkingv1alpha3.EnvoyFilter) *listenerv3.Listener {
 	t.Helper()
-	js, err := json.Marshal(spec)
+	var found []*listenerv3.Listener
+	for _, p := range ef.GetConfigPatches() {
+		if p.GetApplyTo() != networkingv1alpha3.EnvoyFilter_LISTENER {
+			continue
+		}
+		js, err := p.GetPatch().GetValue().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l listenerv3.Listener
+		if err := strict.Unmarshal(js, &l); err != nil {
+			t.Fatal(err)
+		}
+		found = append(found, &l)
+	}
+	if len(found) != 1 {
+		t.Fatalf("EnvoyFilter has %d LISTENER patches, want 1", len(found))
+	}
+	return found[0]
+}
+
+// loadKit decodes every .yaml file of dir (see decodeObject); replace maps a
+// file name to contents used instead of the file's, for the mistake tests.
+func loadKit(dir string, replace map[string]string) (*kit, error) {
+	files, err := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no .yaml files", dir)
+	}
+	k := &kit{dir: dir}
+	for _, f := range files {
+		name := filepath.Base(f)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := replace[name]; ok {
+			data = []byte(r)
+		}
+		o, err := decodeObject(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", dir, name, err)
+		}
+		if o.meta.GetName() == "" {
+			return nil, fmt.Errorf("%s/%s: metadata.name is empty", dir, name)
+		}
+		o.file = name
+		k.objs = append(k.objs, o)
+	}
+	return k, nil
+}
+
+// mustLoadKit is loadKit that fails the test on an error.
+func mustLoadKit(t *testing.T, dir string) *kit {
+	t.Helper()
+	k, err := loadKit(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wp extensionsv1alpha1.WasmPlugin
-	if err := strict.Unmarshal(js, &wp); err != nil {
-		return nil, err
-	}
-	return &wp, nil
+	return k
 }
 
-func TestWasmPlugin(t *testing.T) {
-	obj := decodeK8s(t, wasmPluginPath, "extensions.istio.io/v1alpha1", "WasmPlugin")
-	wp, err := decodeWasmPlugin(t, obj["spec"])
-	if err != nil {
-		t.Fatalf("%s: spec: %v", wasmPluginPath, err)
+// get returns the object of kind named name (any name if name is ""),
+// failing the test unless there is exactly one.
+func (k *kit) get(t *testing.T, kind, name string) kitObject {
+	t.Helper()
+	var found []kitObject
+	for _, o := range k.objs {
+		if o.kind == kind && (name == "" || o.meta.GetName() == name) {
+			found = append(found, o)
+		}
 	}
-	if !strings.HasPrefix(wp.GetUrl(), "oci://") {
-		t.Errorf("url = %q, want an oci:// image", wp.GetUrl())
+	if len(found) != 1 {
+		t.Fatalf("%s: %d objects of kind %s named %q, want 1", k.dir, len(found), kind, name)
 	}
-	if wp.GetPluginName() != "fairshare" {
-		t.Errorf("pluginName = %q, want fairshare (the root_id the plugin registers)", wp.GetPluginName())
-	}
-	if wp.GetType() != extensionsv1alpha1.PluginType_HTTP {
-		t.Errorf("type = %v, want HTTP", wp.GetType())
-	}
-	if wp.GetFailStrategy() != extensionsv1alpha1.FailStrategy_FAIL_OPEN {
-		t.Errorf("failStrategy = %v, want FAIL_OPEN (as envoy.yaml's failure_policy)", wp.GetFailStrategy())
-	}
-	if wp.GetPhase() == extensionsv1alpha1.PluginPhase_UNSPECIFIED_PHASE {
-		t.Errorf("phase is unset: Istio would put the filter last, after its own filters")
-	}
-	if len(wp.GetSelector().GetMatchLabels()) == 0 && len(wp.GetTargetRefs()) == 0 {
-		t.Errorf("neither selector nor targetRefs: the plugin would apply to every proxy in the namespace")
-	}
+	return found[0]
+}
 
-	// Istio hands pluginConfig to the plugin as JSON; it must be the
-	// example configuration.
+// inventory lists the kit's objects as "Kind/name", sorted.
+func (k *kit) inventory() []string {
+	var s []string
+	for _, o := range k.objs {
+		s = append(s, o.kind+"/"+o.meta.GetName())
+	}
+	sort.Strings(s)
+	return s
+}
+
+// pluginConfigOf returns the WasmPlugin's pluginConfig as generic JSON.
+func pluginConfigOf(t *testing.T, wp *extensionsv1alpha1.WasmPlugin) map[string]any {
+	t.Helper()
 	js, err := wp.GetPluginConfig().MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got any
-	if err := json.Unmarshal(js, &got); err != nil {
+	var cfg map[string]any
+	if err := json.Unmarshal(js, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	d := jsonDiff("pluginConfig", got, exampleConfig(t))
+	return cfg
+}
+
+// vllmArg returns the value that follows flag in the container's args.
+func vllmArg(t *testing.T, d *appsv1.Deployment, flag string) string {
+	t.Helper()
+	args := d.Spec.Template.Spec.Containers[0].Args
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("deployment %s: no %s in args %v", d.Name, flag, args)
+	}
+	return args[i+1]
+}
+
+// podLabelsMatch reports whether every label of sel is on the pod template
+// of d (what a workload selector needs to reach d's pods).
+func podLabelsMatch(sel map[string]string, d *appsv1.Deployment) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if d.Spec.Template.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// digestURL is an OCI image URL pinned by manifest digest.
+var digestURL = regexp.MustCompile(`^oci://([^/]+)/[^@:]+@sha256:[0-9a-f]{64}$`)
+
+// checkKitCommon checks what both kits share. proxy is the Deployment whose
+// pods run the plugin; it returns the plugin configuration.
+func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]any {
+	t.Helper()
+	for _, o := range k.objs {
+		if o.meta.GetNamespace() != "llm-serving" {
+			t.Errorf("%s: namespace %q, want llm-serving like the rest of the kit", o.file, o.meta.GetNamespace())
+		}
+	}
+
+	// The WasmPlugin.
+	wpo := k.get(t, "WasmPlugin", "fairshare")
+	wp := wpo.obj.(*extensionsv1alpha1.WasmPlugin)
+	m := digestURL.FindStringSubmatch(wp.GetUrl())
+	if m == nil {
+		t.Errorf("WasmPlugin url = %q, want oci://HOST/REPO@sha256:<64 hex> (pinned by digest)", wp.GetUrl())
+	}
+	for _, c := range []struct{ field, got, want string }{
+		{"pluginName", wp.GetPluginName(), "fairshare"},
+		{"type", wp.GetType().String(), "HTTP"},
+		{"phase", wp.GetPhase().String(), "STATS"},
+		{"failStrategy", wp.GetFailStrategy().String(), "FAIL_OPEN"},
+	} {
+		if c.got != c.want {
+			t.Errorf("WasmPlugin %s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
+	if !podLabelsMatch(wp.GetSelector().GetMatchLabels(), proxy) {
+		t.Errorf("WasmPlugin selector %v does not select the pods of %s %v", wp.GetSelector().GetMatchLabels(), proxy.Name, proxy.Spec.Template.Labels)
+	}
+
+	// Istio hands pluginConfig to the plugin as JSON; it is the example
+	// configuration.
+	cfg := pluginConfigOf(t, wp)
+	d := jsonDiff("pluginConfig", any(cfg), exampleConfig(t))
 	sort.Strings(d)
 	for _, line := range d {
-		t.Errorf("%s pluginConfig differs from %s: %s", wasmPluginPath, examplePath, line)
+		t.Errorf("%s pluginConfig differs from %s: %s", wpo.file, examplePath, line)
+	}
+	teamHeader, _ := cfg["team_header"].(string)
+	maxBody, _ := cfg["max_body_bytes"].(float64)
+
+	// The pull secret the WasmPlugin names holds credentials for its
+	// registry.
+	sec := k.get(t, "Secret", wp.GetImagePullSecret()).obj.(*corev1.Secret)
+	if sec.Type != corev1.SecretTypeDockerConfigJson {
+		t.Errorf("secret %s: type %q, want %q", sec.Name, sec.Type, corev1.SecretTypeDockerConfigJson)
+	}
+	var dcj struct {
+		Auths map[string]struct {
+			Auth string `json:"auth"`
+		} `json:"auths"`
+	}
+	if errs, err := kjson.UnmarshalStrict([]byte(sec.StringData[corev1.DockerConfigJsonKey]), &dcj); err != nil || len(errs) > 0 {
+		t.Errorf("secret %s: %s: %v %v", sec.Name, corev1.DockerConfigJsonKey, err, errs)
+	}
+	if m != nil {
+		if _, ok := dcj.Auths[m[1]]; !ok {
+			t.Errorf("secret %s: no auths entry for the image's registry %q (have %v)", sec.Name, m[1], dcj.Auths)
+		}
+	}
+
+	// Identity: jwt_authn writes the team header from a claim, on the same
+	// pods as the plugin.
+	ra := k.get(t, "RequestAuthentication", "").obj.(*securityv1.RequestAuthentication)
+	if !podLabelsMatch(ra.GetSelector().GetMatchLabels(), proxy) {
+		t.Errorf("RequestAuthentication selector %v does not select the plugin's pods", ra.GetSelector().GetMatchLabels())
+	}
+	if len(ra.GetJwtRules()) == 0 {
+		t.Fatalf("RequestAuthentication has no jwtRules")
+	}
+	var claim string
+	for _, r := range ra.GetJwtRules() {
+		if r.GetIssuer() == "" || r.GetJwksUri() == "" && r.GetJwks() == "" {
+			t.Errorf("jwtRule %v: issuer and jwksUri (or jwks) must be set", r)
+		}
+		var n int
+		for _, h := range r.GetOutputClaimToHeaders() {
+			if strings.EqualFold(h.GetHeader(), teamHeader) {
+				n++
+				if claim != "" && h.GetClaim() != claim {
+					t.Errorf("jwtRules write %s from claims %q and %q", teamHeader, claim, h.GetClaim())
+				}
+				claim = h.GetClaim()
+			}
+		}
+		if n != 1 {
+			t.Errorf("jwtRule %s: %d outputClaimToHeaders write %s, want 1", r.GetIssuer(), n, teamHeader)
+		}
+	}
+
+	// Authorization: every rule that admits a request requires a verified
+	// token carrying that claim.
+	ap := k.get(t, "AuthorizationPolicy", "").obj.(*securityv1.AuthorizationPolicy)
+	if !podLabelsMatch(ap.GetSelector().GetMatchLabels(), proxy) {
+		t.Errorf("AuthorizationPolicy selector %v does not select the plugin's pods", ap.GetSelector().GetMatchLabels())
+	}
+	if ap.GetAction() != securityv1.AuthorizationPolicy_ALLOW || len(ap.GetRules()) == 0 {
+		t.Errorf("AuthorizationPolicy action %v with %d rules, want ALLOW with rules (anything else is denied)", ap.GetAction(), len(ap.GetRules()))
+	}
+	for i, r := range ap.GetRules() {
+		if len(r.GetFrom()) == 0 {
+			t.Errorf("AuthorizationPolicy rules[%d] has no from: it admits requests without a token", i)
+		}
+		for j, f := range r.GetFrom() {
+			if len(f.GetSource().GetRequestPrincipals()) == 0 {
+				t.Errorf("AuthorizationPolicy rules[%d].from[%d] has no requestPrincipals: it admits requests without a token", i, j)
+			}
+		}
+		var hasClaim bool
+		for _, c := range r.GetWhen() {
+			hasClaim = hasClaim || c.GetKey() == "request.auth.claims["+claim+"]" && len(c.GetValues()) > 0
+		}
+		if !hasClaim {
+			t.Errorf("AuthorizationPolicy rules[%d] does not require the claim %q that writes %s", i, claim, teamHeader)
+		}
+	}
+
+	// The buffer limit lets a body of max_body_bytes through to the plugin.
+	ef := k.get(t, "EnvoyFilter", "").obj.(*networkingv1alpha3.EnvoyFilter)
+	if !podLabelsMatch(ef.GetWorkloadSelector().GetLabels(), proxy) {
+		t.Errorf("EnvoyFilter workloadSelector %v does not select the plugin's pods", ef.GetWorkloadSelector().GetLabels())
+	}
+	limit := listenerPatchValue(t, ef).GetPerConnectionBufferLimitBytes().GetValue()
+	if float64(limit) < maxBody {
+		t.Errorf("EnvoyFilter per_connection_buffer_limit_bytes = %d, want >= max_body_bytes %v", limit, maxBody)
+	}
+
+	// The proxy's pods carry the stats tags and export the plugin's stats.
+	ann := proxy.Spec.Template.Annotations
+	cmName := ann["sidecar.istio.io/bootstrapOverride"]
+	cm := k.get(t, "ConfigMap", cmName).obj.(*corev1.ConfigMap)
+	checkStatsOverride(t, cm)
+	var pc meshv1alpha1.ProxyConfig
+	if err := strict.Unmarshal([]byte(ann["proxy.istio.io/config"]), &pc); err != nil {
+		t.Errorf("%s: annotation proxy.istio.io/config: %v", proxy.Name, err)
+	}
+	if !slices.Contains(pc.GetProxyStatsMatcher().GetInclusionPrefixes(), "wasmcustom.fairshare") {
+		t.Errorf("%s: proxyStatsMatcher.inclusionPrefixes = %v, want wasmcustom.fairshare", proxy.Name, pc.GetProxyStatsMatcher().GetInclusionPrefixes())
+	}
+	return cfg
+}
+
+// checkStatsOverride checks that a bootstrap-override ConfigMap decodes
+// into the Bootstrap proto and carries envoy.yaml's stats_tags.
+func checkStatsOverride(t *testing.T, cm *corev1.ConfigMap) {
+	t.Helper()
+	envoy, err := decodeBootstrap(readFile(t, envoyPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := cm.Data["custom_bootstrap.json"]
+	if js == "" {
+		t.Fatalf("ConfigMap %s: no data.custom_bootstrap.json", cm.Name)
+	}
+	override, err := decodeBootstrap([]byte(js))
+	if err != nil {
+		t.Fatalf("ConfigMap %s: %v", cm.Name, err)
+	}
+	got, want := override.GetStatsConfig().GetStatsTags(), envoy.GetStatsConfig().GetStatsTags()
+	if len(got) != len(want) {
+		t.Fatalf("ConfigMap %s: %d stats_tags, envoy.yaml has %d", cm.Name, len(got), len(want))
+	}
+	for i := range got {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("ConfigMap %s: stats_tags[%d] = %v, envoy.yaml has %v", cm.Name, i, got[i], want[i])
+		}
 	}
 }
 
-// TestWasmPluginRejectsMistakes checks that the WasmPlugin decoding is
-// strict, so that TestWasmPlugin would catch a misspelt field.
-func TestWasmPluginRejectsMistakes(t *testing.T) {
-	obj := decodeK8s(t, wasmPluginPath, "extensions.istio.io/v1alpha1", "WasmPlugin")
+// capacityOf returns pools[0].capacity of a plugin configuration.
+func capacityOf(t *testing.T, cfg map[string]any) int {
+	t.Helper()
+	pools, _ := cfg["pools"].([]any)
+	if len(pools) != 1 {
+		t.Fatalf("pluginConfig has %d pools, want 1", len(pools))
+	}
+	c, _ := pools[0].(map[string]any)["capacity"].(float64)
+	return int(c)
+}
+
+// checkVLLM checks the vLLM Deployment: priority scheduling, and returns its
+// --max-num-seqs and container port.
+func checkVLLM(t *testing.T, d *appsv1.Deployment) (maxNumSeqs int, port int32) {
+	t.Helper()
+	if got := vllmArg(t, d, "--scheduling-policy"); got != "priority" {
+		t.Errorf("vLLM --scheduling-policy %s, want priority (else vLLM ignores the priority fairshare writes)", got)
+	}
+	if _, err := fmt.Sscan(vllmArg(t, d, "--max-num-seqs"), &maxNumSeqs); err != nil {
+		t.Fatalf("vLLM --max-num-seqs: %v", err)
+	}
+	ports := d.Spec.Template.Spec.Containers[0].Ports
+	if len(ports) != 1 {
+		t.Fatalf("vLLM container ports %v, want one", ports)
+	}
+	return maxNumSeqs, ports[0].ContainerPort
+}
+
+func TestSidecarKit(t *testing.T) {
+	k := mustLoadKit(t, sidecarKitDir)
+	want := []string{
+		"AuthorizationPolicy/fairshare-require-team", "ConfigMap/fairshare-stats", "Deployment/vllm",
+		"EnvoyFilter/fairshare-buffer-limit", "RequestAuthentication/fairshare-team", "Secret/fairshare-pull",
+		"Service/vllm", "WasmPlugin/fairshare",
+	}
+	if got := k.inventory(); !slices.Equal(got, want) {
+		t.Errorf("sidecar kit objects = %v, want %v", got, want)
+	}
+	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
+	cfg := checkKitCommon(t, k, vllm)
+	seqs, port := checkVLLM(t, vllm)
+
+	// One replica's max_num_seqs is the pool: the plugin sees only its
+	// replica's requests.
+	if c := capacityOf(t, cfg); c != seqs {
+		t.Errorf("pool capacity %d, want the replica's --max-num-seqs %d", c, seqs)
+	}
+	wp := k.get(t, "WasmPlugin", "fairshare").obj.(*extensionsv1alpha1.WasmPlugin)
+	ms := wp.GetMatch()
+	if len(ms) != 1 || ms[0].GetMode() != typev1beta1.WorkloadMode_SERVER || len(ms[0].GetPorts()) != 1 || ms[0].GetPorts()[0].GetNumber() != uint32(port) {
+		t.Errorf("WasmPlugin match = %v, want inbound (SERVER) traffic on vLLM's port %d only", ms, port)
+	}
+	ef := k.get(t, "EnvoyFilter", "").obj.(*networkingv1alpha3.EnvoyFilter)
+	for _, p := range ef.GetConfigPatches() {
+		if p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_SIDECAR_INBOUND {
+			t.Errorf("EnvoyFilter patch context %v, want SIDECAR_INBOUND (the listener that receives vLLM's traffic)", p.GetMatch().GetContext())
+		}
+	}
+	svc := k.get(t, "Service", "vllm").obj.(*corev1.Service)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.IntValue() != int(port) {
+		t.Errorf("Service vllm ports %v, want one targeting %d", svc.Spec.Ports, port)
+	}
+}
+
+func TestGatewayKit(t *testing.T) {
+	k := mustLoadKit(t, gatewayKitDir)
+	want := []string{
+		"AuthorizationPolicy/fairshare-require-team", "ConfigMap/fairshare-stats", "Deployment/llm-gateway",
+		"Deployment/vllm", "DestinationRule/vllm", "EnvoyFilter/fairshare-buffer-limit", "Gateway/llm-gateway",
+		"RequestAuthentication/fairshare-team", "Secret/fairshare-pull", "Service/llm-gateway", "Service/vllm",
+		"VirtualService/vllm", "WasmPlugin/fairshare",
+	}
+	if got := k.inventory(); !slices.Equal(got, want) {
+		t.Errorf("gateway kit objects = %v, want %v", got, want)
+	}
+	gw := k.get(t, "Deployment", "llm-gateway").obj.(*appsv1.Deployment)
+	cfg := checkKitCommon(t, k, gw)
+	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
+	seqs, port := checkVLLM(t, vllm)
+
+	// Each gateway replica is its own Envoy process with its own pool
+	// record: C / R each.
+	if gw.Spec.Replicas == nil || vllm.Spec.Replicas == nil {
+		t.Fatalf("replicas must be set explicitly on both Deployments")
+	}
+	r, vr := int(*gw.Spec.Replicas), int(*vllm.Spec.Replicas)
+	if c := capacityOf(t, cfg); c*r != vr*seqs {
+		t.Errorf("pool capacity %d x %d gateway replicas = %d, want the pool's %d vLLM replicas x --max-num-seqs %d = %d",
+			c, r, c*r, vr, seqs, vr*seqs)
+	}
+
+	g := k.get(t, "Gateway", "").obj.(*networkingv1.Gateway)
+	if !podLabelsMatch(g.GetSelector(), gw) {
+		t.Errorf("Gateway selector %v does not select the gateway pods", g.GetSelector())
+	}
+	svc := k.get(t, "Service", "vllm").obj.(*corev1.Service)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.IntValue() != int(port) {
+		t.Fatalf("Service vllm ports %v, want one targeting %d", svc.Spec.Ports, port)
+	}
+	host := svc.Name + "." + svc.Namespace + ".svc.cluster.local"
+	vs := k.get(t, "VirtualService", "").obj.(*networkingv1.VirtualService)
+	if !slices.Contains(vs.GetGateways(), k.get(t, "Gateway", "").meta.GetName()) {
+		t.Errorf("VirtualService gateways %v do not name the Gateway", vs.GetGateways())
+	}
+	if len(vs.GetHttp()) != 1 || len(vs.GetHttp()[0].GetRoute()) != 1 {
+		t.Fatalf("VirtualService: want one http route with one destination")
+	}
+	route := vs.GetHttp()[0]
+	dst := route.GetRoute()[0].GetDestination()
+	if dst.GetHost() != host || dst.GetPort().GetNumber() != uint32(svc.Spec.Ports[0].Port) {
+		t.Errorf("VirtualService destination %s:%d, want %s:%d", dst.GetHost(), dst.GetPort().GetNumber(), host, svc.Spec.Ports[0].Port)
+	}
+	if to := route.GetTimeout().AsDuration(); route.GetTimeout() != nil && to < requestTimeout(t, cfg) {
+		t.Errorf("VirtualService timeout %v, want none or >= request_timeout", to)
+	}
+	if dr := k.get(t, "DestinationRule", "").obj.(*networkingv1.DestinationRule); dr.GetHost() != host {
+		t.Errorf("DestinationRule host %q, want %q", dr.GetHost(), host)
+	}
+	ef := k.get(t, "EnvoyFilter", "").obj.(*networkingv1alpha3.EnvoyFilter)
+	for _, p := range ef.GetConfigPatches() {
+		if p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_GATEWAY {
+			t.Errorf("EnvoyFilter patch context %v, want GATEWAY", p.GetMatch().GetContext())
+		}
+	}
+}
+
+// TestKitsRejectMistakes checks that loading a kit is strict: each case
+// misspells one thing in one file, and loadKit must fail naming it.
+func TestKitsRejectMistakes(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		mutate func(spec map[string]any)
+		dir, file, old, new string
+		wantErr             string
 	}{
-		{"misspelt field", func(s map[string]any) { s["pluginname"] = s["pluginName"]; delete(s, "pluginName") }},
-		{"misspelt enum value", func(s map[string]any) { s["failStrategy"] = "FAIL_OPN" }},
-		{"misspelt selector field", func(s map[string]any) { s["selector"] = map[string]any{"matchLabel": map[string]any{"a": "b"}} }},
+		{sidecarKitDir, "wasmplugin.yaml", "pluginName:", "pluginname:", `unknown field "pluginname"`},
+		{sidecarKitDir, "wasmplugin.yaml", "mode: SERVER", "mode: SERVR", "SERVR"},
+		{sidecarKitDir, "wasmplugin.yaml", "  namespace: llm-serving", "  namespce: llm-serving", `unknown field "metadata.namespce"`},
+		{sidecarKitDir, "requestauthentication.yaml", "outputClaimToHeaders:", "outputClaimToHeader:", `unknown field "outputClaimToHeader"`},
+		{sidecarKitDir, "authorizationpolicy.yaml", "requestPrincipals:", "requestPrincipal:", `unknown field "requestPrincipal"`},
+		{sidecarKitDir, "envoyfilter-buffer.yaml", "applyTo: LISTENER", "applyTo: LISTNER", "LISTNER"},
+		{sidecarKitDir, "vllm-deployment.yaml", "containerPort:", "containerport:", `unknown field "spec.template.spec.containers[0].ports[0].containerport"`},
+		{sidecarKitDir, "vllm-service.yaml", "appProtocol:", "appProtocl:", `unknown field "spec.ports[0].appProtocl"`},
+		{sidecarKitDir, "pull-secret.yaml", "stringData:", "stringdata:", `unknown field "stringdata"`},
+		{sidecarKitDir, "stats-bootstrap.yaml", "kind: ConfigMap", "kind: ConfigMapp", `kind "ConfigMapp"`},
+		{gatewayKitDir, "gateway.yaml", "servers:", "server:", `unknown field "server"`},
+		{gatewayKitDir, "virtualservice.yaml", "gateways:", "gateway:", `unknown field "gateway"`},
+		{gatewayKitDir, "destinationrule.yaml", "simple: LEAST_REQUEST", "simple: LEAST_REQUESTS", "LEAST_REQUESTS"},
+		{gatewayKitDir, "envoyfilter-buffer.yaml", "context: GATEWAY", "contxt: GATEWAY", `unknown field "contxt"`},
+		{gatewayKitDir, "gateway-deployment.yaml", "replicas: 2", "replica: 2", `unknown field "spec.replica"`},
+		{gatewayKitDir, "wasmplugin.yaml", "imagePullSecret:", "imagePullSecrets:", `unknown field "imagePullSecrets"`},
+		{gatewayKitDir, "requestauthentication.yaml", "jwksUri:", "jwks_url:", `unknown field "jwks_url"`},
+		{gatewayKitDir, "wasmplugin.yaml", "kind: WasmPlugin", "kind: WasmPlugin\nstatus: {}", `unknown field "status"`},
+		{gatewayKitDir, "envoyfilter-buffer.yaml", "per_connection_buffer_limit_bytes: 8388608", "per_connection_buffer_limit: 8388608", `unknown field "per_connection_buffer_limit"`},
+		{gatewayKitDir, "gateway-deployment.yaml", `{"proxyStatsMatcher"`, `{"proxyStatMatcher"`, `unknown field "proxyStatMatcher"`},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			js, _ := json.Marshal(obj["spec"])
-			var spec map[string]any
-			if err := json.Unmarshal(js, &spec); err != nil {
-				t.Fatal(err)
+		t.Run(filepath.Base(c.dir)+"/"+c.file+"/"+c.new, func(t *testing.T) {
+			orig := string(readFile(t, c.dir+"/"+c.file))
+			if strings.Count(orig, c.old) != 1 {
+				t.Fatalf("%s holds %q %d times, want once", c.file, c.old, strings.Count(orig, c.old))
 			}
-			c.mutate(spec)
-			if _, err := decodeWasmPlugin(t, spec); err == nil {
-				t.Errorf("decodeWasmPlugin(spec with a %s) = nil error, want an error", c.name)
+			_, err := loadKit(c.dir, map[string]string{c.file: strings.Replace(orig, c.old, c.new, 1)})
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("loadKit(%s with %q -> %q) = %v, want an error containing %q", c.file, c.old, c.new, err, c.wantErr)
 			}
 		})
 	}
+}
+
+// requestTimeout returns the plugin configuration's request_timeout.
+func requestTimeout(t *testing.T, cfg map[string]any) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(fmt.Sprint(cfg["request_timeout"]))
+	if err != nil {
+		t.Fatalf("request_timeout: %v", err)
+	}
+	return d
 }

@@ -19,17 +19,18 @@ import (
 
 	// Register the types that typed_config fields in envoy.yaml name, so
 	// that protojson and anypb can resolve them.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
 // Paths of the files under test, relative to this package's directory.
 const (
-	envoyPath          = "../../envoy.yaml"
-	examplePath        = "../../testdata/plugin/example.json"
-	wasmPluginPath     = "../../deploy/wasmplugin.yaml"
-	statsBootstrapPath = "../../deploy/stats-bootstrap.yaml"
+	envoyPath   = "../../envoy.yaml"
+	examplePath = "../../testdata/plugin/example.json"
 )
 
 // strict decodes JSON into a proto: unknown fields and unknown Any types are

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
-	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // TestPluginMetricsSplitByEnvoyTags runs the built plugin.wasm with the
@@ -28,11 +27,7 @@ func TestPluginMetricsSplitByEnvoyTags(t *testing.T) {
 	xs := extractors(t, b.GetStatsConfig())
 
 	ctx := context.Background()
-	mod, err := host.Compile(ctx, wasmbuild.Plugin(t))
-	if err != nil {
-		t.Fatalf("compile plugin.wasm: %v", err)
-	}
-	t.Cleanup(func() { mod.Close(ctx) })
+	mod := pluginModule(t)
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	// A capacity of 2 so that the second request of a team borrows.
 	cfg := strings.Replace(string(readFile(t, examplePath)), `"capacity": 64`, `"capacity": 2`, 1)

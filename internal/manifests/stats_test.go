@@ -240,32 +240,3 @@ func TestStatsTagsDistinct(t *testing.T) {
 		seen[id] = s
 	}
 }
-
-// TestStatsBootstrapOverride checks that the Istio bootstrap override
-// carries the same stats_tags as envoy.yaml.
-func TestStatsBootstrapOverride(t *testing.T) {
-	envoy, err := decodeBootstrap(readFile(t, envoyPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := decodeK8s(t, statsBootstrapPath, "v1", "ConfigMap")
-	data, _ := cm["data"].(map[string]any)
-	js, _ := data["custom_bootstrap.json"].(string)
-	if js == "" {
-		t.Fatalf("%s: no data.custom_bootstrap.json", statsBootstrapPath)
-	}
-	override, err := decodeBootstrap([]byte(js))
-	if err != nil {
-		t.Fatalf("%s: %v", statsBootstrapPath, err)
-	}
-	got, want := override.GetStatsConfig().GetStatsTags(), envoy.GetStatsConfig().GetStatsTags()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d stats_tags, envoy.yaml has %d", statsBootstrapPath, len(got), len(want))
-	}
-	for i := range got {
-		if got[i].GetTagName() != want[i].GetTagName() || got[i].GetRegex() != want[i].GetRegex() {
-			t.Errorf("%s: stats_tags[%d] = %s %q, envoy.yaml has %s %q", statsBootstrapPath, i,
-				got[i].GetTagName(), got[i].GetRegex(), want[i].GetTagName(), want[i].GetRegex())
-		}
-	}
-}
