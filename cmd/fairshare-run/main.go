@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer r.close()
 	if o.noLoad {
-		r.serveOnly(ctx)
+		r.serveOnly(ctx, isTerminal(stdout, o.view))
 		return nil
 	}
 	r.demo(ctx, isTerminal(stdout, o.view))
