@@ -42,6 +42,7 @@ import (
 )
 
 func main() {
+	restore := takeTerminal()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -49,6 +50,7 @@ func main() {
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	restore()
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
