@@ -40,7 +40,10 @@ run: ## Run the local front door: proxy + vLLM simulator + demo load + live view
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) ./build/fairshare-run $(RUN_ARGS)
 
 # Built next to plugin.wasm (make -j2: the two compile for different targets),
-# then run as a binary so that Ctrl-C reaches it directly.
+# then run as a binary. On a terminal it makes itself the foreground process
+# group, so Ctrl-C reaches it and not make: it prints its summary and make
+# exits 0, without "*** [Makefile:NN: run] Interrupt". (A SIGINT sent to
+# make itself, as `timeout -s INT` does, still makes GNU make report it.)
 build/fairshare-run:
 	$(GO) build -o $@ ./cmd/fairshare-run
 

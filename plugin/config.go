@@ -245,7 +245,7 @@ func parse(data []byte) (config, error) {
 		return c, &configError{ps}
 	}
 	if !gjson.ValidBytes(data) {
-		ps.add("$", "not valid JSON")
+		ps.add("$", "not valid JSON: %s", JSONSyntaxError(data))
 		return c, &configError{ps}
 	}
 	root := gjson.ParseBytes(data)

@@ -38,7 +38,7 @@ const (
 	mReserved     = "reserved"                // gauge, pool/team
 	mUsage        = "usage"                   // gauge, pool/team, milli cost units
 	mRank         = "rank"                    // gauge, pool/team
-	mLevel        = "level_fairshare"         // gauge, pool/team, milli
+	mLevel        = "level_fairshare"         // gauge, pool/team, milli, capped at levelFairshareCap
 	mPhantoms     = "phantoms"                // gauge, pool/team
 	mCapacity     = "capacity"                // gauge, pool
 )
@@ -197,6 +197,15 @@ func milli(x float64) int64 {
 	return int64(math.Round(x * 1000))
 }
 
+// levelFairshareCap is the largest LF the level_fairshare gauge reports
+// (1e9 in thousandths). A team with a share and no usage has LF = +Inf, and
+// a team whose usage is a tiny fraction of its share has a huge LF; both
+// read 1e6, so a dashboard's axis stays readable (the highest value any
+// team with usage can reach in practice is far below: LF = normalised share
+// / normalised usage, 1e6 means its usage is a millionth of its share's).
+// The status endpoint keeps the exact value (null for +Inf).
+const levelFairshareCap = 1e6
+
 // gauges records the gauges of one pool from a snapshot.
 func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) {
 	total := 0
@@ -208,7 +217,7 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 		m.teamGauge(pool, s.Team, mReserved, int64(s.Reserved))
 		m.teamGauge(pool, s.Team, mUsage, milli(s.Usage))
 		m.teamGauge(pool, s.Team, mRank, int64(s.Rank))
-		m.teamGauge(pool, s.Team, mLevel, milli(s.LevelFairshare))
+		m.teamGauge(pool, s.Team, mLevel, milli(min(s.LevelFairshare, levelFairshareCap)))
 		m.teamGauge(pool, s.Team, mPhantoms, int64(s.Phantoms))
 	}
 	m.buf = appendPoolMetric(m.buf[:0], pool, mInFlight)

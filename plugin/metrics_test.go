@@ -126,6 +126,9 @@ func TestGauges(t *testing.T) {
 	m.gauges("p", 8, []fairshare.TeamStat{
 		{Team: "a", InFlight: 3, Borrowing: 1, Reserved: 2, Usage: 1.2345, Rank: 1, LevelFairshare: math.Inf(1), Phantoms: 1},
 		{Team: fairshare.UnknownTeam, InFlight: 1, Borrowing: 1},
+		{Team: "b", Usage: 1e-9, LevelFairshare: 3e8},
+		{Team: "c", Usage: 5, LevelFairshare: 0.4},
+		{Team: "d", LevelFairshare: math.NaN()},
 	})
 	for name, want := range map[string]int64{
 		"fairshare.pool.p.team.a.in_flight":        3,
@@ -133,7 +136,10 @@ func TestGauges(t *testing.T) {
 		"fairshare.pool.p.team.a.reserved":         2,
 		"fairshare.pool.p.team.a.usage":            1235,
 		"fairshare.pool.p.team.a.rank":             1,
-		"fairshare.pool.p.team.a.level_fairshare":  math.MaxInt64 / 2,
+		"fairshare.pool.p.team.a.level_fairshare":  1e9, // +Inf (no usage) reads the cap, 1e6
+		"fairshare.pool.p.team.b.level_fairshare":  1e9, // capped
+		"fairshare.pool.p.team.c.level_fairshare":  400,
+		"fairshare.pool.p.team.d.level_fairshare":  0,
 		"fairshare.pool.p.team.a.phantoms":         1,
 		"fairshare.pool.p.team._unknown.in_flight": 1,
 		"fairshare.pool.p.in_flight":               5,

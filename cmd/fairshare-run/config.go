@@ -7,29 +7,40 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fairshare-wasm/fairshare/plugin"
 	"github.com/tidwall/gjson"
 )
 
 // demoConfig is the plugin configuration used without -config: the example
-// configuration (testdata/plugin/example.json) with the pool's capacity set
-// to the simulated engine's max_num_seqs (16), so that the teams'
-// reservations (search 8, chat 5, research 3) cover exactly what the engine
-// runs at once, and a 10-minute usage half-life.
+// configuration (testdata/plugin/example.json) with two changes, listed in
+// demoChanges: the pool's capacity is the simulated engine's max_num_seqs
+// (16), so that the teams' reservations (search 8, chat 5, research 3) cover
+// exactly what the engine runs at once, and the usage half-life is 10
+// minutes instead of a week, so that a 30-second demo moves the usage.
 //
 //go:embed demo.json
 var demoConfig []byte
 
+// demoChanges are the fields of demo.json that differ from example.json, as
+// the banner names them (a test checks the list against both files).
+var demoChanges = []string{"half_life 10m", "pools[0].capacity 16"}
+
 // demoConfigName names the embedded configuration in the output.
-const demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: example.json with capacity 16)"
+var demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: testdata/plugin/example.json with " +
+	strings.Join(demoChanges, ", ") + ")"
 
 // configView is what the runner reads from a plugin configuration: enough to
-// send requests the plugin schedules and to label the view. The plugin
-// itself parses and validates the configuration; this only reads it.
+// send requests the plugin schedules, to size the local proxy and the
+// simulator, and to label the view. The plugin itself parses and validates
+// the configuration; this only reads it.
 type configView struct {
-	TeamHeader  string
-	ClassHeader string
-	StatusPath  string // "" when the status endpoint is disabled
-	StatusToken string // bearer token of the status endpoint, if any
+	TeamHeader   string
+	ClassHeader  string
+	UnknownTeam  string // "borrow" or "reject"
+	HalfLife     string // as written, or the plugin's default
+	MaxBodyBytes int    // the largest max_body_bytes (top level or a pool's)
+	StatusPath   string // "" when the status endpoint is disabled
+	StatusToken  string // bearer token of the status endpoint, if any
 	// StatusPublic: the status endpoint answers without a token.
 	StatusPublic bool
 	Paths        []string
@@ -46,30 +57,48 @@ type configPool struct {
 
 // configTeam is one team of a pool.
 type configTeam struct {
-	Name  string
-	Share float64
+	Name   string
+	Share  float64
+	Weight float64 // 0 when not set (the plugin's default is 1)
 }
 
 // readConfig reads the fields of a plugin configuration the runner needs,
 // with the plugin's defaults (x-team, x-request-class, /fairshare/status,
-// /v1/chat/completions). It fails on a document that is not a JSON object or
-// has no pool; everything else is left to the plugin.
+// /v1/chat/completions, 8 MiB bodies, a 168h half-life). It fails on a
+// document that is not JSON (naming the line and column, as the plugin
+// does), not an object, or without a pool; everything else is left to the
+// plugin.
 func readConfig(b []byte) (configView, error) {
 	c := configView{
-		TeamHeader:  "x-team",
-		ClassHeader: "x-request-class",
-		StatusPath:  statusPath,
-		Paths:       []string{"/v1/chat/completions", "/v1/completions"},
+		TeamHeader:   "x-team",
+		ClassHeader:  "x-request-class",
+		UnknownTeam:  "borrow",
+		HalfLife:     plugin.DefaultHalfLife.String(),
+		MaxBodyBytes: plugin.DefaultMaxBodyBytes,
+		StatusPath:   statusPath,
+		Paths:        []string{"/v1/chat/completions", "/v1/completions"},
 	}
-	if !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
-		return c, fmt.Errorf("config: not a JSON object")
+	if msg := plugin.JSONSyntaxError(b); msg != "" {
+		return c, fmt.Errorf("config: %s", msg)
 	}
 	root := gjson.ParseBytes(b)
+	if !root.IsObject() {
+		return c, fmt.Errorf("config: not a JSON object")
+	}
 	if v := root.Get("team_header"); v.Type == gjson.String {
 		c.TeamHeader = strings.ToLower(v.Str)
 	}
 	if v := root.Get("class_header"); v.Type == gjson.String {
 		c.ClassHeader = strings.ToLower(v.Str)
+	}
+	if v := root.Get("unknown_team"); v.Type == gjson.String {
+		c.UnknownTeam = v.Str
+	}
+	if v := root.Get("half_life"); v.Type == gjson.String {
+		c.HalfLife = v.Str
+	}
+	if v := root.Get("max_body_bytes"); v.Type == gjson.Number && v.Int() > 0 {
+		c.MaxBodyBytes = int(v.Int())
 	}
 	if v := root.Get("status_path"); v.Type == gjson.String {
 		c.StatusPath = v.Str
@@ -90,9 +119,12 @@ func readConfig(b []byte) (configView, error) {
 			cp.Models = append(cp.Models, m.String())
 		}
 		p.Get("teams").ForEach(func(k, v gjson.Result) bool {
-			cp.Teams = append(cp.Teams, configTeam{Name: k.String(), Share: v.Get("share").Float()})
+			cp.Teams = append(cp.Teams, configTeam{Name: k.String(), Share: v.Get("share").Float(), Weight: v.Get("weight").Float()})
 			return true
 		})
+		if v := p.Get("max_body_bytes"); v.Type == gjson.Number {
+			c.MaxBodyBytes = max(c.MaxBodyBytes, int(v.Int()))
+		}
 		c.Pools = append(c.Pools, cp)
 	}
 	if len(c.Pools) == 0 {
@@ -113,12 +145,18 @@ func (c configView) chatPath() string {
 }
 
 // model returns the model the demo sends: want if set, else the first
-// pool's first model that is not the wildcard "*", else a default.
+// pool's model (see configPool.model).
 func (c configView) model(want string) string {
 	if want != "" {
 		return want
 	}
-	for _, m := range c.Pools[0].Models {
+	return c.Pools[0].model()
+}
+
+// model returns the model the demo sends to the pool: its first model that
+// is not the wildcard "*", else defaultModel.
+func (p configPool) model() string {
+	for _, m := range p.Models {
 		if m != "*" {
 			return m
 		}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +17,17 @@ func TestReadConfigDemo(t *testing.T) {
 		t.Fatalf("readConfig(demo.json): %v", err)
 	}
 	want := configView{
-		TeamHeader:  "x-team",
-		ClassHeader: "x-request-class",
-		StatusPath:  "/fairshare/status",
+		TeamHeader:   "x-team",
+		ClassHeader:  "x-request-class",
+		UnknownTeam:  "borrow",
+		HalfLife:     "10m",
+		MaxBodyBytes: 8 << 20,
+		StatusPath:   "/fairshare/status",
 		Paths: []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/pooling", "/classify",
 			"/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank", "/invocations", "/inference/v1/generate"},
 		Pools: []configPool{{
 			Name: "llama-8b", Capacity: 16, Models: []string{"meta-llama/Llama-3.1-8B-Instruct"},
-			Teams: []configTeam{{"search", 0.5}, {"chat", 0.3}, {"research", 0.2}},
+			Teams: []configTeam{{"search", 0.5, 0}, {"chat", 0.3, 2}, {"research", 0.2, 0}},
 		}},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -35,21 +41,73 @@ func TestReadConfigDemo(t *testing.T) {
 	}
 }
 
-// The embedded demo configuration is the example configuration with only
-// the capacity and the half-life changed.
+// The embedded demo configuration is the example configuration with the
+// changes demoChanges lists (and the banner prints), and no other: every
+// field of both documents is compared.
 func TestDemoConfigFollowsExample(t *testing.T) {
 	ex, err := os.ReadFile("../../testdata/plugin/example.json")
 	if err != nil {
 		t.Fatalf("example configuration: %v", err)
 	}
-	e, err := readConfig(ex)
-	if err != nil {
-		t.Fatalf("readConfig(example.json): %v", err)
+	var e, d any
+	if err := json.Unmarshal(ex, &e); err != nil {
+		t.Fatal(err)
 	}
-	d, _ := readConfig(demoConfig)
-	e.Pools[0].Capacity = d.Pools[0].Capacity
-	if !reflect.DeepEqual(e, d) {
-		t.Errorf("demo config differs from example.json beyond the capacity:\nexample %+v\ndemo    %+v", e, d)
+	if err := json.Unmarshal(demoConfig, &d); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	jsonDiff("", e, d, func(path string, v any) {
+		b, _ := json.Marshal(v)
+		got = append(got, path+" "+strings.Trim(string(b), `"`))
+	})
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(demoChanges))
+	if !slices.Equal(got, want) {
+		t.Errorf("demo.json differs from example.json in %q; the banner says %q", got, want)
+	}
+	if !strings.Contains(demoConfigName, strings.Join(demoChanges, ", ")) {
+		t.Errorf("banner name %q does not list the changes", demoConfigName)
+	}
+}
+
+// jsonDiff calls fn with the path and b's value of every leaf where a and b
+// (decoded JSON) differ, or that only one of them has.
+func jsonDiff(path string, a, b any, fn func(path string, v any)) {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			fn(path, b)
+			return
+		}
+		for k := range av {
+			jsonDiff(join(k), av[k], bv[k], fn)
+		}
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				fn(join(k), bv[k])
+			}
+		}
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			fn(path, b)
+			return
+		}
+		for i := range av {
+			jsonDiff(fmt.Sprintf("%s[%d]", path, i), av[i], bv[i], fn)
+		}
+	default:
+		if !reflect.DeepEqual(a, b) {
+			fn(path, b)
+		}
 	}
 }
 
@@ -74,15 +132,27 @@ func TestReadConfigDefaultsAndErrors(t *testing.T) {
 	if c.StatusPath != "" || c.StatusToken != "s3cret" {
 		t.Errorf("readConfig: status path %q token %q, want \"\" and s3cret", c.StatusPath, c.StatusToken)
 	}
-	for _, bad := range []string{``, `[]`, `{`, `{"pools":[]}`} {
-		if _, err := readConfig([]byte(bad)); err == nil {
-			t.Errorf("readConfig(%q) = nil error", bad)
+	for _, bad := range []struct{ in, want string }{
+		{``, "config: line 1, column 1: unexpected end of JSON input"},
+		{`[]`, "config: not a JSON object"},
+		{"{\n  \"pools\": [\n    {\"name\": \"p\",}\n  ]\n}", "config: line 3, column 18: invalid character '}' looking for beginning of object key string"},
+		{`{"pools":[]}`, "config: no pools"},
+	} {
+		if _, err := readConfig([]byte(bad.in)); err == nil || err.Error() != bad.want {
+			t.Errorf("readConfig(%q) = %v, want %s", bad.in, err, bad.want)
 		}
+	}
+	c, err = readConfig([]byte(`{"max_body_bytes":1000,"pools":[{"name":"p","capacity":4,"models":["m"],"max_body_bytes":7340032},{"name":"q","capacity":1,"models":["n"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxBodyBytes != 7<<20 || proxyBufferLimit(c) != 7<<20 {
+		t.Errorf("max_body_bytes 1000 and a pool's 7 MiB: MaxBodyBytes %d, buffer limit %d; want the larger, 7 MiB", c.MaxBodyBytes, proxyBufferLimit(c))
 	}
 }
 
 func TestPlanTeams(t *testing.T) {
-	p := configPool{Teams: []configTeam{{"chat", 0.3}, {"research", 0.2}, {"search", 0.5}}}
+	p := configPool{Teams: []configTeam{{"chat", 0.3, 0}, {"research", 0.2, 0}, {"search", 0.5, 0}}}
 	got := planTeams(p)
 	var names, classes []string
 	for _, d := range got {
@@ -98,7 +168,7 @@ func TestPlanTeams(t *testing.T) {
 	if got[2].Think != 0 || float64(got[2].Workers) <= p.Teams[1].Share*16 {
 		t.Errorf("the smallest team does not flood: %+v", got[2])
 	}
-	two := planTeams(configPool{Teams: []configTeam{{"a", 0.7}, {"b", 0.3}}})
+	two := planTeams(configPool{Teams: []configTeam{{"a", 0.7, 0}, {"b", 0.3, 0}}})
 	if len(two) != 2 || two[0].Class != "interactive" || two[1].Class != "batch" {
 		t.Errorf("planTeams(two teams) = %+v, want a steady interactive team and a flooding one", two)
 	}

@@ -1,10 +1,12 @@
 // Command fairshare-run is the `make run` experience: it starts a local
 // proxy (the project's proxy-wasm host on wazero, running plugin.wasm with a
-// fairshare configuration) in front of a simulated vLLM engine, or a real
-// vLLM URL, drives a short demo load from three teams of which one floods,
-// and shows a live per-team view: requests in flight within share and
-// borrowing, the priorities the plugin gave them, tokens/s, and time to first
-// token. At the end (or on Ctrl-C) it prints a summary.
+// fairshare configuration) in front of a simulated vLLM, one engine per pool
+// of the configuration with the pool's capacity as max_num_seqs, or a real
+// vLLM URL; drives a short demo load in every pool, in which one team
+// floods; and shows a live per-team view of every pool: requests in flight
+// within share and borrowing, the priorities the plugin gave them, tokens/s,
+// time to first token, and the plugin's usage, level fairshare and rank. At
+// the end (or on Ctrl-C) it prints a summary.
 //
 // Usage:
 //
@@ -15,18 +17,22 @@
 //
 // make run builds plugin.wasm and runs this command; its variables UPSTREAM,
 // CONFIG and NO_LOAD set -upstream, -config and -no-load, and RUN_ARGS
-// passes any other flag.
+// passes any other flag. Under make, on a terminal, the command takes the
+// terminal's foreground so that Ctrl-C stops it (with its summary) and not
+// make.
 //
 // Without -config it uses an embedded demo configuration (the example
-// configuration with a pool capacity equal to the simulated engine's
-// max_num_seqs). Without -upstream it starts the embedded simulator on a free
-// local port. With -no-load it only serves the proxy and prints curl commands
-// to try; Ctrl-C stops it.
+// configuration with the changes the banner lists). The local proxy buffers
+// request bodies up to the configuration's max_body_bytes. With -no-load it
+// sends nothing itself, prints curl commands to try, and shows the live view
+// of whatever traffic arrives until Ctrl-C.
 //
-// The demo teams are the configured pool's teams by decreasing share: the
+// The demo teams of each pool are its teams by decreasing share: the
 // largest sends steady interactive requests within its share, the second
 // joins after a quarter of the run, the smallest floods with batch requests
-// far above its share, so most of them borrow and yield to the others.
+// far above its share, so most of them borrow and yield to the others. The
+// client counts scale with the pool's capacity. -model restricts the demo to
+// the pool serving that model.
 package main
 
 import (
@@ -42,6 +48,7 @@ import (
 )
 
 func main() {
+	restore := takeTerminal()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -49,6 +56,7 @@ func main() {
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	restore()
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
@@ -154,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer r.close()
 	if o.noLoad {
-		r.serveOnly(ctx)
+		r.serveOnly(ctx, isTerminal(stdout, o.view))
 		return nil
 	}
 	r.demo(ctx, isTerminal(stdout, o.view))

@@ -20,17 +20,20 @@ import (
 // proxy is the local proxy: plugin.wasm in the wazero host, served over
 // HTTP on a local address.
 type proxy struct {
-	logs   *logSink
-	addr   string
-	module *host.Module
-	host   *host.Host
-	server *http.Server
-	served chan struct{}
+	logs        *logSink
+	addr        string
+	bufferLimit int // bytes a request may buffer (Envoy's per_connection_buffer_limit_bytes)
+	module      *host.Module
+	host        *host.Host
+	server      *http.Server
+	served      chan struct{}
 }
 
 // startProxy compiles the plugin, starts o.vms VMs with the configuration
-// and serves the host's handler, forwarding to upstream, on o.listen.
-func startProxy(ctx context.Context, wasm, cfg []byte, o options, upstream *url.URL, stderr io.Writer) (*proxy, error) {
+// and serves the host's handler, forwarding to upstream, on o.listen. A
+// request may buffer bufferLimit bytes (413 beyond). obs, if not nil, sees
+// every request first (-no-load's view).
+func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, obs *observer, stderr io.Writer) (*proxy, error) {
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w (use -listen to choose another address)", err)
@@ -48,6 +51,7 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, upstream *url.
 		PluginConfig: cfg,
 		ClusterName:  "vllm",
 		LogLevel:     hostcalls.LogLevelWarn,
+		BufferLimit:  bufferLimit,
 	}
 	sink := &logSink{}
 	if o.verbose {
@@ -63,14 +67,19 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, upstream *url.
 		}
 		return nil, fmt.Errorf("proxy: start plugin: %w", err)
 	}
+	var handler http.Handler = h.Handler(upstream)
+	if obs != nil {
+		obs.next, handler = handler, obs
+	}
 	p := &proxy{
-		logs:   sink,
-		addr:   ln.Addr().String(),
-		module: m,
-		host:   h,
-		served: make(chan struct{}),
+		logs:        sink,
+		addr:        ln.Addr().String(),
+		bufferLimit: bufferLimit,
+		module:      m,
+		host:        h,
+		served:      make(chan struct{}),
 		server: &http.Server{
-			Handler:           h.Handler(upstream),
+			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          nil,
 		},

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -119,7 +121,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("pool %s has %d requests in flight after the run: %+v", p.Name, n, p.Teams)
 		}
 	}
-	if p := poolsNamed(pools, "llama-8b"); len(p) != 1 || len(p[0].Teams) < 3 {
+	if len(pools) != 1 || pools[0].Name != "llama-8b" || len(pools[0].Teams) < 3 {
 		t.Errorf("status has no pool llama-8b with the three teams: %+v", pools)
 	}
 }
@@ -185,7 +187,9 @@ func TestInterrupt(t *testing.T) {
 }
 
 // TestNoLoad runs the command with -no-load: it serves the proxy, prints
-// how to try it, sends nothing, and returns cleanly when interrupted.
+// how to try it, sends nothing itself, shows the traffic others send (a
+// configured team within its share, a team the configuration does not
+// name, borrowing) and returns cleanly with a summary when interrupted.
 func TestNoLoad(t *testing.T) {
 	var out syncBuffer
 	wasm := pluginFile(t)
@@ -193,7 +197,7 @@ func TestNoLoad(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-wasm", wasm, "-listen", "127.0.0.1:0", "-no-load"}, &out, io.Discard)
+		errc <- run(ctx, []string{"-wasm", wasm, "-listen", "127.0.0.1:0", "-no-load", "-view", "lines"}, &out, io.Discard)
 	}()
 	// Wait for the curl hint (the proxy is up once it is printed).
 	hang := time.After(2 * time.Minute) // a guard against a hang, not a speed check
@@ -206,18 +210,48 @@ func TestNoLoad(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	base := regexp.MustCompile(`proxy:    (http://[0-9.:]+) `).FindStringSubmatch(out.String())
+	if base == nil {
+		t.Fatalf("no proxy address in:\n%s", out.String())
+	}
+	for _, team := range []string{"search", "search", "ops"} {
+		body := `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hello"}],"max_tokens":8,"stream":true}`
+		req, _ := http.NewRequest(http.MethodPost, base[1]+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-team", team)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "[DONE]") {
+			t.Fatalf("team %s: %d %s", team, resp.StatusCode, b)
+		}
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Errorf("run(-no-load) after Ctrl-C = %v, want nil", err)
 	}
 	text := out.String()
-	for _, want := range []string{"no demo load", "curl -sN", "-H 'x-team: search'", "-H 'x-request-class: interactive'", "stopping"} {
+	for _, want := range []string{
+		"no demo load", "curl -sN", "-H 'x-team: search'", "-H 'x-request-class: interactive'", "stopping",
+		"] search    in flight   0 (within  0, borrowing   0)  priority 0 ",
+		"] research  in flight   0 (within  0, borrowing   0)  priority - ",
+		"summary after",
+	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("-no-load output lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "summary") {
-		t.Errorf("-no-load printed a demo summary:\n%s", text)
+	if !regexp.MustCompile(`\n\[ *\d+s\] search .* done 2\n`).MatchString(text) {
+		t.Errorf("-no-load view does not count search's 2 requests:\n%s", text)
+	}
+	if !regexp.MustCompile(`\n\[ *\d+s\] ops .* priority [1-9]\d +.* done 1\n`).MatchString(text) {
+		t.Errorf("-no-load view has no borrowing row for the unconfigured team ops:\n%s", text)
+	}
+	if !regexp.MustCompile(`\nsearch +- +2 +0 +2 +0  0 +16 `).MatchString(text) {
+		t.Errorf("-no-load summary lacks search's 2 requests within share and their 16 tokens:\n%s", text)
 	}
 }
 

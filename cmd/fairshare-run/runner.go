@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
 // runner holds everything a run started: the upstream (simulator or a real
@@ -20,16 +22,27 @@ type runner struct {
 	opts   options
 	out    io.Writer
 	cfg    configView
-	pool   configPool // the pool of the demo's model
-	model  string
-	base   string // the proxy's base URL
+	plans  []poolPlan // the demo's load, per pool
+	base   string     // the proxy's base URL
 	client *http.Client
+	obs    *observer // the figures of -no-load's traffic; nil in the demo
 
-	configName   string
-	upstreamDesc string
-	upstream     *upstream
-	proxy        *proxy
-	closeOnce    sync.Once
+	configName string
+	// generatedToken is the status token the runner gave a configuration
+	// that had none (the plugin's status endpoint is closed without one).
+	generatedToken string
+	upstreamDesc   string
+	upstream       *upstream
+	proxy          *proxy
+	closeOnce      sync.Once
+}
+
+// poolPlan is the demo load of one pool: the model its requests name and
+// the teams that send them.
+type poolPlan struct {
+	pool  configPool
+	model string
+	teams []demoTeam
 }
 
 // start starts the upstream and the proxy and prints what it started.
@@ -56,9 +69,8 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 		cfgBytes = withStatusToken(cfgBytes, generated)
 		cfg.StatusToken = generated
 	}
-	r.cfg, r.configName = cfg, name
-	r.model = cfg.model(o.model)
-	r.pool = cfg.poolOf(r.model)
+	r.cfg, r.configName, r.generatedToken = cfg, name, generated
+	r.plans = planPools(cfg, o.model)
 
 	wasm, err := os.ReadFile(o.wasm)
 	if err != nil {
@@ -74,7 +86,7 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 		r.upstream = &upstream{url: u}
 		r.upstreamDesc = "vLLM at " + u.String()
 	} else {
-		up, err := startSimulator(r.model, o.timeScale)
+		up, err := startSimulator(cfg, o.timeScale)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +94,10 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 		r.upstreamDesc = up.desc
 	}
 
-	p, err := startProxy(ctx, wasm, cfgBytes, o, r.upstream.url, stderr)
+	if o.noLoad {
+		r.obs = newObserver(cfg, time.Now())
+	}
+	p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(cfg), r.upstream.url, r.obs, stderr)
 	if err != nil {
 		r.upstream.close()
 		return nil, err
@@ -94,28 +109,54 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 		MaxConnsPerHost:     0,
 		IdleConnTimeout:     30 * time.Second,
 	}}
-
-	fmt.Fprintf(out, "fairshare-run: plugin %s (%.1f MB) on %d VMs\n", o.wasm, float64(len(wasm))/1e6, o.vms)
-	fmt.Fprintf(out, "config:   %s\n", name)
-	fmt.Fprintf(out, "pool:     %s, capacity %d, model %s:%s\n", r.pool.Name, r.pool.Capacity, r.model, teamList(r.pool))
-	fmt.Fprintf(out, "upstream: %s\n", r.upstreamDesc)
-	switch {
-	case generated != "":
-		fmt.Fprintf(out, "proxy:    %s (status: %s%s, bearer token %s generated for this run)\n", r.base, r.base, cfg.StatusPath, generated)
-	case cfg.StatusPath != "":
-		fmt.Fprintf(out, "proxy:    %s (status: %s%s)\n", r.base, r.base, cfg.StatusPath)
-	default:
-		fmt.Fprintf(out, "proxy:    %s (status endpoint disabled)\n", r.base)
-	}
+	r.banner(len(wasm))
 	return r, nil
 }
 
-func teamList(p configPool) string {
-	var b strings.Builder
-	for _, t := range p.Teams {
-		fmt.Fprintf(&b, " %s %s", t.Name, fmtShare(t.Share))
+// banner prints what the run started and the configuration it runs: every
+// setting the runner reads from it and every pool.
+func (r *runner) banner(wasmSize int) {
+	c := r.cfg
+	fmt.Fprintf(r.out, "fairshare-run: plugin %s (%.1f MB) on %d VMs\n", r.opts.wasm, float64(wasmSize)/1e6, r.opts.vms)
+	fmt.Fprintf(r.out, "config:   %s\n", r.configName)
+	fmt.Fprintf(r.out, "settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d\n",
+		c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes)
+	for _, p := range c.Pools {
+		fmt.Fprintf(r.out, "pool:     %s\n", describePool(p))
 	}
-	return b.String()
+	fmt.Fprintf(r.out, "upstream: %s\n", r.upstreamDesc)
+	limit := fmt.Sprintf("buffer limit %d bytes = max_body_bytes", r.proxy.bufferLimit)
+	switch {
+	case r.generatedToken != "":
+		fmt.Fprintf(r.out, "proxy:    %s (status: %s%s, bearer token %s generated for this run; %s)\n", r.base, r.base, c.StatusPath, r.generatedToken, limit)
+	case c.StatusPath != "":
+		fmt.Fprintf(r.out, "proxy:    %s (status: %s%s; %s)\n", r.base, r.base, c.StatusPath, limit)
+	default:
+		fmt.Fprintf(r.out, "proxy:    %s (status endpoint disabled; %s)\n", r.base, limit)
+	}
+}
+
+// describePool says in one line what a pool is: "llama-8b, capacity 16,
+// models m: search 50%, chat 30% weight 2, research 20%".
+func describePool(p configPool) string {
+	var teams []string
+	for _, t := range p.Teams {
+		s := t.Name + " " + fmtShare(t.Share)
+		if t.Weight != 0 {
+			s += fmt.Sprintf(" weight %g", t.Weight)
+		}
+		teams = append(teams, s)
+	}
+	return fmt.Sprintf("%s, capacity %d, models %s: %s", p.Name, p.Capacity, strings.Join(p.Models, ", "), strings.Join(teams, ", "))
+}
+
+// proxyBufferLimit is the local proxy's per-request buffer limit (Envoy's
+// per_connection_buffer_limit_bytes): the configuration's largest
+// max_body_bytes, so that a body the plugin accepts is never cut by the
+// proxy first, and one it refuses gets the plugin's JSON 413. Never below
+// Envoy's default of 1 MiB.
+func proxyBufferLimit(c configView) int {
+	return max(c.MaxBodyBytes, host.DefaultBufferLimit)
 }
 
 // close stops the proxy and the upstream. Safe to call twice.
@@ -125,27 +166,6 @@ func (r *runner) close() {
 		r.proxy.close()
 		r.upstream.close()
 	})
-}
-
-// serveOnly prints how to try the proxy and waits for ctx.
-func (r *runner) serveOnly(ctx context.Context) {
-	team, class := "search", "interactive"
-	if len(r.pool.Teams) > 0 {
-		team = r.pool.Teams[0].Name
-	}
-	fmt.Fprintf(r.out, "\nno demo load; try (Ctrl-C stops):\n\n")
-	fmt.Fprintf(r.out, "  curl -sN -D - %s%s -H 'content-type: application/json' -H '%s: %s' -H '%s: %s' \\\n"+
-		"    -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"max_tokens\":32,\"stream\":true}'\n\n",
-		r.base, r.cfg.chatPath(), r.cfg.TeamHeader, team, r.cfg.ClassHeader, class, r.model)
-	switch {
-	case r.cfg.StatusPath == "":
-	case r.cfg.StatusToken != "":
-		fmt.Fprintf(r.out, "  curl -s -H 'authorization: Bearer %s' %s%s\n\n", r.cfg.StatusToken, r.base, r.cfg.StatusPath)
-	default:
-		fmt.Fprintf(r.out, "  curl -s %s%s\n\n", r.base, r.cfg.StatusPath)
-	}
-	<-ctx.Done()
-	fmt.Fprintln(r.out, "\nstopping")
 }
 
 // planTeams assigns the demo's roles to the pool's teams by decreasing share
@@ -171,57 +191,98 @@ func planTeams(p configPool) []demoTeam {
 	return out
 }
 
+// planPools plans the demo load: every pool of the configuration, each with
+// its model (see configPool.model) and planTeams scaled to its capacity; or,
+// when model is set (-model), only the pool serving it, sending model.
+func planPools(c configView, model string) []poolPlan {
+	if model != "" {
+		p := c.poolOf(model)
+		return []poolPlan{{pool: p, model: model, teams: scaleTeams(planTeams(p), p.Capacity)}}
+	}
+	var plans []poolPlan
+	for _, p := range c.Pools {
+		plans = append(plans, poolPlan{pool: p, model: p.model(), teams: scaleTeams(planTeams(p), p.Capacity)})
+	}
+	return plans
+}
+
+// demoCapacity is the capacity the demo's client counts are written for
+// (demoTeams): the simulated engine's 16 sequences.
+const demoCapacity = 16
+
+// scaleTeams scales the clients of each team to a pool of the given
+// capacity, so that the flood exceeds every pool and the steady teams stay
+// within their shares: workers × capacity / 16, rounded, at least 1.
+func scaleTeams(teams []demoTeam, capacity int) []demoTeam {
+	out := slices.Clone(teams)
+	for i := range out {
+		out[i].Workers = max(1, (out[i].Workers*capacity+demoCapacity/2)/demoCapacity)
+	}
+	return out
+}
+
+// row is one line of the live view and the summary: a team of a pool and
+// the figures kept for it.
+type row struct {
+	pool  string
+	team  string
+	share float64 // configured share, 0 if the team is not configured
+	class string  // the demo's request class, "" for observed traffic
+	stats *teamStats
+}
+
 // demo runs the demo load with the live view, then prints the summary. It
 // returns the summary (for tests).
 func (r *runner) demo(ctx context.Context, live bool) summary {
-	teams := planTeams(r.pool)
 	start := time.Now()
-	stats := map[string]*teamStats{}
-	for _, t := range teams {
-		stats[t.Name] = newTeamStats(t.Name, start)
+	var rows []row
+	for _, p := range r.plans {
+		fmt.Fprintf(r.out, "demo:     %s: %s for %v\n", p.pool.Name, describeLoad(p.teams, r.opts.duration), r.opts.duration)
+		for _, t := range p.teams {
+			rows = append(rows, row{pool: p.pool.Name, team: t.Name, share: p.pool.share(t.Name), class: t.Class, stats: newTeamStats(t.Name, start)})
+		}
 	}
-	fmt.Fprintf(r.out, "demo:     %s for %v\n", describeLoad(teams, r.opts.duration), r.opts.duration)
 	fmt.Fprintln(r.out)
 
 	stopLoad, cancelStop := context.WithTimeout(ctx, r.opts.duration)
 	defer cancelStop()
 	reqCtx, cancelReq := context.WithCancel(context.Background())
 	defer cancelReq()
-	g := &loadGen{
-		client: r.client,
-		base:   r.base,
-		stats:  stats,
-		shape: requestShape{
-			Path:        r.cfg.chatPath(),
-			Model:       r.model,
-			TeamHeader:  r.cfg.TeamHeader,
-			ClassHeader: r.cfg.ClassHeader,
-		},
+	var gens []*loadGen
+	for _, p := range r.plans {
+		stats := map[string]*teamStats{}
+		for _, rw := range rows {
+			if rw.pool == p.pool.Name {
+				stats[rw.team] = rw.stats
+			}
+		}
+		g := &loadGen{
+			client: r.client,
+			base:   r.base,
+			stats:  stats,
+			shape: requestShape{
+				Path:        r.cfg.chatPath(),
+				Model:       p.model,
+				TeamHeader:  r.cfg.TeamHeader,
+				ClassHeader: r.cfg.ClassHeader,
+			},
+		}
+		g.run(stopLoad, reqCtx, p.teams, r.opts.duration)
+		gens = append(gens, g)
 	}
-	g.run(stopLoad, reqCtx, teams, r.opts.duration)
 	done := make(chan struct{})
-	go func() { g.wait(); close(done) }()
+	go func() {
+		for _, g := range gens {
+			g.wait()
+		}
+		close(done)
+	}()
 
-	period := refreshLines
-	var lv *liveView
-	if live {
-		period = refreshLive
-		lv = &liveView{w: r.out}
-	}
-	tick := time.NewTicker(period)
+	v := r.newView(live)
+	tick := time.NewTicker(v.period)
 	defer tick.Stop()
 	phase := "demo load"
 	interrupted := false
-	draw := func() {
-		f := r.frame(start, stats, teams, phase)
-		if lv != nil {
-			lv.draw(f)
-		} else {
-			var b strings.Builder
-			renderLines(&b, f)
-			io.WriteString(r.out, b.String())
-		}
-	}
 	// Each event channel is set to nil once handled so a closed one does
 	// not fire again.
 	stopC, interruptC := stopLoad.Done(), ctx.Done()
@@ -236,7 +297,7 @@ loop:
 	for {
 		select {
 		case <-tick.C:
-			draw()
+			v.draw(r.frame(start, r.opts.duration, rows, phase))
 		case <-interruptC:
 			interrupt()
 		case <-stopC:
@@ -257,23 +318,21 @@ loop:
 			break loop
 		}
 	}
+	return r.finish(start, r.opts.duration, rows, interrupted, v)
+}
+
+// finish draws the last frame with the plugin's settled status and prints
+// the summary of rows.
+func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view) summary {
 	elapsed := time.Since(start)
-	phase = "done"
 	pools, statusErr := r.settledStatus()
-	f := r.frameWith(start, stats, teams, phase, pools, statusErr)
-	if lv != nil {
-		lv.draw(f)
-		lv.close()
-	} else {
-		var b strings.Builder
-		renderLines(&b, f)
-		io.WriteString(r.out, b.String())
-	}
+	v.draw(r.frameWith(start, duration, rows, "done", pools, statusErr))
+	v.close()
 	s := summary{
 		Elapsed:      elapsed,
 		Upstream:     r.upstreamKind(),
 		Config:       r.configKind(),
-		Pools:        pools,
+		Pools:        r.poolOrder(pools),
 		StatusErr:    statusErr,
 		Interrupted:  interrupted,
 		UpstreamLine: r.upstream.simLine(),
@@ -282,20 +341,89 @@ loop:
 		s.PluginLogs = r.proxy.logs.count()
 	}
 	now := time.Now()
-	for _, t := range teams {
-		v := stats[t.Name].view(now, 0, elapsed)
-		v.Share = r.pool.share(t.Name)
-		v.Status = statusOf(pools, r.pool.Name, t.Name)
-		s.Teams = append(s.Teams, v)
-		s.Classes = append(s.Classes, t.Class)
-		if e := stats[t.Name].lastError(); e != "" {
-			s.Errors = append(s.Errors, t.Name+": "+e)
+	for _, rw := range rows {
+		tv := rw.stats.view(now, 0, elapsed)
+		r.label(&tv, rw, pools)
+		s.Teams = append(s.Teams, tv)
+		s.Classes = append(s.Classes, orDash(rw.class))
+		if e := rw.stats.lastError(); e != "" {
+			s.Errors = append(s.Errors, tv.label()+": "+e)
 		}
 	}
 	var b strings.Builder
 	renderSummary(&b, s)
 	io.WriteString(r.out, b.String())
 	return s
+}
+
+// view draws frames: in place on a terminal (live), as lines otherwise.
+type view struct {
+	out    io.Writer
+	live   *liveView // nil: lines
+	period time.Duration
+}
+
+func (r *runner) newView(live bool) *view {
+	if live {
+		return &view{out: r.out, live: &liveView{w: r.out}, period: refreshLive}
+	}
+	return &view{out: r.out, period: refreshLines}
+}
+
+func (v *view) draw(f frame) {
+	if v.live != nil {
+		v.live.draw(f)
+		return
+	}
+	var b strings.Builder
+	renderLines(&b, f)
+	io.WriteString(v.out, b.String())
+}
+
+func (v *view) close() {
+	if v.live != nil {
+		v.live.close()
+	}
+}
+
+// serveOnly (-no-load) prints how to try the proxy, then shows the live view
+// of whatever traffic arrives (the observer's figures and the plugin's
+// status) until ctx is done, then the summary.
+func (r *runner) serveOnly(ctx context.Context, live bool) summary {
+	p := r.cfg.Pools[0]
+	team, class := "search", "interactive"
+	if len(p.Teams) > 0 {
+		team = p.Teams[0].Name
+	}
+	fmt.Fprintf(r.out, "\nno demo load; try (Ctrl-C stops):\n\n")
+	for _, p := range r.cfg.Pools {
+		if len(p.Teams) > 0 {
+			team = p.Teams[0].Name
+		}
+		fmt.Fprintf(r.out, "  curl -sN -D - %s%s -H 'content-type: application/json' -H '%s: %s' -H '%s: %s' \\\n"+
+			"    -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"max_tokens\":32,\"stream\":true}'\n\n",
+			r.base, r.cfg.chatPath(), r.cfg.TeamHeader, team, r.cfg.ClassHeader, class, p.model())
+	}
+	switch {
+	case r.cfg.StatusPath == "":
+	case r.cfg.StatusToken != "":
+		fmt.Fprintf(r.out, "  curl -s -H 'authorization: Bearer %s' %s%s\n\n", r.cfg.StatusToken, r.base, r.cfg.StatusPath)
+	default:
+		fmt.Fprintf(r.out, "  curl -s %s%s\n\n", r.base, r.cfg.StatusPath)
+	}
+	start := r.obs.start
+	v := r.newView(live)
+	tick := time.NewTicker(v.period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			v.draw(r.frame(start, 0, r.obs.rows(), "serving (no demo load)"))
+		case <-ctx.Done():
+			fmt.Fprintln(r.out, "\nstopping")
+			return r.finish(start, 0, r.obs.rows(), false, v)
+		}
+	}
 }
 
 // upstreamKind names the upstream in a few words for the summary.
@@ -339,8 +467,8 @@ func (r *runner) settledStatus() ([]statusPool, string) {
 	}
 }
 
-// frame gathers the live figures, fetching the plugin's status.
-func (r *runner) frame(start time.Time, stats map[string]*teamStats, teams []demoTeam, phase string) frame {
+// frame gathers the live figures of rows, fetching the plugin's status.
+func (r *runner) frame(start time.Time, duration time.Duration, rows []row, phase string) frame {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	pools, err := r.status(ctx)
@@ -348,7 +476,7 @@ func (r *runner) frame(start time.Time, stats map[string]*teamStats, teams []dem
 	if err != nil {
 		msg = err.Error()
 	}
-	return r.frameWith(start, stats, teams, phase, pools, msg)
+	return r.frameWith(start, duration, rows, phase, pools, msg)
 }
 
 // status fetches the plugin's status snapshot through the proxy.
@@ -359,40 +487,57 @@ func (r *runner) status(ctx context.Context) ([]statusPool, error) {
 	return fetchStatus(ctx, r.client, r.base+r.cfg.StatusPath, r.cfg.StatusToken)
 }
 
-func (r *runner) frameWith(start time.Time, stats map[string]*teamStats, teams []demoTeam, phase string, pools []statusPool, statusErr string) frame {
+func (r *runner) frameWith(start time.Time, duration time.Duration, rows []row, phase string, pools []statusPool, statusErr string) frame {
 	now := time.Now()
 	f := frame{
 		Elapsed:   now.Sub(start),
-		Duration:  r.opts.duration,
+		Duration:  duration,
 		Phase:     phase,
-		Pools:     poolsNamed(pools, r.pool.Name),
+		Pools:     r.poolOrder(pools),
 		StatusErr: statusErr,
 		Upstream:  r.upstream.simLine(),
 	}
-	for _, t := range teams {
-		v := stats[t.Name].view(now, viewWindow, f.Elapsed)
-		v.Share = r.pool.share(t.Name)
-		v.Class = t.Class
-		v.Status = statusOf(pools, r.pool.Name, t.Name)
+	for _, rw := range rows {
+		v := rw.stats.view(now, viewWindow, f.Elapsed)
+		r.label(&v, rw, pools)
 		f.Teams = append(f.Teams, v)
 	}
 	return f
 }
 
-// poolsNamed returns the pool called name, or every pool if none is.
-func poolsNamed(pools []statusPool, name string) []statusPool {
-	for _, p := range pools {
-		if p.Name == name {
-			return []statusPool{p}
+// label fills the identity of a row's view: pool, team, share, class, the
+// plugin's status of the team and, with several pools, a "pool/team" label.
+func (r *runner) label(v *teamView, rw row, pools []statusPool) {
+	v.Name, v.Pool, v.Share, v.Class = rw.team, rw.pool, rw.share, rw.class
+	if len(r.cfg.Pools) > 1 {
+		v.Label = rw.pool + "/" + rw.team
+	}
+	v.Status = statusOf(pools, rw.pool, rw.team)
+}
+
+// poolOrder returns the status's pools in the configuration's order, then
+// any the configuration does not name.
+func (r *runner) poolOrder(pools []statusPool) []statusPool {
+	var out []statusPool
+	for _, p := range r.cfg.Pools {
+		for _, s := range pools {
+			if s.Name == p.Name {
+				out = append(out, s)
+			}
 		}
 	}
-	return pools
+	for _, s := range pools {
+		if !slices.ContainsFunc(r.cfg.Pools, func(p configPool) bool { return p.Name == s.Name }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // statusOf returns a copy of the team's entry in the named pool, or nil.
 func statusOf(pools []statusPool, pool, team string) *statusTeam {
 	for i := range pools {
-		if pools[i].Name == pool || len(pools) == 1 {
+		if pools[i].Name == pool {
 			if t := pools[i].team(team); t != nil {
 				c := *t
 				return &c

@@ -232,6 +232,8 @@ func (s *teamStats) end(now time.Time, r result, gotHeaders bool) {
 // durations are zero and Has* false when there is no sample.
 type teamView struct {
 	Name  string
+	Pool  string  // the pool of the team ("" when there is one)
+	Label string  // "pool/team" when the configuration has several pools, else ""
 	Share float64 // entitled share of the pool, 0 if unknown
 	Class string  // the demo's request class
 
@@ -256,6 +258,14 @@ type teamView struct {
 	HasP50Within, HasP50Borrow bool
 
 	Status *statusTeam // the plugin's view, nil if unknown
+}
+
+// label names the team in lines and the summary: Label, else Name.
+func (v teamView) label() string {
+	if v.Label != "" {
+		return v.Label
+	}
+	return v.Name
 }
 
 // view returns the team's figures at now. window > 0 restricts the

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
+	"github.com/tidwall/gjson"
 )
 
 // defaultTimeScale is the simulator's wall-clock seconds per simulated
@@ -46,33 +52,113 @@ func (u *upstream) close() {
 	}
 }
 
-// simEngine is the simulated engine of the demo: vllmsim.DemoConfig, one
-// replica of Llama-3.1-8B on an H100 with the priority policy, 16 sequences
-// and 1024 usable KV blocks of 16 tokens, so that the demo's flood fills
-// the running set and preemption happens.
-func simEngine() vllmsim.EngineConfig { return vllmsim.DemoConfig() }
+// poolEngine is the simulated engine of a pool of the given capacity:
+// vllmsim.DemoConfig (Llama-3.1-8B on an H100, priority policy, blocks of 16
+// tokens) with max_num_seqs = capacity, 64 KV blocks (1024 tokens) per
+// sequence and 128 batched tokens per sequence (at least DemoConfig's 2048
+// and 4096 tokens of KV cache, one max_model_len). For capacity 16 it is
+// DemoConfig: the demo's flood fills the running set and preemption happens.
+func poolEngine(capacity int) vllmsim.EngineConfig {
+	c := vllmsim.DemoConfig()
+	c.MaxNumSeqs = max(capacity, 1)
+	c.NumBlocks = max(64*c.MaxNumSeqs, c.MaxModelLen/c.BlockSize) + 1
+	c.MaxBatchedTokens = max(c.MaxBatchedTokens, 128*c.MaxNumSeqs)
+	return c
+}
 
-// startSimulator starts the embedded simulated vLLM serving model on a free
-// local port.
-func startSimulator(model string, timeScale float64) (*upstream, error) {
-	cfg := simEngine()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("simulator: %w", err)
+// simRouter is the embedded simulator: one vllmsim.Server (its own engine)
+// per pool of the configuration, serving the pool's models, behind one
+// address, as one vLLM deployment per pool behind a gateway. A generate
+// request goes to the engine of the pool that lists its model, else to the
+// pool with the wildcard "*", else to the first pool's engine (which then
+// answers vLLM's 404 for an unknown model). GET /v1/models lists every
+// pool's models; other paths (/health, /metrics, /load, /version) answer from
+// the first pool's engine. Safe for concurrent use.
+type simRouter struct {
+	pools   []configPool
+	servers []*vllmsim.Server // same order as pools
+}
+
+// maxSimBody bounds the body the router reads to find the model (the
+// simulator's own bound is 64 MiB).
+const maxSimBody = 64 << 20
+
+// route returns the engine serving model.
+func (rt *simRouter) route(model string) *vllmsim.Server {
+	for i, p := range rt.pools {
+		if slices.Contains(p.Models, model) {
+			return rt.servers[i]
+		}
 	}
+	for i, p := range rt.pools {
+		if slices.Contains(p.Models, "*") {
+			return rt.servers[i]
+		}
+	}
+	return rt.servers[0]
+}
+
+// ServeHTTP implements http.Handler.
+func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"):
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxSimBody+1))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		rt.route(gjson.GetBytes(body, "model").String()).ServeHTTP(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		var data []string
+		for _, s := range rt.servers {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			for _, m := range gjson.GetBytes(rec.Body.Bytes(), "data").Array() {
+				data = append(data, m.Raw)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[`+strings.Join(data, ",")+`]}`)
+	default:
+		rt.servers[0].ServeHTTP(w, r)
+	}
+}
+
+// startSimulator starts the embedded simulated vLLM on a free local port:
+// an engine per pool of cfg (see simRouter and poolEngine).
+func startSimulator(cfg configView, timeScale float64) (*upstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	up := &upstream{simulated: true}
-	sim := vllmsim.NewServer(cfg, vllmsim.ServerOptions{Model: model, TimeScale: timeScale,
-		OnRecord: func(r vllmsim.Record) {
-			up.finished.Add(1)
-			up.preemptions.Add(int64(r.Preemptions))
-			if r.Priority >= borrowBase {
-				up.preemptedBy.Add(int64(r.Preemptions))
+	rt := &simRouter{pools: cfg.Pools}
+	var engines []string
+	for _, p := range cfg.Pools {
+		ec := poolEngine(p.Capacity)
+		if err := ec.Validate(); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("simulator: pool %s: %w", p.Name, err)
+		}
+		var more []string
+		for _, m := range p.Models {
+			if m != p.model() {
+				more = append(more, m)
 			}
-		}})
-	hs := &http.Server{Handler: sim}
+		}
+		rt.servers = append(rt.servers, vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale,
+			OnRecord: func(r vllmsim.Record) {
+				up.finished.Add(1)
+				up.preemptions.Add(int64(r.Preemptions))
+				if r.Priority >= borrowBase {
+					up.preemptedBy.Add(int64(r.Preemptions))
+				}
+			}}))
+		engines = append(engines, fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize))
+	}
+	hs := &http.Server{Handler: rt}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -86,10 +172,12 @@ func startSimulator(model string, timeScale float64) (*upstream, error) {
 		speed = fmt.Sprintf(", time ×%g", timeScale)
 	}
 	up.url = u
-	up.desc = fmt.Sprintf("simulated vLLM at %s (%s policy, max_num_seqs %d, %d KV blocks × %d tokens%s)",
-		u, cfg.Policy, cfg.MaxNumSeqs, cfg.NumBlocks-1, cfg.BlockSize, speed)
+	up.desc = fmt.Sprintf("simulated vLLM at %s, one engine per pool (%s policy%s; %s)",
+		u, vllmsim.DemoConfig().Policy, speed, strings.Join(engines, "; "))
 	up.closeFn = func() {
-		sim.Close() // ends the streams in flight
+		for _, s := range rt.servers {
+			s.Close() // ends the streams in flight
+		}
 		hs.Close()
 		<-served
 	}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // frame is one refresh of the live view: everything the renderer needs, so
@@ -80,7 +82,44 @@ func standing(t teamView) (inFlight, within, borrowing int) {
 	return t.InFlight, t.Within, t.Borrowing
 }
 
-// renderTable writes the live view's lines (no ANSI codes) to b.
+// group is one pool's part of a frame: the plugin's status of the pool
+// (nil when unknown) and its teams' rows.
+type group struct {
+	name   string
+	status *statusPool
+	teams  []teamView
+}
+
+// groups splits a frame's teams by pool, in the order of f.Pools, then the
+// pools the status does not list. A team without a pool belongs to the only
+// pool of the status.
+func groups(f frame) []group {
+	var gs []group
+	used := make([]bool, len(f.Teams))
+	for i := range f.Pools {
+		g := group{name: f.Pools[i].Name, status: &f.Pools[i]}
+		for j, t := range f.Teams {
+			if !used[j] && (t.Pool == g.name || t.Pool == "" && len(f.Pools) == 1) {
+				g.teams, used[j] = append(g.teams, t), true
+			}
+		}
+		gs = append(gs, g)
+	}
+	for j, t := range f.Teams {
+		if used[j] {
+			continue
+		}
+		k := slices.IndexFunc(gs, func(g group) bool { return g.status == nil && g.name == t.Pool })
+		if k < 0 {
+			gs, k = append(gs, group{name: t.Pool}), len(gs)
+		}
+		gs[k].teams = append(gs[k].teams, t)
+	}
+	return gs
+}
+
+// renderTable writes the live view's lines (no ANSI codes) to b: a line of
+// progress, then per pool its line and its teams' rows.
 func renderTable(b *strings.Builder, f frame) {
 	progress := fmt.Sprintf("%.0fs", f.Elapsed.Seconds())
 	if f.Duration > 0 {
@@ -90,28 +129,35 @@ func renderTable(b *strings.Builder, f frame) {
 	if len(f.Pools) == 0 {
 		fmt.Fprintf(b, "plugin status: %s\n", orDash(f.StatusErr))
 	}
-	for _, p := range f.Pools {
-		n, borrow := p.inFlight()
-		fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)\n",
-			p.Name, p.Capacity, n, n-borrow, borrow)
-	}
 	if f.Upstream != "" {
 		b.WriteString(f.Upstream + "\n")
 	}
 	fmt.Fprintf(b, "%-10s %5s %4s %6s %6s %6s  %-10s %7s %8s %8s %6s %4s │ %8s %7s %4s\n",
 		"TEAM", "SHARE", "RSV", "FLIGHT", "WITHIN", "BORROW", "PRIORITY", "TOK/S", "TTFT p50", "p99", "DONE", "ERR",
 		"USAGE", "LF", "RANK")
-	for _, t := range f.Teams {
-		n, within, borrow := standing(t)
-		share, rsv, usage, lf, rank := fmtShare(t.Share), "-", "-", "-", "-"
-		if s := t.Status; s != nil {
-			share = fmtShare(s.Share)
-			rsv = fmt.Sprint(s.Reserved)
-			usage, lf, rank = fmtNum(s.Usage), fmtNum(s.LevelFairshare), fmt.Sprint(s.Rank)
+	for _, g := range groups(f) {
+		switch {
+		case g.status != nil:
+			n, borrow := g.status.inFlight()
+			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)\n",
+				g.name, g.status.Capacity, n, n-borrow, borrow)
+		case g.name == "-":
+			b.WriteString("not scheduled (no pool serves the model)\n")
+		case g.name != "":
+			fmt.Fprintf(b, "pool %s: no status\n", g.name)
 		}
-		fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %8s %7s %4s\n",
-			t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
-			fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, usage, lf, rank)
+		for _, t := range g.teams {
+			n, within, borrow := standing(t)
+			share, rsv, usage, lf, rank := fmtShare(t.Share), "-", "-", "-", "-"
+			if s := t.Status; s != nil {
+				share = fmtShare(s.Share)
+				rsv = fmt.Sprint(s.Reserved)
+				usage, lf, rank = fmtNum(s.Usage), fmtNum(s.LevelFairshare), fmt.Sprint(s.Rank)
+			}
+			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %8s %7s %4s\n",
+				t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
+				fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, usage, lf, rank)
+		}
 	}
 	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n",
 		rateWindow, viewWindow)
@@ -165,24 +211,31 @@ func (v *liveView) close() {
 }
 
 // renderLines writes the compact form of f used when stdout is not a
-// terminal: one line per team, prefixed with the elapsed time.
+// terminal: per pool a line, then one line per team, prefixed with the
+// elapsed time.
 func renderLines(b *strings.Builder, f frame) {
 	at := fmt.Sprintf("[%3.0fs]", f.Elapsed.Seconds())
-	for _, p := range f.Pools {
-		n, borrow := p.inFlight()
-		fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing\n", at, p.Name, n, p.Capacity, borrow)
-	}
 	if len(f.Pools) == 0 && f.StatusErr != "" {
 		fmt.Fprintf(b, "%s plugin status: %s\n", at, f.StatusErr)
 	}
+	width := 9
 	for _, t := range f.Teams {
-		n, within, borrow := standing(t)
-		fmt.Fprintf(b, "%s %-9s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
-			at, t.Name, n, within, borrow, t.Bands, t.TokPerSec, fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done)
-		if t.Errors > 0 {
-			fmt.Fprintf(b, ", %d errors", t.Errors)
+		width = max(width, utf8.RuneCountInString(t.label()))
+	}
+	for _, g := range groups(f) {
+		if p := g.status; p != nil {
+			n, borrow := p.inFlight()
+			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing\n", at, p.Name, n, p.Capacity, borrow)
 		}
-		b.WriteString("\n")
+		for _, t := range g.teams {
+			n, within, borrow := standing(t)
+			fmt.Fprintf(b, "%s %-*s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
+				at, width, t.label(), n, within, borrow, t.Bands, t.TokPerSec, fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done)
+			if t.Errors > 0 {
+				fmt.Fprintf(b, ", %d errors", t.Errors)
+			}
+			b.WriteString("\n")
+		}
 	}
 }
 
@@ -211,12 +264,13 @@ func renderSummary(b *strings.Builder, s summary) {
 		how = "interrupted after"
 	}
 	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config)
-	var total int64
+	total := poolTokens(s.Teams)
+	width := 10
 	for _, t := range s.Teams {
-		total += t.Tokens
+		width = max(width, utf8.RuneCountInString(t.label()))
 	}
-	fmt.Fprintf(b, "%-10s %-11s %5s %4s %6s %8s  %-10s %7s %6s %6s %8s %8s %8s %10s %10s\n",
-		"TEAM", "CLASS", "REQS", "ERR", "WITHIN", "BORROWED", "PRIORITY", "TOKENS", "TOK/S",
+	fmt.Fprintf(b, "%-*s %-11s %5s %4s %6s %8s  %-10s %7s %6s %6s %8s %8s %8s %10s %10s\n",
+		width, "TEAM", "CLASS", "REQS", "ERR", "WITHIN", "BORROWED", "PRIORITY", "TOKENS", "TOK/S",
 		"TOK%", "ENTITLED", "TTFT p50", "p99", "p50 within", "p50 borrow")
 	for i, t := range s.Teams {
 		class := "-"
@@ -228,17 +282,17 @@ func renderSummary(b *strings.Builder, s summary) {
 			share = t.Status.Share
 		}
 		tokShare := "-"
-		if total > 0 {
-			tokShare = fmt.Sprintf("%.0f%%", 100*float64(t.Tokens)/float64(total))
+		if total[t.Pool] > 0 {
+			tokShare = fmt.Sprintf("%.0f%%", 100*float64(t.Tokens)/float64(total[t.Pool]))
 		}
-		fmt.Fprintf(b, "%-10s %-11s %5d %4d %6d %8d  %-10s %7d %6.0f %6s %8s %8s %8s %10s %10s\n",
-			t.Name, class, t.Done, t.Errors, t.DoneWithin, t.DoneBorrow, t.Bands, t.Tokens, t.TokPerSec,
+		fmt.Fprintf(b, "%-*s %-11s %5d %4d %6d %8d  %-10s %7d %6.0f %6s %8s %8s %8s %10s %10s\n",
+			width, t.label(), class, t.Done, t.Errors, t.DoneWithin, t.DoneBorrow, t.Bands, t.Tokens, t.TokPerSec,
 			tokShare, fmtShare(share), fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT),
 			fmtDur(t.P50Within, t.HasP50Within), fmtDur(t.P50Borrow, t.HasP50Borrow))
 	}
 	for _, t := range s.Teams {
 		if t.Canceled > 0 {
-			fmt.Fprintf(b, "%s: %d requests cancelled at the end\n", t.Name, t.Canceled)
+			fmt.Fprintf(b, "%s: %d requests cancelled at the end\n", t.label(), t.Canceled)
 		}
 	}
 	if len(s.Pools) == 0 {
@@ -270,19 +324,26 @@ func renderSummary(b *strings.Builder, s summary) {
 	}
 }
 
+// poolTokens returns the tokens of teams summed by pool: a team's TOK% is
+// its part of its pool's tokens, to compare with its share of that pool.
+func poolTokens(teams []teamView) map[string]int64 {
+	total := map[string]int64{}
+	for _, t := range teams {
+		total[t.Pool] += t.Tokens
+	}
+	return total
+}
+
 // verdict states in words what the run showed: which team borrowed, how
 // long its borrowers waited, and how the within-share teams fared.
 func verdict(teams []teamView) []string {
 	var out []string
-	var total int64
-	for _, t := range teams {
-		total += t.Tokens
-	}
+	total := poolTokens(teams)
 	for _, t := range teams {
 		if t.DoneBorrow == 0 {
 			continue
 		}
-		line := fmt.Sprintf("%s borrowed for %d of its %d requests (priority %s)", t.Name, t.DoneBorrow, t.Done, t.Bands)
+		line := fmt.Sprintf("%s borrowed for %d of its %d requests (priority %s)", t.label(), t.DoneBorrow, t.Done, t.Bands)
 		if t.HasP50Borrow {
 			line += fmt.Sprintf("; its borrowers waited TTFT p50 %s", fmtDur(t.P50Borrow, true))
 		}
@@ -290,16 +351,16 @@ func verdict(teams []teamView) []string {
 		if t.Status != nil && t.Status.Share > 0 {
 			share = t.Status.Share
 		}
-		if total > 0 && share > 0 && float64(t.Tokens)/float64(total) > share {
+		if total[t.Pool] > 0 && share > 0 && float64(t.Tokens)/float64(total[t.Pool]) > share {
 			line += fmt.Sprintf("; it got %.0f%% of the tokens for a %s share: capacity the others left idle",
-				100*float64(t.Tokens)/float64(total), fmtShare(share))
+				100*float64(t.Tokens)/float64(total[t.Pool]), fmtShare(share))
 		}
 		out = append(out, line+".")
 	}
 	for _, t := range teams {
 		if t.DoneBorrow == 0 && t.DoneWithin > 0 {
 			out = append(out, fmt.Sprintf("%s stayed within its share: %d requests at priority %s, TTFT p50 %s.",
-				t.Name, t.DoneWithin, t.Bands, fmtDur(t.P50Within, t.HasP50Within)))
+				t.label(), t.DoneWithin, t.Bands, fmtDur(t.P50Within, t.HasP50Within)))
 		}
 	}
 	return out

@@ -69,7 +69,8 @@ type apiRequest struct {
 
 // parseOptions are the server settings the parser checks against.
 type parseOptions struct {
-	model       string
+	model       string            // the default when the body names none
+	serves      func(string) bool // the names served; nil: model only
 	maxModelLen int
 	policy      Policy
 	legacyV0    bool
@@ -226,7 +227,7 @@ func parseRequest(chat bool, contentType string, body []byte, o parseOptions) (*
 		}
 	}
 
-	if req.model != o.model {
+	if req.model != o.model && (o.serves == nil || !o.serves(req.model)) {
 		return nil, &apiError{status: 404, typ: "NotFoundError", param: "model",
 			message: fmt.Sprintf("The model `%s` does not exist.", req.model)}
 	}

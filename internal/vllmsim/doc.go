@@ -1,7 +1,8 @@
-// Package vllmsim simulates vLLM V1 serving one model: the scheduler of an
-// engine core (token budget, max_num_seqs, KV blocks, fcfs and priority
-// policies, preemption by recompute), a step-time model, and the
-// OpenAI-compatible HTTP API with vLLM's JSON shapes, errors and metrics.
+// Package vllmsim simulates vLLM V1 serving one model (under one or several
+// served names): the scheduler of an engine core (token budget,
+// max_num_seqs, KV blocks, fcfs and priority policies, preemption by
+// recompute), a step-time model, and the OpenAI-compatible HTTP API with
+// vLLM's JSON shapes, errors and metrics.
 // The facts it follows are in shared/reference/vllm.md (vLLM main at
 // 9aaf83ef); the code is the project's own.
 //

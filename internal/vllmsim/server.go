@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,12 @@ type ServerOptions struct {
 	// Model is the served model name (the "model" the API accepts); empty
 	// means DefaultModel.
 	Model string
+	// Models are further names the same engines answer to, as vLLM's
+	// --served-model-name does with several names: a request naming any of
+	// them is served, and its response echoes the name it asked for. "*"
+	// (a simulator extension) answers to every name. GET /v1/models lists
+	// Model, then Models without "*".
+	Models []string
 	// Replicas is the number of engines behind the one handler, balanced by
 	// least outstanding engine requests (lowest index on ties); 0 means 1.
 	Replicas int
@@ -369,10 +376,31 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 func (s *Server) serveModels(w http.ResponseWriter) {
 	created := s.created()
-	m := jsonString(s.opts.Model)
-	body := fmt.Sprintf(`{"object":"list","data":[{"id":%s,"object":"model","created":%d,"owned_by":"vllm","root":%s,"parent":null,"max_model_len":%d,"permission":[{"id":"modelperm-0","object":"model_permission","created":%d,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}]}`,
-		m, created, m, s.cfg.MaxModelLen, created)
-	writeJSON(w, http.StatusOK, []byte(body))
+	root := jsonString(s.opts.Model)
+	var data []string
+	for _, name := range s.servedNames() {
+		m := jsonString(name)
+		data = append(data, fmt.Sprintf(`{"id":%s,"object":"model","created":%d,"owned_by":"vllm","root":%s,"parent":null,"max_model_len":%d,"permission":[{"id":"modelperm-0","object":"model_permission","created":%d,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}`,
+			m, created, root, s.cfg.MaxModelLen, created))
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"object":"list","data":[`+strings.Join(data, ",")+`]}`))
+}
+
+// servedNames returns Model then Models, without "*" and duplicates.
+func (s *Server) servedNames() []string {
+	names := []string{s.opts.Model}
+	for _, m := range s.opts.Models {
+		if m != "*" && !slices.Contains(names, m) {
+			names = append(names, m)
+		}
+	}
+	return names
+}
+
+// Serves reports whether the server answers to model: Model, one of Models,
+// or any name when Models holds "*".
+func (s *Server) Serves(model string) bool {
+	return model == s.opts.Model || slices.Contains(s.opts.Models, model) || slices.Contains(s.opts.Models, "*")
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter) {
@@ -403,7 +431,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	req, aerr := parseRequest(chat, r.Header.Get("Content-Type"), body, parseOptions{
-		model: s.opts.Model, maxModelLen: s.cfg.MaxModelLen, policy: s.cfg.Policy,
+		model: s.opts.Model, serves: s.Serves, maxModelLen: s.cfg.MaxModelLen, policy: s.cfg.Policy,
 		legacyV0: s.opts.LegacyV0PriorityError})
 	if aerr != nil {
 		writeJSON(w, aerr.status, aerr.body())
@@ -423,7 +451,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		base = fmt.Sprintf("%032x", s.ids.Add(1))
 	}
 	id := prefix + base
-	rw := &responseWriter{chat: chat, id: jsonString(id), model: jsonString(s.opts.Model), created: s.created(), req: req}
+	rw := &responseWriter{chat: chat, id: jsonString(id), model: jsonString(req.model), created: s.created(), req: req}
 	c := s.submit(req, id)
 	if req.stream {
 		s.stream(w, r, c, rw)

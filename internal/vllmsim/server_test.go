@@ -564,3 +564,39 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestServedModelNames: a server with several served names answers each of
+// them and echoes the name asked for, refuses others with vLLM's 404, and
+// lists every name; "*" answers to any name.
+func TestServedModelNames(t *testing.T) {
+	_, hs := newTestServer(t, TestConfig(), ServerOptions{Model: "a", Models: []string{"b", "a"}})
+	for _, tc := range []struct {
+		model  string
+		status int
+	}{{"a", 200}, {"b", 200}, {"c", 404}} {
+		st, _, body := post(t, hs.URL+"/v1/completions", "application/json", `{"model":"`+tc.model+`","prompt":"hi","max_tokens":1}`)
+		if st != tc.status {
+			t.Errorf("model %q: status %d, want %d: %s", tc.model, st, tc.status, body)
+			continue
+		}
+		if st == 200 && !strings.Contains(body, `"model":"`+tc.model+`"`) {
+			t.Errorf("model %q: response does not echo the model: %s", tc.model, body)
+		}
+		if st == 404 && !strings.Contains(body, "The model `c` does not exist.") {
+			t.Errorf("model %q: 404 body %s", tc.model, body)
+		}
+	}
+	resp, err := http.Get(hs.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if got := strings.Count(string(b), `"object":"model"`); got != 2 || !strings.Contains(string(b), `"id":"b"`) {
+		t.Errorf("/v1/models lists %d models, want a and b once each: %s", got, b)
+	}
+	_, wild := newTestServer(t, TestConfig(), ServerOptions{Model: "a", Models: []string{"*"}})
+	if st, _, body := post(t, wild.URL+"/v1/completions", "application/json", `{"model":"zz","prompt":"hi","max_tokens":1}`); st != 200 || !strings.Contains(body, `"model":"zz"`) {
+		t.Errorf("wildcard server, model zz: %d %s", st, body)
+	}
+}
