@@ -304,3 +304,36 @@ func decodeLastOK(b []byte) (m map[string]any, ok bool) {
 	}
 	return m, true
 }
+
+func FuzzEstimate(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"input_text","text":"abc"},{"type":"image_url","image_url":{"url":"x"}}]}],"max_tokens":"4096","n":"8"}`,
+		`{"prompt":[[1,2],[3]],"n":16384,"max_tokens":1099511627776}`,
+		`{"input":[{"type":"message","content":[{"type":"input_image"}]}],"instructions":"x","max_output_tokens":7}`,
+		`{"max_tokens":" 1_000 ","max_completion_tokens":true,"n":-1}`,
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, pooling bool) {
+		r, ok := inspect(body, DefaultMaxTokens, pooling)
+		if !ok {
+			if _, valid := decodeLastOK(body); valid && json.Valid(body) && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
+				t.Fatalf("inspect refused %q, a JSON object", body)
+			}
+			return
+		}
+		prompt, completion := r.tokens()
+		if prompt < 0 || prompt > maxEstimateTokens || completion < 0 || completion > maxEstimateTokens {
+			t.Fatalf("tokens(%q) = %d, %d: outside [0, 2^40]", body, prompt, completion)
+		}
+		if r.n < 1 || r.n > maxN || r.prompts < 1 || r.prompts > maxN {
+			t.Fatalf("inspect(%q): n %d, prompts %d outside [1, %d]", body, r.n, r.prompts, maxN)
+		}
+		if pooling && completion != 0 {
+			t.Fatalf("pooling request %q estimated %d completion tokens", body, completion)
+		}
+		if !pooling && completion == 0 {
+			t.Fatalf("generation request %q estimated no completion", body)
+		}
+	})
+}
