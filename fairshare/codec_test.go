@@ -48,7 +48,7 @@ func TestRecordSize(t *testing.T) {
 
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {4}, append([]byte{99}, good[1:]...)} {
+	for _, data := range [][]byte{nil, {}, {0}, {5}, append([]byte{99}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
@@ -293,19 +293,86 @@ func appendV1(p *Pool, b []byte) []byte {
 	return b
 }
 
+// appendV3 appends p's record in the version 3 layout (the codec before
+// flow control: no tokens, limits nor queue; p must have none), as the
+// previous plugin wrote it.
+func appendV3(p *Pool, b []byte) []byte {
+	static := p.appendStatic(nil)
+	st := p.now
+	b = append(b, recordVersion3)
+	b = binary.AppendUvarint(b, uint64(len(static)))
+	b = append(b, static...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(st))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.usageAt))
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		b = append(b, f)
+		if f&flagUsage != 0 {
+			b = appendF64(b, e.usage)
+		}
+		if f&flagEstimate != 0 {
+			b = appendF64(b, e.estimate)
+		}
+		if f&flagPenalty != 0 {
+			b = appendF64(b, e.penalty)
+		}
+		if f&flagLastUpdate != 0 {
+			b = binary.LittleEndian.AppendUint64(b, uint64(e.lastUpdate))
+		}
+		if f&flagPhantoms != 0 {
+			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				b = binary.LittleEndian.AppendUint64(b, uint64(g.until))
+				b = binary.AppendUvarint(b, uint64(g.within))
+				b = binary.AppendUvarint(b, uint64(g.borrowing))
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		b = binary.LittleEndian.AppendUint32(b, h.id)
+		b = binary.LittleEndian.AppendUint64(b, uint64(h.seen))
+		b = binary.AppendUvarint(b, uint64(len(h.counts)))
+		for _, c := range h.counts {
+			b = binary.AppendUvarint(b, uint64(c.team))
+			b = binary.AppendVarint(b, cur-c.gen)
+			b = binary.AppendUvarint(b, uint64(c.within))
+			b = binary.AppendUvarint(b, uint64(c.borrowing))
+		}
+	}
+	return b
+}
+
 // appendV2 appends p's record in the version 2 layout (the layout of
 // version 3, with the penalties included in the usage).
 func appendV2(p *Pool, b []byte) []byte {
-	v3, _ := p.AppendBinary(nil)
 	var q Pool
-	if err := q.UnmarshalBinary(v3); err != nil {
+	if err := q.UnmarshalBinary(appendV3(p, nil)); err != nil {
 		panic(err)
 	}
 	for i := range q.teams {
 		q.teams[i].usage = q.teams[i].total()
 	}
 	start := len(b)
-	b, _ = q.AppendBinary(b)
+	b = appendV3(&q, b)
 	b[start] = recordVersion2
 	return b
 }
@@ -319,8 +386,8 @@ func TestDecodeVersion1(t *testing.T) {
 	for _, src := range []*Pool{bigPool(10, 5), bigPool(100, 64), twoTeams(nil), {}} {
 		src.Acquire(base, 3, "outsider", Batch, 4)
 		cur, _ := src.AppendBinary(nil)
-		for _, old := range [][]byte{appendV1(src, nil), appendV2(src, nil)} {
-			if old[0] != recordVersion1 && old[0] != recordVersion2 || cur[0] != recordVersion {
+		for _, old := range [][]byte{appendV1(src, nil), appendV2(src, nil), appendV3(src, nil)} {
+			if old[0] != recordVersion1 && old[0] != recordVersion2 && old[0] != recordVersion3 || cur[0] != recordVersion {
 				t.Fatalf("versions %d, %d", old[0], cur[0])
 			}
 			var p, q Pool
@@ -359,6 +426,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 		f.Add(appendV1(p, nil))
 		f.Add(appendV2(p, nil))
+		f.Add(appendV3(p, nil))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
