@@ -217,7 +217,16 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 	h := p.touch(r.Holder, t, true)
 	p.holders[h].waits++
 	p.teams[i].waiting++
-	k, _ := slices.BinarySearchFunc(p.waits, &w, func(a waiter, b *waiter) int { return compareWaiter(&a, b) })
+	lo, hi := 0, len(p.waits)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if compareWaiter(&p.waits[m], &w) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	k := lo
 	p.waits = slices.Insert(p.waits, k, w)
 	return Grant{released: true}, p.describe(&p.waits[k], false), Queued
 }
