@@ -69,7 +69,9 @@ import (
 //
 // A waiting request takes 9 to 14 bytes (a request id below 2^14, a
 // gap between arrivals below 34 s, under 2^21 tokens), 8 more with an
-// estimate: 17 to 22 bytes as the plugin fills them (TestRecordSize).
+// estimate: 17 to 22 bytes as the plugin fills them, 18 in
+// TestRecordSize (1 ms apart). Holders are named by their index (one
+// byte) rather than their id (four).
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
 // Version 3 has the layout of version 4 without the flow-control fields:
@@ -107,9 +109,10 @@ import (
 // when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
-// every team, three teams per holder, ten phantom groups) takes 6,985
-// bytes; with KV tokens on every count and 512 waiting requests with
-// estimates, about 17 KiB (TestRecordSize prints both).
+// every team, three teams per holder, ten phantom groups) takes 6,994
+// bytes. A pool of 32 teams with 128 requests in flight carrying KV
+// tokens takes 2,845 bytes, and 18 more per waiting request (12,064 with
+// 512 waiting; TestRecordSize).
 
 // RecordVersion is the version of the record layout written by
 // AppendBinary. A writer that does not know a record's version cannot

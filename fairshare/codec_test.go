@@ -35,7 +35,10 @@ func bigPool(n, h int) *Pool {
 	return p
 }
 
-// TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB.
+// TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB;
+// with flow control, every waiting request (a request id below 2^14, an
+// estimate, a token demand below 2^21, arrivals 1 ms apart) takes at most
+// 22 bytes.
 func TestRecordSize(t *testing.T) {
 	p := bigPool(100, 64)
 	verify(t, p)
@@ -43,6 +46,19 @@ func TestRecordSize(t *testing.T) {
 	t.Logf("record of 100 teams, 64 holders (3 teams each), 10 phantom groups: %d bytes", len(b))
 	if len(b) >= 8<<10 {
 		t.Fatalf("record = %d bytes, want < 8 KiB", len(b))
+	}
+	q0 := queuePool(32, 0)
+	r0, _ := q0.AppendBinary(nil)
+	for _, w := range []int{64, 512} {
+		q := queuePool(32, w)
+		verify(t, q)
+		r, _ := q.AppendBinary(nil)
+		per := float64(len(r)-len(r0)) / float64(w)
+		t.Logf("32 teams, 128 requests in flight with KV tokens, %d waiting: %d bytes (%d without the queue; %.1f bytes per waiting request)",
+			w, len(r), len(r0), per)
+		if per > 22 {
+			t.Fatalf("%.1f bytes per waiting request, want at most 22", per)
+		}
 	}
 }
 
@@ -203,6 +219,32 @@ func TestDecodeReusesMemory(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("decode + encode allocates %v times, want 0", allocs)
+	}
+	// The same with flow control: tokens, limits and 512 waiting.
+	qp := queuePool(32, 512)
+	q1, _ := qp.AppendBinary(nil)
+	qp.Heartbeat(at(time.Second), 12345)
+	q2, _ := qp.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(q1); err != nil {
+		t.Fatal(err)
+	}
+	buf = make([]byte, 0, 2*len(q2))
+	allocs = testing.AllocsPerRun(100, func() {
+		in := q1
+		if i++; i&1 == 0 {
+			in = q2
+		}
+		if err := q.UnmarshalBinary(in); err != nil {
+			t.Fatal(err)
+		}
+		buf, _ = q.AppendBinary(buf[:0])
+		if !bytes.Equal(buf, in) {
+			t.Fatal("re-encoding differs from the record")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("decode + encode of a queue allocates %v times, want 0", allocs)
 	}
 }
 
@@ -428,6 +470,14 @@ func FuzzDecode(f *testing.F) {
 		f.Add(appendV2(p, nil))
 		f.Add(appendV3(p, nil))
 	}
+	limited := queuePool(4, 6)
+	cfg := limited.Config()
+	cfg.Teams[0].LendingLimit, cfg.Teams[1].BorrowingLimit = Limit(0.5), Limit(0.25)
+	limited.Reconfigure(at(time.Second), cfg)
+	for _, p := range []*Pool{queuePool(3, 5), limited} {
+		b, _ := p.AppendBinary(nil)
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0})
@@ -451,6 +501,17 @@ func FuzzDecode(f *testing.F) {
 		verify(t, &p)
 		p.Release(time.Unix(0, p.now), &g, 1)
 		verify(t, &p)
+		g, _, _ = p.Arrive(time.Unix(0, p.now), Request{Holder: 2, ID: 1, Team: "x", Tokens: 10})
+		verify(t, &p)
+		p.Release(time.Unix(0, p.now), &g, 1)
+		for {
+			g, _, st := p.Dispatch(time.Unix(0, p.now), 2)
+			verify(t, &p)
+			if st != Dispatched {
+				break
+			}
+			p.Release(time.Unix(0, p.now), &g, 1)
+		}
 	})
 }
 
