@@ -872,7 +872,7 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		}
 		w.tokens, w.estimate = 0, 0
 		if f&waitTokens != 0 {
-			w.tokens = int64(d.bounded(maxTokens))
+			w.tokens = int64(d.bounded(uint64(p.kvTokens)))
 			if w.tokens == 0 {
 				return errCorrupt
 			}

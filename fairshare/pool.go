@@ -309,6 +309,11 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.queueLimit = cleanQueue(cfg.QueueLimit)
 	p.teamQueueLimit = cleanQueue(cfg.TeamQueueLimit)
 	p.maxQueueTime = cleanDuration(cfg.MaxQueueTime)
+	// A waiting request demands at most the new K (none without a KV
+	// resource), so a smaller cache cannot block the queue for good.
+	for k := range p.waits {
+		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
+	}
 	if p.holderTimeout == 0 {
 		// Without leases, holders are only recorded while they hold
 		// requests.

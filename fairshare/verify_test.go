@@ -217,7 +217,7 @@ func check(p *Pool) error {
 		if w.arrival > p.now || p.deadline(w.arrival) <= p.now {
 			return fmt.Errorf("waiting %+v: arrival out of [now − MaxQueueTime, now] (now %d)", *w, p.now)
 		}
-		if w.tokens < 0 || w.tokens > maxTokens || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
+		if w.tokens < 0 || w.tokens > p.kvTokens || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
 			return fmt.Errorf("waiting %+v: bad fields", *w)
 		}
 		waiting[w.team]++
