@@ -59,9 +59,9 @@ import (
 //	uvarint  number of waiting requests, then per request, in queue order
 //	         (arrival, holder id, request id ascending):
 //	  uvarint  holder index (in the holders above)
-//	  uvarint  request id
 //	  uvarint  team index (configured or UnknownTeam)
 //	  u8       flags: 1 Batch, 2 estimate, 4 tokens
+//	  uvarint  request id
 //	  uvarint  arrival: stamp − arrival for the first, arrival − the
 //	           previous arrival for the others
 //	  uvarint  tokens                         (flag 4)
@@ -339,10 +339,15 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		if w.tokens != 0 {
 			f |= waitTokens
 		}
-		b = binary.AppendUvarint(b, uint64(p.findHolder(w.holder)))
+		hi := p.findHolder(w.holder)
+		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
+			b = append(b, byte(hi), byte(w.team), f)
+		} else {
+			b = binary.AppendUvarint(b, uint64(hi))
+			b = binary.AppendUvarint(b, uint64(w.team))
+			b = append(b, f)
+		}
 		b = binary.AppendUvarint(b, w.id)
-		b = binary.AppendUvarint(b, uint64(w.team))
-		b = append(b, f)
 		if k == 0 {
 			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
 		} else {
@@ -830,41 +835,50 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 	if d.err != nil {
 		return d.err
 	}
+	if n > 0 && (len(p.holders) == 0 || len(p.teams) == 0) {
+		return errCorrupt
+	}
 	if cap(p.waits) < n {
 		p.waits = slices.Grow(p.waits[:cap(p.waits)], n-cap(p.waits))
 	}
 	p.waits = p.waits[:n]
+	nh, nt := len(p.holders), len(p.teams)
 	prev := st
 	for k := range p.waits {
 		w := &p.waits[k]
-		hi := d.bounded(uint64(len(p.holders) - 1))
+		var hi, team int
+		var f byte
+		if o := d.off; len(d.b)-o >= 3 && d.b[o]|d.b[o+1] < 0x80 {
+			// Fast path: one-byte holder index and team.
+			hi, team, f = int(d.b[o]), int(d.b[o+1]), d.b[o+2]
+			d.off = o + 3
+		} else {
+			hi = d.bounded(uint64(nh - 1))
+			team = d.bounded(uint64(nt - 1))
+			f = d.byte()
+		}
 		w.id = d.uvarint()
-		w.team = d.bounded(uint64(len(p.teams) - 1))
-		f := d.byte()
 		delta := d.uvarint()
 		if d.err != nil {
 			return d.err
 		}
-		if len(p.holders) == 0 || len(p.teams) == 0 || f&^(waitBatch|waitEstimate|waitTokens) != 0 {
+		if hi >= nh || team >= nt || f&^(waitBatch|waitEstimate|waitTokens) != 0 {
 			return errCorrupt
 		}
 		// Arrivals ascend and none is after the stamp.
-		room := uint64(st) - uint64(prev) // st - prev >= 0
-		if k == 0 {
-			room = math.MaxInt64
-		}
-		if delta > room || k == 0 && int64(delta) < 0 {
-			return errCorrupt
-		}
 		if k == 0 {
 			w.arrival = st - int64(delta)
-			if w.arrival > st {
-				return errCorrupt // wrapped
+			if delta > math.MaxInt64 || w.arrival > st || p.deadline(w.arrival) <= st {
+				return errCorrupt // wrapped, or past its deadline
 			}
 		} else {
+			if delta > uint64(st)-uint64(prev) {
+				return errCorrupt
+			}
 			w.arrival = prev + int64(delta)
 		}
 		prev = w.arrival
+		w.team = team
 		w.holder = p.holders[hi].id
 		w.class = Interactive
 		if f&waitBatch != 0 {
@@ -886,9 +900,8 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		if d.err != nil {
 			return d.err
 		}
-		e := &p.teams[w.team]
-		if !e.configured && e.name != UnknownTeam || p.deadline(w.arrival) <= st ||
-			k > 0 && compareWaiter(&p.waits[k-1], w) >= 0 {
+		e := &p.teams[team]
+		if !e.configured && e.name != UnknownTeam || delta == 0 && k > 0 && compareWaiter(&p.waits[k-1], w) >= 0 {
 			return errCorrupt
 		}
 		e.waiting++
