@@ -117,7 +117,9 @@ type Config struct {
 	// arrival + MaxQueueTime it is no longer dispatched and leaves the
 	// queue (the holder answers it with an error; see Arrive). 0 (the
 	// zero value) sets no time limit (a request then waits until it is
-	// dispatched, cancelled or its holder dies). Negative values count as 0.
+	// dispatched, cancelled or its holder dies; with HolderTimeout 0 too,
+	// the requests of a VM that died without cancelling them wait for
+	// good). Negative values count as 0.
 	MaxQueueTime time.Duration
 }
 

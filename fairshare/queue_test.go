@@ -386,3 +386,47 @@ func TestOutcomeAndStatusStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowAllocationFree: decode + Arrive + encode and decode + Dispatch +
+// encode allocate nothing once the buffers have grown, with 512 waiting.
+func TestFlowAllocationFree(t *testing.T) {
+	q := queuePool(32, 512)
+	arrivals, _ := q.AppendBinary(nil)
+	g := Grant{Team: "team-000", Holder: q.holders[0].id, Tokens: 1500, At: base.UnixNano(), epoch: q.teams[0].epoch}
+	q.Release(at(time.Second), &g, 1)
+	head, st := q.Next(at(time.Second))
+	if st != Elsewhere {
+		t.Fatalf("Next = %v, want a head that may go", st)
+	}
+	dispatches, _ := q.AppendBinary(nil)
+	var p Pool
+	buf := make([]byte, 0, 2*len(dispatches))
+	now := at(time.Second)
+	for _, tt := range []struct {
+		name string
+		rec  []byte
+		op   func()
+	}{
+		{"Arrive", arrivals, func() {
+			if _, _, out := p.Arrive(now, Request{Holder: 12345, ID: 1 << 40, Team: "team-003", Tokens: 100, Estimate: 1}); out != Queued {
+				t.Fatalf("Arrive = %v", out)
+			}
+		}},
+		{"Dispatch", dispatches, func() {
+			if _, _, st := p.Dispatch(now, head.Holder); st != Dispatched {
+				t.Fatalf("Dispatch = %v", st)
+			}
+		}},
+	} {
+		allocs := testing.AllocsPerRun(50, func() {
+			if err := p.UnmarshalBinary(tt.rec); err != nil {
+				t.Fatal(err)
+			}
+			tt.op()
+			buf, _ = p.AppendBinary(buf[:0])
+		})
+		if allocs != 0 {
+			t.Errorf("decode + %s + encode allocates %v times, want 0", tt.name, allocs)
+		}
+	}
+}
