@@ -126,7 +126,7 @@
 // capacity in tokens (KVTokens). A request then demands one sequence and
 // its tokens; reservations are apportioned in both; a request is within
 // share when it fits its team's reservation in both, and the pool is full
-// when either is (resources.go has the tests). The Grant keeps the tokens
+// when either is (resources.go states the conditions). The Grant keeps the tokens
 // it took, and Release gives back exactly those; a dead holder's grants
 // keep theirs as phantoms until they expire. Borrowers are still ranked
 // by one usage, the decayed consumption in cost units (weighted tokens),

@@ -111,11 +111,15 @@ func (o Outcome) String() string {
 
 // Waiting describes a waiting request.
 type Waiting struct {
+	// Holder is the holder (Wasm VM instance) that holds the request's
+	// paused stream: the only one that may dispatch it.
 	Holder uint32
-	ID     uint64
+	// ID is the request's holder-local id.
+	ID uint64
 	// Team is the pool entry the request waits in (UnknownTeam for a team
 	// the configuration does not list).
-	Team  string
+	Team string
+	// Class is the request's class.
 	Class Class
 	// Arrived is when the request arrived (unix nanoseconds).
 	Arrived int64
