@@ -103,7 +103,7 @@ type phantomGroup struct {
 	bTok      int64 // KV tokens of the borrowing phantoms
 }
 
-// holder is one Wasm VM instance with requests in flight.
+// holder is one Wasm VM instance with requests in flight or waiting.
 type holder struct {
 	id     uint32
 	seen   int64

@@ -181,8 +181,9 @@ func (s DispatchStatus) String() string {
 //
 // The Grant is valid only for Granted (then it must be released); the
 // Waiting describes the request for Queued (its Deadline is when the
-// holder answers the client if it has not been dispatched by then). A
-// refused request leaves nothing in the record. Arrive counts as a
+// holder answers the client if it has not been dispatched by then; its
+// arrival is the latest time the record has seen, now unless another
+// VM's clock is ahead). A refused request is not recorded. Arrive counts as a
 // heartbeat of r.Holder. Cost: O(teams) within share, O(teams·log teams
 // + waiting) for a borrower; no allocation once the buffers have grown.
 func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
@@ -199,7 +200,10 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 		return p.grantArrived(t, r, i, class, est, tok, true, p.rank(i)), Waiting{}, Granted
 	}
 	ranks := p.rankAll()
-	w := waiter{arrival: t, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
+	// The arrival is the record's time: a VM whose clock lags queues in
+	// the order the record saw it, and never behind a deadline already
+	// passed.
+	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
 	if p.mayBorrow(i, tok) && p.hasRoom(p.usage(), i, tok) {
 		// Granted unless a waiting request that could go stands better.
 		k, within := p.head(ranks)
@@ -289,11 +293,13 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 	return g, desc, Dispatched
 }
 
-// Next returns the head of the queue at time now and whether it may go
-// (Dispatched stands for "may go, held by the caller" and is never
-// returned: Next returns Elsewhere for any head that may go, Blocked or
-// Empty otherwise). It changes nothing but what every operation taking the
-// time does (expiry). Cost: O(teams·log teams + waiting).
+// Next returns the head of the queue at time now, as Dispatch finds it,
+// without dispatching it: Elsewhere when it may go (whoever holds it;
+// Next never returns Dispatched), Blocked when it cannot go yet, Empty
+// when nothing waits. A holder uses it to learn whose turn it is, e.g.
+// after a release, to wake that holder. It changes nothing but what every
+// operation taking the time does (expiry), and counts as no heartbeat.
+// Cost: O(teams·log teams + waiting).
 func (p *Pool) Next(now time.Time) (Waiting, DispatchStatus) {
 	p.advance(now.UnixNano())
 	k, within, st := p.next()

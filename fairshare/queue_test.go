@@ -430,3 +430,17 @@ func TestFlowAllocationFree(t *testing.T) {
 		}
 	}
 }
+
+// TestArriveLaggingClock: a VM whose clock lags the record's by more than
+// MaxQueueTime still queues, at the record's time.
+func TestArriveLaggingClock(t *testing.T) {
+	p := flowPool(func(c *Config) { c.Capacity = 2 })
+	arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a"}, Granted)
+	arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "a"}, Granted)
+	p.Heartbeat(at(20*time.Second), 2) // VM 2's clock is 20 s ahead
+	_, w, out := p.Arrive(base, Request{Holder: 1, ID: 3, Team: "a"})
+	verify(t, p)
+	if out != Queued || w.Arrived != at(20*time.Second).UnixNano() || w.Deadline != at(30*time.Second).UnixNano() {
+		t.Fatalf("Arrive = %v %+v, want queued at +20s until +30s", out, w)
+	}
+}
