@@ -310,15 +310,15 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		for _, c := range h.counts {
 			dg := cur - c.gen // 0 or 1 in a consistent record
 			tok := c.wTok|c.bTok != 0
-			if !tok && uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
-				b = append(b, byte(c.team), byte(dg<<2), byte(c.within), byte(c.borrowing))
-				continue
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+				b = append(b, byte(c.team), byte(dg<<2)|byte(boolInt(tok)), byte(c.within), byte(c.borrowing))
+			} else {
+				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
+				b = binary.AppendUvarint(b, uint64(c.team))
+				b = binary.AppendUvarint(b, z<<1|uint64(boolInt(tok)))
+				b = binary.AppendUvarint(b, uint64(c.within))
+				b = binary.AppendUvarint(b, uint64(c.borrowing))
 			}
-			z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
-			b = binary.AppendUvarint(b, uint64(c.team))
-			b = binary.AppendUvarint(b, z<<1|uint64(boolInt(tok)))
-			b = binary.AppendUvarint(b, uint64(c.within))
-			b = binary.AppendUvarint(b, uint64(c.borrowing))
 			if tok {
 				b = binary.AppendUvarint(b, uint64(c.wTok))
 				b = binary.AppendUvarint(b, uint64(c.bTok))
@@ -922,16 +922,28 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
 	counts := slices.Grow(h.counts[:0], m)[:m]
 	for j := range counts {
 		var c holderCount
-		if o := d.off; len(d.b)-o >= 4 && le.Uint32(d.b[o:])&0x80808080 == 0 && (!v4 || d.b[o+1]&1 == 0) {
-			// Fast path: four one-byte varints (the common case).
+		if o := d.off; len(d.b)-o >= 4 && le.Uint32(d.b[o:])&0x80808080 == 0 {
+			// Fast path: four one-byte varints (the common case), then
+			// the tokens if the bit says so.
 			x := le.Uint32(d.b[o:])
 			dg := int64(x >> 8 & 0x7f)
+			tok := false
 			if v4 {
+				tok = dg&1 != 0
 				dg >>= 1
 			}
 			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
 				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
 			d.off = o + 4
+			if tok {
+				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				if d.err != nil {
+					return d.err
+				}
+				if c.wTok|c.bTok == 0 {
+					return errCorrupt // the bit is set only for tokens
+				}
+			}
 		} else {
 			c.team = d.bounded(uint64(n))
 			z := d.uvarint()
