@@ -566,6 +566,10 @@ func TestDecodeOwnRecord(t *testing.T) {
 		{"DropPhantom", func(p *Pool, g *Grant) { p.DropPhantom(later, "team-000") }},
 		{"Reconfigure", func(p *Pool, g *Grant) { p.Reconfigure(later, cfg) }},
 		{"SetCapacity", func(p *Pool, g *Grant) { p.SetCapacity(99) }},
+		{"Arrive", func(p *Pool, g *Grant) { p.Arrive(later, Request{Holder: 7, ID: 1, Team: "team-001", Tokens: 5}) }},
+		{"Dispatch", func(p *Pool, g *Grant) { p.Dispatch(later, 5) }},
+		{"Next", func(p *Pool, g *Grant) { p.Next(later) }},
+		{"Cancel", func(p *Pool, g *Grant) { p.Cancel(later, 5, 1) }},
 	}
 	for _, tt := range ops {
 		p := bigPool(8, 4)
