@@ -57,7 +57,20 @@ func refRoom(p *Pool, i int, tok int64) bool {
 	if seq+kseq+1 > p.capacity {
 		return false
 	}
-	return p.kvTokens == 0 || t+ktok+tok <= p.kvTokens
+	if p.kvTokens == 0 {
+		return true
+	}
+	// At most what the others' lending limits can ever leave to i.
+	var keptAll int64
+	for j, e := range p.teams {
+		if j != i {
+			keptAll += e.resTok - int64(e.lend*float64(e.resTok))
+		}
+	}
+	if avail := max(p.kvTokens-keptAll, 0); tok > avail {
+		tok = avail
+	}
+	return t+ktok+tok <= p.kvTokens
 }
 
 // refKey is a waiting request's standing, compared lexicographically.

@@ -444,3 +444,23 @@ func TestArriveLaggingClock(t *testing.T) {
 		t.Fatalf("Arrive = %v %+v, want queued at +20s until +30s", out, w)
 	}
 }
+
+// TestLargeDemandNotStuck: a request that needs more cache than the other
+// teams' lending limits can ever leave to it goes when the lent cache is
+// empty, instead of holding the queue until its deadline.
+func TestLargeDemandNotStuck(t *testing.T) {
+	p := flowPool(func(c *Config) {
+		c.Capacity, c.KVTokens = 8, 16000
+		c.Teams[1].LendingLimit = Limit(0.5) // b keeps 4000 of its 8000 tokens
+	})
+	g := arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 100}, Granted)
+	arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "a", Tokens: 15000}, Queued) // 12000 at most
+	p.Release(at(time.Second), &g, 1)
+	g, _, st := p.Dispatch(at(time.Second), 1)
+	verify(t, p)
+	if st != Dispatched || g.Tokens != 15000 || !g.Borrowing {
+		t.Fatalf("Dispatch = %v %+v, want the 15000-token request borrowing", st, g)
+	}
+	// b's kept part is spent until it finishes: b's own requests still go.
+	arrive(t, p, at(time.Second), Request{Holder: 2, ID: 1, Team: "b", Tokens: 4000}, Granted)
+}

@@ -31,7 +31,9 @@ import "math"
 //
 // A token demand larger than K is clamped to K (the request then needs
 // the whole cache, and runs alone); without a KV resource token demands
-// are not recorded.
+// are not recorded. In the room test a demand is further capped at what
+// the other teams' lending limits can ever leave to it (K − Σ_{t≠i}
+// keep_t,tok), so that it goes once that part of the cache is empty.
 
 // applyLimits computes e's kept parts and borrowing limits from its
 // reservation and the pool's capacities.
@@ -83,6 +85,7 @@ func (p *Pool) mayBorrow(i int, tok int64) bool {
 type usage struct {
 	seq, keptSeq int
 	tok, keptTok int64
+	keepTok      int64 // Σ keepTok: what lending limits keep, used or not
 }
 
 // usage sums the pool's use and kept parts. Cost: O(teams).
@@ -94,6 +97,7 @@ func (p *Pool) usage() usage {
 		u.tok += e.inFlightTokens()
 		u.keptSeq += max(0, e.keepSeq-e.inFlight())
 		u.keptTok += max(0, e.keepTok-e.inFlightTokens())
+		u.keepTok += e.keepTok
 	}
 	return u
 }
@@ -110,6 +114,10 @@ func (p *Pool) hasRoom(u usage, i int, tok int64) bool {
 		return true
 	}
 	keptTok := u.keptTok - max(0, e.keepTok-e.inFlightTokens())
+	// A demand larger than the cache the other teams can ever lend counts
+	// as all of it: it goes once the lent cache is empty, instead of
+	// blocking the queue's head until its deadline.
+	tok = min(tok, max(0, p.kvTokens-(u.keepTok-e.keepTok)))
 	return u.tok+keptTok+tok <= p.kvTokens
 }
 
