@@ -73,6 +73,18 @@ func refRoom(p *Pool, i int, tok int64) bool {
 	return t+ktok+tok <= p.kvTokens
 }
 
+// refEverFits reports whether the others' lending limits leave entry i a
+// sequence when all of them are idle.
+func refEverFits(p *Pool, i int) bool {
+	kept := 0
+	for j, e := range p.teams {
+		if j != i {
+			kept += e.reserved - int(e.lend*float64(e.reserved))
+		}
+	}
+	return p.capacity-kept >= 1
+}
+
 // refKey is a waiting request's standing, compared lexicographically.
 type refKey struct {
 	notWithin int
@@ -107,7 +119,7 @@ func refHead(p *Pool) (k int, within, ready bool) {
 	var best refKey
 	for j, w := range p.waits {
 		in := refWithin(p, w.team, w.tokens)
-		if !in && !refMayBorrow(p, w.team, w.tokens) {
+		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
 			continue
 		}
 		key := refKey{boolInt(!in), ranks[w.team], w.class, w.arrival, w.holder, w.id}

@@ -204,9 +204,10 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 	// the order the record saw it, and never behind a deadline already
 	// passed.
 	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
-	if p.mayBorrow(i, tok) && p.hasRoom(p.usage(), i, tok) {
+	u := p.usage()
+	if p.mayBorrow(i, tok) && p.hasRoom(u, i, tok) {
 		// Granted unless a waiting request that could go stands better.
-		k, within := p.head(ranks)
+		k, within := p.head(u, ranks)
 		if k < 0 || p.better(&w, false, ranks, &p.waits[k], within) {
 			return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, Granted
 		}
@@ -264,7 +265,8 @@ func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64,
 //  4. arrival, earlier first;
 //  5. holder id, then request id, lower first (a stable final tie-break).
 //
-// Requests of a team that its borrowing limit keeps from borrowing now
+// Requests of a team that its borrowing limit keeps from borrowing now,
+// or to which the other teams' lending limits leave no sequence at all,
 // are passed over (they cannot go whatever the room). The head then goes
 // if it is within share, or if the pool has room for it in every
 // resource; otherwise nothing goes (no smaller request overtakes it, so a
@@ -317,7 +319,8 @@ func (p *Pool) next() (k int, within bool, st DispatchStatus) {
 		return -1, false, Empty
 	}
 	ranks := p.rankAll()
-	k, within = p.head(ranks)
+	u := p.usage()
+	k, within = p.head(u, ranks)
 	if k < 0 {
 		// Every waiting team is held by its borrowing limit: report the
 		// best of them as blocked.
@@ -330,7 +333,7 @@ func (p *Pool) next() (k int, within bool, st DispatchStatus) {
 		return k, false, Blocked
 	}
 	w := &p.waits[k]
-	if within || p.hasRoom(p.usage(), w.team, w.tokens) {
+	if within || p.hasRoom(u, w.team, w.tokens) {
 		return k, within, Elsewhere
 	}
 	return k, within, Blocked
@@ -338,14 +341,15 @@ func (p *Pool) next() (k int, within bool, st DispatchStatus) {
 
 // head returns the index of the waiting request with the best standing
 // among those that could go (within share now, or of a team that may
-// borrow them), and whether it is within share (-1 if none could go).
-// Cost: O(waiting).
-func (p *Pool) head(ranks []int) (int, bool) {
+// borrow them and to which the other teams' lending limits leave a
+// sequence), and whether it is within share (-1 if none could go), given
+// u = p.usage(). Cost: O(waiting).
+func (p *Pool) head(u usage, ranks []int) (int, bool) {
 	best, bestWithin := -1, false
 	for k := range p.waits {
 		w := &p.waits[k]
 		within := p.withinFits(w.team, w.tokens)
-		if !within && !p.mayBorrow(w.team, w.tokens) {
+		if !within && (!p.mayBorrow(w.team, w.tokens) || !p.mayEverFit(u, w.team)) {
 			continue
 		}
 		if best < 0 || p.better(w, within, ranks, &p.waits[best], bestWithin) {

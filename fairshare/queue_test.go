@@ -464,3 +464,26 @@ func TestLargeDemandNotStuck(t *testing.T) {
 	// b's kept part is spent until it finishes: b's own requests still go.
 	arrive(t, p, at(time.Second), Request{Holder: 2, ID: 1, Team: "b", Tokens: 4000}, Granted)
 }
+
+// TestNeverFittingNotHead: a borrower to which the other teams' lending
+// limits leave no sequence at all waits without holding back a borrower
+// that fits, whatever their standing.
+func TestNeverFittingNotHead(t *testing.T) {
+	p := flowPool(func(c *Config) {
+		c.KVTokens = 100
+		c.Teams = []TeamConfig{{Name: "a", Share: 0.5, LendingLimit: Limit(0)},
+			{Name: "b", Share: 0.5, LendingLimit: Limit(0)}, {Name: "c", Share: 0.0001}}
+	}) // a, b: 2 sequences and 50 tokens each, all kept; c: nothing
+	p.SetUsage(base, "a", 10)
+	p.SetUsage(base, "b", 10)
+	// c has used nothing: it ranks first, but a and b keep every slot.
+	arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "c", Tokens: 1}, Queued)
+	// a's request is within its sequences but not its tokens: it borrows
+	// into its own kept part, which nobody else may use.
+	if g := arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "a", Tokens: 60}, Granted); !g.Borrowing {
+		t.Fatalf("a's request = %+v, want borrowing", g)
+	}
+	if w, st := p.Next(base); st != Blocked || w.Team != "c" {
+		t.Fatalf("Next = %v %+v, want c's request blocked", st, w)
+	}
+}

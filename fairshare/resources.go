@@ -85,7 +85,8 @@ func (p *Pool) mayBorrow(i int, tok int64) bool {
 type usage struct {
 	seq, keptSeq int
 	tok, keptTok int64
-	keepTok      int64 // Σ keepTok: what lending limits keep, used or not
+	keepSeq      int   // Σ keepSeq: what lending limits keep, used or not
+	keepTok      int64 // Σ keepTok
 }
 
 // usage sums the pool's use and kept parts. Cost: O(teams).
@@ -97,6 +98,7 @@ func (p *Pool) usage() usage {
 		u.tok += e.inFlightTokens()
 		u.keptSeq += max(0, e.keepSeq-e.inFlight())
 		u.keptTok += max(0, e.keepTok-e.inFlightTokens())
+		u.keepSeq += e.keepSeq
 		u.keepTok += e.keepTok
 	}
 	return u
@@ -119,6 +121,13 @@ func (p *Pool) hasRoom(u usage, i int, tok int64) bool {
 	// blocking the queue's head until its deadline.
 	tok = min(tok, max(0, p.kvTokens-(u.keepTok-e.keepTok)))
 	return u.tok+keptTok+tok <= p.kvTokens
+}
+
+// mayEverFit reports whether the other teams' lending limits leave a
+// borrower of entry i a sequence at all (given u = p.usage()): one that
+// they do not may wait, but must not hold the queue's head. Cost: O(1).
+func (p *Pool) mayEverFit(u usage, i int) bool {
+	return p.capacity-(u.keepSeq-p.teams[i].keepSeq) >= 1
 }
 
 // KVTokens returns K, the pool's KV capacity in tokens (0: no KV
