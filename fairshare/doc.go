@@ -95,7 +95,7 @@
 //	       │  Dispatch(now, holder): on every release and tick
 //	       ▼
 //	  head = the waiting request with the best standing now,
-//	         among those that could go (borrowing limits)
+//	         among those that could go (borrowing and lending limits)
 //	       ├─ within share now, or room for it? ── no ──▶ Blocked (nothing overtakes it)
 //	       ├─ held by the caller? ───────────────── no ──▶ Elsewhere: wake head.Holder
 //	       └─ Dispatched: granted, its standing and priority decided now
@@ -108,8 +108,9 @@
 // reservation, (2) the team's level-fairshare rank now, (3) Interactive
 // before Batch, (4) earlier arrival, (5) lower holder id, then lower
 // request id (a stable final tie-break: no two waiting requests tie).
-// Requests whose team's borrowing limit forbids them to borrow now are
-// passed over; the head is never overtaken by a smaller request that would
+// Requests whose team's borrowing limit forbids them to borrow now, or to
+// which the other teams' lending limits leave no sequence, are passed
+// over; the head is never overtaken by a smaller request that would
 // fit, so a large request is not starved by small ones (Kueue's
 // StrictFIFO, within standing). A newcomer is granted at arrival only if
 // it would be that head and fits.
