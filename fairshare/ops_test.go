@@ -386,7 +386,16 @@ func runOps(t testing.TB, s source) {
 				rank = p.rank(w.team)
 			}
 			n := len(p.waits)
+			// Next sees the same head, and tells the same story but for
+			// whose turn it is.
+			nhead, nst := p.Next(at())
+			if ra := p.RetryAfter(at(), team); ra < time.Second || p.maxQueueTime > 0 && ra > p.maxQueueTime+time.Second {
+				t.Fatalf("RetryAfter(%q) = %v out of [1s, MaxQueueTime %v]", team, ra, p.maxQueueTime)
+			}
 			g, head, st := p.Dispatch(at(), holder)
+			if wantNext := map[DispatchStatus]DispatchStatus{Empty: Empty, Blocked: Blocked, Dispatched: Elsewhere, Elsewhere: Elsewhere}[st]; nst != wantNext || nhead != head {
+				t.Fatalf("Next = %v %+v, Dispatch = %v %+v", nst, nhead, st, head)
+			}
 			what = fmt.Sprintf("Dispatch(%d) = %+v, %+v, %v", holder, g, head, st)
 			want := Empty
 			switch {
