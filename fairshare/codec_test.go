@@ -106,6 +106,29 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
+// encQ returns the record of a small flow-control pool with two waiting
+// requests, after mod; lenWait the length of its last waiting request
+// when it is the only one.
+func encQ(mod func(p *Pool)) []byte {
+	p := queuePool(3, 2)
+	mod(p)
+	p.invalidate()
+	b, _ := p.AppendBinary(nil)
+	return b
+}
+
+func lenWait(rec []byte) int {
+	var p Pool
+	if err := p.UnmarshalBinary(rec); err != nil || len(p.waits) != 1 {
+		panic("lenWait: want one waiting request")
+	}
+	q := p
+	q.waits = nil
+	q.invalidate()
+	b, _ := q.AppendBinary(nil)
+	return len(rec) - len(b)
+}
+
 func TestDecodeRejects(t *testing.T) {
 	enc := func(mod func(p *Pool)) []byte {
 		p := twoTeams(nil)
@@ -136,6 +159,26 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
 		{"removed team with nothing in flight", enc(func(p *Pool) { p.teams[1].configured = false; p.configured = 1; p.teams[1].share = 0 })},
 		{"huge team count", append([]byte{recordVersion, 0}, bytes.Repeat([]byte{0xff}, 30)...)},
+		{"waiting requests out of order", encQ(func(p *Pool) { p.waits[0], p.waits[1] = p.waits[1], p.waits[0] })},
+		{"waiting request after the stamp", encQ(func(p *Pool) { p.waits[0].arrival = p.now + 1; p.waits = p.waits[:1] })},
+		{"waiting request past its deadline", encQ(func(p *Pool) { p.waits[0].arrival = p.now - int64(time.Hour) })},
+		{"waiting request of a removed team", encQ(func(p *Pool) {
+			p.teams[2].configured, p.configured, p.teams[2].share = false, 2, 0
+			p.teams[2].within, p.teams[2].pWithin = 1, 0
+			p.waits[0].team = 2
+		})},
+		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.kvTokens + 1 })},
+		{"waiting request of no holder", func() []byte {
+			b := encQ(func(p *Pool) { p.waits = p.waits[:1] })
+			// The last request's holder index is the byte after the count.
+			return append(append([]byte(nil), b[:len(b)-lenWait(b)]...), append([]byte{0x7f}, b[len(b)-lenWait(b)+1:]...)...)
+		}()},
+		{"negative lending limit", encQ(func(p *Pool) { p.teams[0].lend = -0.5 })},
+		{"version 3 with a flow-control flag", func() []byte {
+			b := appendV3(twoTeams(nil), nil)
+			b[2] |= poolFlow // the static section's flags
+			return b
+		}()},
 	}
 	for _, tt := range tests {
 		var p Pool
