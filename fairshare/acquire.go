@@ -30,6 +30,17 @@ type Grant struct {
 	// At is when the request was granted (and its entry penalty charged),
 	// in unix nanoseconds; never before the pool's latest usage update.
 	At int64
+	// Tokens is the KV tokens the request takes until Release (0 without
+	// a KV resource, and for Acquire and Adopt): Release returns exactly
+	// these.
+	Tokens int64
+	// ID is the holder-local id of a request granted by Arrive or
+	// Dispatch (0 for Acquire, TryAcquire and Adopt).
+	ID uint64
+	// Arrived is when the request arrived (unix nanoseconds): At for a
+	// request granted on arrival, earlier for one that waited in the
+	// queue (At − Arrived is its queue time).
+	Arrived int64
 
 	released bool
 	epoch    uint64 // the epoch of the team's entry
@@ -79,20 +90,32 @@ func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class
 }
 
 func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate float64) Grant {
-	class = clampClass(class)
-	estimate = sanitizeAmount(estimate)
 	i := p.acquireEntry(team)
+	class = clampClass(class)
+	borrowing, rank := !p.withinFits(i, 0), 0
+	if borrowing {
+		rank = p.rank(i)
+	}
+	return p.grant(t, holder, i, class, sanitizeAmount(estimate), 0, borrowing, rank)
+}
+
+// grant counts a request of entry i (class clamped, estimate sanitized,
+// tok already clamped by p.tokens) as in flight with the given standing
+// and rank, charges its entry penalty and returns its grant (ID and
+// Arrived are the caller's to set when the request waited).
+func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok int64, borrowing bool, rank int) Grant {
 	saturated := p.InFlight() >= p.capacity
 	e := &p.teams[i]
 	at := max(t, p.usageAt)
-	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at, epoch: e.epoch}
-	if e.within+e.pWithin < e.reserved {
+	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at,
+		Tokens: tok, Arrived: at, epoch: e.epoch}
+	if !borrowing {
 		g.Priority = WithinShareBase + int(class)
 	} else {
 		g.Borrowing = true
-		g.Priority = borrowPriority(p.rank(i), class)
+		g.Priority = borrowPriority(rank, class)
 	}
-	p.count(holder, t, i, p.window(at), g.Borrowing)
+	p.count(holder, t, i, p.window(at), g.Borrowing, tok)
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
 	if p.entryPenalty && estimate > 0 {
@@ -126,16 +149,16 @@ func (p *Pool) Adopt(now time.Time, holder uint32, team string, priority int, bo
 		class = Batch
 	}
 	at := max(t, p.usageAt)
-	p.count(holder, t, i, p.window(at), borrowing)
+	p.count(holder, t, i, p.window(at), borrowing, 0)
 	e := &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
 	return Grant{Team: e.name, Class: class, Priority: priority, Borrowing: borrowing,
-		Saturated: saturated, Holder: holder, Estimate: estimate, At: at, epoch: e.epoch}
+		Saturated: saturated, Holder: holder, Estimate: estimate, At: at, Arrived: at, epoch: e.epoch}
 }
 
 // count adds one request in flight of entry i held by holder, granted in
-// window gen.
-func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool) {
+// window gen, taking tok KV tokens.
+func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, tok int64) {
 	h := &p.holders[p.touch(holder, t, true)]
 	c := holderCount{team: i, gen: gen}
 	p.genMin = min(p.genMin, gen)
@@ -151,9 +174,13 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool) {
 	e := &p.teams[i]
 	if borrowing {
 		h.counts[k].borrowing++
+		h.counts[k].bTok += tok
 		e.borrowing++
+		e.bTok += tok
 	} else {
 		h.counts[k].within++
+		h.counts[k].wTok += tok
 		e.within++
+		e.wTok += tok
 	}
 }

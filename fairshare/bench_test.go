@@ -153,3 +153,154 @@ func BenchmarkOwnRecord(b *testing.B) {
 		})
 	}
 }
+
+// queuePool returns a full pool of n teams (C = 4n sequences, K = 8000n
+// KV tokens, every team at its reservation of 4 sequences and 6,000
+// tokens, held by 16 holders), with waiting borrowers of every team
+// queued one millisecond apart, each with a token demand and an estimate.
+func queuePool(n, waiting int) *Pool {
+	cfg := Config{Capacity: 4 * n, KVTokens: int64(8000 * n), HalfLife: time.Hour, EntryPenalty: true,
+		HolderTimeout: time.Minute, RequestTimeout: 10 * time.Minute, QueueLimit: 1024, MaxQueueTime: time.Minute}
+	for i := range n {
+		cfg.Teams = append(cfg.Teams, TeamConfig{Name: fmt.Sprintf("team-%03d", i), Share: 1 / float64(n)})
+	}
+	p := NewPool("llama-3-8b", cfg, base)
+	for i := range n {
+		p.Charge(base, cfg.Teams[i].Name, float64(i)*1.7+0.3)
+	}
+	id := uint64(0)
+	for i := range n {
+		for j := range 4 {
+			id++
+			h := uint32((i*4+j)%16)*2654435761 + 12345
+			p.Arrive(base, Request{Holder: h, ID: id, Team: cfg.Teams[i].Name, Class: Class(j % 2), Tokens: 1500, Estimate: 1.5})
+		}
+	}
+	for k := range waiting {
+		id++
+		h := uint32(k%16)*2654435761 + 12345
+		r := Request{Holder: h, ID: id, Team: cfg.Teams[k*7%n].Name, Class: Class(k % 2), Tokens: int64(1000 + k), Estimate: 2.5}
+		if _, _, out := p.Arrive(at(time.Duration(k)*time.Millisecond), r); out != Queued {
+			panic(fmt.Sprintf("queuePool: request %d %v", k, out))
+		}
+	}
+	return p
+}
+
+var queueSizes = []int{0, 64, 512}
+
+// acquireBaseline times n decisions decode + Acquire + encode of a
+// borrower in rec (nil: the pool of 32 teams of BenchmarkAcquire, the
+// request path before flow control), measured in the same run as the
+// benchmark that reports its ratio to it.
+func acquireBaseline(b *testing.B, rec []byte, n int) time.Duration {
+	team := "team-005" // at its reservation in queuePool
+	if rec == nil {
+		rec, _ = benchPool(b, 32)
+		team = "team-000"
+	}
+	var p Pool
+	buf := make([]byte, 0, 2*len(rec))
+	now := at(2 * time.Second)
+	start := time.Now()
+	for range n {
+		if err := p.UnmarshalBinary(rec); err != nil {
+			b.Fatal(err)
+		}
+		if g := p.Acquire(now, 99, team, Interactive, 2); !g.Borrowing {
+			b.Fatal("the baseline does not borrow")
+		}
+		buf, _ = p.AppendBinary(buf[:0])
+	}
+	return time.Since(start)
+}
+
+// reportRatio reports the time per op of decode + Acquire + encode and
+// the benchmark's ratio to it: x-acquire against the pool of
+// BenchmarkAcquire (32 teams, 48 requests in flight, no flow control),
+// x-same against the benchmark's own record (its larger size included).
+func reportRatio(b *testing.B, rec []byte) {
+	n := b.N
+	el := b.Elapsed()
+	base := acquireBaseline(b, nil, n)
+	same := acquireBaseline(b, rec, n)
+	b.ReportMetric(float64(base.Nanoseconds())/float64(n), "acquire-ns/op")
+	b.ReportMetric(float64(el)/float64(base), "x-acquire")
+	b.ReportMetric(float64(el)/float64(same), "x-same")
+}
+
+// BenchmarkArrive: decode + Arrive + encode of a borrower arriving at a
+// full pool of 32 teams with 0, 64 and 512 requests waiting (it ranks the
+// teams, compares itself with the head of the queue and is queued), with
+// its ratio to decode + Acquire + encode (x-acquire).
+func BenchmarkArrive(b *testing.B) {
+	for _, w := range queueSizes {
+		b.Run(fmt.Sprintf("teams=32/waiting=%d", w), func(b *testing.B) {
+			rec, _ := queuePool(32, w).AppendBinary(nil)
+			var p Pool
+			buf := make([]byte, 0, 2*len(rec))
+			now := at(time.Second)
+			r := Request{Holder: 12345, ID: 1 << 40, Team: "team-005", Class: Batch, Tokens: 3000, Estimate: 2}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(rec)))
+			for b.Loop() {
+				if err := p.UnmarshalBinary(rec); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, out := p.Arrive(now, r); out != Queued {
+					b.Fatalf("Arrive = %v", out)
+				}
+				buf, _ = p.AppendBinary(buf[:0])
+			}
+			reportRatio(b, rec)
+		})
+	}
+}
+
+// BenchmarkDispatch: decode + Dispatch + encode when one request has
+// finished in a full pool of 32 teams with 0, 64 and 512 requests waiting:
+// the head (found by ranking the teams and scanning the queue) is the
+// caller's and is granted; with none waiting, Dispatch finds the queue
+// empty. With its ratio to decode + Acquire + encode (x-acquire).
+func BenchmarkDispatch(b *testing.B) {
+	for _, w := range queueSizes {
+		b.Run(fmt.Sprintf("teams=32/waiting=%d", w), func(b *testing.B) {
+			p0 := queuePool(32, w)
+			// Free one sequence and its tokens: a within-share request of
+			// the last team finishes.
+			for h := range p0.holders {
+				c := p0.holders[h].counts[0]
+				g := Grant{Team: p0.teams[c.team].name, Holder: p0.holders[h].id, Tokens: 1500, At: base.UnixNano(), epoch: p0.teams[c.team].epoch}
+				if !p0.Release(at(time.Second), &g, 1) {
+					b.Fatal("release")
+				}
+				break
+			}
+			holder := uint32(0)
+			want := Empty
+			if w > 0 {
+				head, st := p0.Next(at(time.Second))
+				if st != Elsewhere {
+					b.Fatalf("Next = %v", st)
+				}
+				holder, want = head.Holder, Dispatched
+			}
+			rec, _ := p0.AppendBinary(nil)
+			var p Pool
+			buf := make([]byte, 0, 2*len(rec))
+			now := at(time.Second)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(rec)))
+			for b.Loop() {
+				if err := p.UnmarshalBinary(rec); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, st := p.Dispatch(now, holder); st != want {
+					b.Fatalf("Dispatch = %v, want %v", st, want)
+				}
+				buf, _ = p.AppendBinary(buf[:0])
+			}
+			reportRatio(b, rec)
+		})
+	}
+}

@@ -13,24 +13,29 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 3 (uvarint as encoding/binary; u32le/i64le are fixed
+// Layout of version 4 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
 // float64, little endian):
 //
-//	u8       version = 3
+//	u8       version = 4
 //	uvarint  length of the static section, then the static section:
-//	  u8       flags: bit 0 EntryPenalty
+//	  u8       flags: bit 0 EntryPenalty, bit 1 flow control
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  uvarint  configured capacity, live capacity
 //	  uvarint  half-life, holder timeout, request timeout (ns)
+//	  uvarint  KV tokens, queue limit, team queue limit,  (flag bit 1)
+//	           max queue time (ns)
 //	  uvarint  epochs (entries created so far)
 //	  uvarint  number of entries, then per entry:
-//	    u8       flags: 1 configured, 2 weight≠1, 64 UnknownTeam
+//	    u8       flags: 1 configured, 2 weight≠1, 4 lending limit,
+//	             8 borrowing limit, 64 UnknownTeam
 //	    uvarint  len(name), name bytes        (absent for UnknownTeam)
 //	    uvarint  epoch (< epochs)
 //	    f64      share                        (configured only)
 //	    f64      weight                       (flag 2)
+//	    f64      lending limit                (flag 4)
+//	    f64      borrowing limit              (flag 8)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
@@ -41,26 +46,51 @@ import (
 //	  f64      penalties not settled          (flag 128)
 //	  i64le    last update                    (flag 8)
 //	  uvarint  groups, then per group:        (flag 32)
-//	           i64le until; uvarint within, borrowing
+//	           i64le until; uvarint within, borrowing,
+//	           within tokens, borrowing tokens
 //	uvarint  number of holders, then per holder, ids ascending:
 //	  u32le    id
 //	  i64le    last seen
 //	  uvarint  entries, then per entry ((team, window) ascending):
-//	           uvarint team index; varint window(stamp) − window;
-//	           uvarint within, borrowing
+//	           uvarint team index;
+//	           uvarint zigzag(window(stamp) − window)·2 + (1 if tokens);
+//	           uvarint within, borrowing;
+//	           uvarint within tokens, borrowing tokens   (if tokens)
+//	uvarint  number of waiting requests, then per request, in queue order
+//	         (arrival, holder id, request id ascending):
+//	  uvarint  holder index (in the holders above)
+//	  uvarint  team index (configured or UnknownTeam)
+//	  u8       flags: 1 Batch, 2 estimate, 4 tokens
+//	  uvarint  request id
+//	  uvarint  arrival: stamp − arrival for the first, arrival − the
+//	           previous arrival for the others
+//	  uvarint  tokens                         (flag 4)
+//	  f64      estimate                       (flag 2)
+//
+// A waiting request takes 9 to 14 bytes (a request id below 2^14, a
+// gap between arrivals below 34 s, under 2^21 tokens), 8 more with an
+// estimate: 17 to 22 bytes as the plugin fills them, 18 in
+// TestRecordSize (1 ms apart). Holders are named by their index (one
+// byte) rather than their id (four).
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
-// Version 2 has the same layout, but its flag-4 float is that sum (the
+// Version 3 has the layout of version 4 without the flow-control fields:
+// no static flag bit 1 nor entry flags 4 and 8, no tokens in phantom
+// groups, zigzag(window(stamp) − window) without the token bit, and no
+// waiting requests.
+// Version 2 has the same layout as 3, but its flag-4 float is that sum (the
 // penalties included, never below them). Version 1 differs from version 2
 // only after the static section: its stamp is a varint and every other
 // time (usage time, last update, phantom until, last seen) a varint
 // difference from the stamp, with wrapping arithmetic. Version 2 stores
 // them at fixed width, so that decoding reads them without a loop; version
 // 3 keeps the consumption apart from the penalties, so that settling a
-// penalty leaves the consumption exact. UnmarshalBinary still reads
-// versions 1 and 2 (a pool written by a previous plugin keeps its usage;
-// the consumption is their usage minus their penalties, exact up to
-// rounding), AppendBinary writes version 3.
+// penalty leaves the consumption exact; version 4 adds flow control
+// (KV tokens, limits, the queue). UnmarshalBinary still reads versions 1
+// to 3 (a pool written by a previous plugin keeps its usage and its
+// requests in flight; the consumption of versions 1 and 2 is their usage
+// minus their penalties, exact up to rounding), AppendBinary writes
+// version 4.
 //
 // The static section holds what changes only with the configuration
 // (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
@@ -79,23 +109,26 @@ import (
 // when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
-// every team, three teams per holder, ten phantom groups) takes 6,973
-// bytes.
+// every team, three teams per holder, ten phantom groups) takes 6,994
+// bytes. A pool of 32 teams with 128 requests in flight carrying KV
+// tokens takes 2,845 bytes, and 18 more per waiting request (12,064 with
+// 512 waiting; TestRecordSize).
 
 // RecordVersion is the version of the record layout written by
 // AppendBinary. A writer that does not know a record's version cannot
 // update it without losing its state, so when writers of different
 // versions may share a store (a rolling upgrade of the plugin), keep the
 // version in the record's key: each version then updates its own record.
-const RecordVersion = 3
+const RecordVersion = 4
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
 
-// recordVersion1 and recordVersion2 are previous layouts, still decoded.
+// recordVersion1 to recordVersion3 are previous layouts, still decoded.
 const (
 	recordVersion1 = 1
 	recordVersion2 = 2
+	recordVersion3 = 3
 )
 
 // ErrUnknownVersion is returned by UnmarshalBinary for a record written by
@@ -116,6 +149,21 @@ const (
 
 	flagsStatic  = flagConfigured | flagWeight | flagUnknown
 	flagsDynamic = flagUsage | flagLastUpdate | flagEstimate | flagPhantoms | flagPenalty
+
+	// Static entry flags of version 4 (bits the dynamic flags use).
+	flagLending   = flagUsage
+	flagBorrowing = flagLastUpdate
+	flagsStatic4  = flagsStatic | flagLending | flagBorrowing
+)
+
+// Static flags of the pool and of waiting requests.
+const (
+	poolPenalty = 1
+	poolFlow    = 2
+
+	waitBatch    = 1
+	waitEstimate = 2
+	waitTokens   = 4
 )
 
 func appendF64(b []byte, f float64) []byte {
@@ -130,7 +178,11 @@ func (p *Pool) invalidate() { p.staticOK, p.lastOK = false, false }
 func (p *Pool) appendStatic(b []byte) []byte {
 	var flags byte
 	if p.entryPenalty {
-		flags |= 1
+		flags |= poolPenalty
+	}
+	flow := p.kvTokens != 0 || p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
+	if flow {
+		flags |= poolFlow
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
@@ -141,6 +193,12 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(p.halfLife))
 	b = binary.AppendUvarint(b, uint64(p.holderTimeout))
 	b = binary.AppendUvarint(b, uint64(p.requestTimeout))
+	if flow {
+		b = binary.AppendUvarint(b, uint64(p.kvTokens))
+		b = binary.AppendUvarint(b, uint64(p.queueLimit))
+		b = binary.AppendUvarint(b, uint64(p.teamQueueLimit))
+		b = binary.AppendUvarint(b, uint64(p.maxQueueTime))
+	}
 	b = binary.AppendUvarint(b, p.epochs)
 	b = binary.AppendUvarint(b, uint64(len(p.teams)))
 	for i := range p.teams {
@@ -155,6 +213,12 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		if e.name == UnknownTeam {
 			f |= flagUnknown
 		}
+		if e.configured && e.lend < 1 {
+			f |= flagLending
+		}
+		if e.configured && e.borrowLim < 1 {
+			f |= flagBorrowing
+		}
 		b = append(b, f)
 		if f&flagUnknown == 0 {
 			b = binary.AppendUvarint(b, uint64(len(e.name)))
@@ -166,6 +230,12 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		}
 		if f&flagWeight != 0 {
 			b = appendF64(b, e.weight)
+		}
+		if f&flagLending != 0 {
+			b = appendF64(b, e.lend)
+		}
+		if f&flagBorrowing != 0 {
+			b = appendF64(b, e.borrowLim)
 		}
 	}
 	return b
@@ -179,7 +249,7 @@ func (p *Pool) appendStatic(b []byte) []byte {
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
-		p.staticOK = true
+		p.staticOK, p.staticV4 = true, true
 	}
 	st := p.now
 	start := len(b)
@@ -225,6 +295,8 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 				b = le.AppendUint64(b, uint64(g.until))
 				b = binary.AppendUvarint(b, uint64(g.within))
 				b = binary.AppendUvarint(b, uint64(g.borrowing))
+				b = binary.AppendUvarint(b, uint64(g.wTok))
+				b = binary.AppendUvarint(b, uint64(g.bTok))
 			}
 		}
 	}
@@ -237,14 +309,56 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(h.counts)))
 		for _, c := range h.counts {
 			dg := cur - c.gen // 0 or 1 in a consistent record
-			if uint(c.team) < 0x80 && uint64(dg) < 0x40 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
-				b = append(b, byte(c.team), byte(dg<<1), byte(c.within), byte(c.borrowing))
-				continue
+			tok := c.wTok|c.bTok != 0
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+				b = append(b, byte(c.team), byte(dg<<2)|byte(boolInt(tok)), byte(c.within), byte(c.borrowing))
+			} else {
+				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
+				b = binary.AppendUvarint(b, uint64(c.team))
+				b = binary.AppendUvarint(b, z<<1|uint64(boolInt(tok)))
+				b = binary.AppendUvarint(b, uint64(c.within))
+				b = binary.AppendUvarint(b, uint64(c.borrowing))
 			}
-			b = binary.AppendUvarint(b, uint64(c.team))
-			b = binary.AppendVarint(b, cur-c.gen)
-			b = binary.AppendUvarint(b, uint64(c.within))
-			b = binary.AppendUvarint(b, uint64(c.borrowing))
+			if tok {
+				b = binary.AppendUvarint(b, uint64(c.wTok))
+				b = binary.AppendUvarint(b, uint64(c.bTok))
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.waits)))
+	prev := st
+	for k := range p.waits {
+		w := &p.waits[k]
+		var f byte
+		if w.class == Batch {
+			f |= waitBatch
+		}
+		if w.estimate != 0 {
+			f |= waitEstimate
+		}
+		if w.tokens != 0 {
+			f |= waitTokens
+		}
+		hi := p.findHolder(w.holder)
+		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
+			b = append(b, byte(hi), byte(w.team), f)
+		} else {
+			b = binary.AppendUvarint(b, uint64(hi))
+			b = binary.AppendUvarint(b, uint64(w.team))
+			b = append(b, f)
+		}
+		b = binary.AppendUvarint(b, w.id)
+		if k == 0 {
+			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
+		} else {
+			b = binary.AppendUvarint(b, uint64(w.arrival)-uint64(prev))
+		}
+		prev = w.arrival
+		if f&waitTokens != 0 {
+			b = binary.AppendUvarint(b, uint64(w.tokens))
+		}
+		if f&waitEstimate != 0 {
+			b = le.AppendUint64(b, math.Float64bits(w.estimate))
 		}
 	}
 	p.last = append(p.last[:0], b[start:]...)
@@ -426,6 +540,8 @@ func (p *Pool) clear() {
 	p.cfgCapacity, p.capacity = 0, 0
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
+	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	p.waits = p.waits[:0]
 	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
 	p.genMin = math.MinInt64
 	p.teams = p.teams[:0]
@@ -436,9 +552,10 @@ func (p *Pool) clear() {
 }
 
 func (p *Pool) decode(data []byte) error {
-	if len(data) == 0 || data[0] != recordVersion && data[0] != recordVersion1 && data[0] != recordVersion2 {
+	if len(data) == 0 || data[0] < recordVersion1 || data[0] > recordVersion {
 		return ErrUnknownVersion
 	}
+	v := data[0]
 	d := decoder{b: data[1:]}
 	size := d.uvarint()
 	if d.err != nil {
@@ -449,28 +566,34 @@ func (p *Pool) decode(data []byte) error {
 	}
 	static := d.b[d.off : d.off+int(size)]
 	d.off += int(size)
-	if !p.staticOK || !bytes.Equal(static, p.static) {
+	if !p.staticOK || !bytes.Equal(static, p.static) || p.staticV4 != (v == recordVersion) {
 		p.invalidate()
-		if err := p.decodeStatic(static); err != nil {
+		if err := p.decodeStatic(static, v == recordVersion); err != nil {
 			return err
 		}
 		p.static = append(p.static[:0], static...)
 		p.staticOK = true
+		p.staticV4 = v == recordVersion
 	}
-	if data[0] == recordVersion1 {
+	if v == recordVersion1 {
 		return p.decodeDynamicV1(&d)
 	}
-	return p.decodeDynamic(&d, data[0] == recordVersion2)
+	return p.decodeDynamic(&d, v)
 }
 
-// decodeStatic reads the static section.
-func (p *Pool) decodeStatic(data []byte) error {
+// decodeStatic reads the static section (of version 4 if v4, else of
+// versions 1 to 3).
+func (p *Pool) decodeStatic(data []byte, v4 bool) error {
 	d := decoder{b: data}
 	flags := d.byte()
-	if flags&^1 != 0 {
+	allowed, entryFlags := byte(poolPenalty), byte(flagsStatic)
+	if v4 {
+		allowed, entryFlags = poolPenalty|poolFlow, flagsStatic4
+	}
+	if flags&^allowed != 0 {
 		return errCorrupt
 	}
-	p.entryPenalty = flags&1 != 0
+	p.entryPenalty = flags&poolPenalty != 0
 	p.fp = d.u64()
 	setString(&p.name, d.str())
 	p.cfgCapacity = d.bounded(maxCapacity)
@@ -478,6 +601,13 @@ func (p *Pool) decodeStatic(data []byte) error {
 	p.halfLife = time.Duration(d.bounded(math.MaxInt64))
 	p.holderTimeout = time.Duration(d.bounded(math.MaxInt64))
 	p.requestTimeout = time.Duration(d.bounded(math.MaxInt64))
+	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	if flags&poolFlow != 0 {
+		p.kvTokens = int64(d.bounded(maxTokens))
+		p.queueLimit = d.bounded(maxQueue)
+		p.teamQueueLimit = d.bounded(maxQueue)
+		p.maxQueueTime = time.Duration(d.bounded(math.MaxInt64))
+	}
 	p.epochs = d.uvarint()
 	// Every entry takes at least two bytes.
 	n := d.bounded(uint64(d.left() / 2))
@@ -494,7 +624,7 @@ func (p *Pool) decodeStatic(data []byte) error {
 	for i := 0; i < n && d.err == nil; i++ {
 		e := &p.teams[i]
 		f := d.byte()
-		if f&^flagsStatic != 0 {
+		if f&^entryFlags != 0 || f&(flagLending|flagBorrowing) != 0 && f&flagConfigured == 0 {
 			return errCorrupt
 		}
 		if f&flagConfigured != 0 {
@@ -533,6 +663,13 @@ func (p *Pool) decodeStatic(data []byte) error {
 		if f&flagWeight != 0 {
 			e.weight = d.f64(minWeight, maxWeight)
 		}
+		e.lend, e.borrowLim = 1, 1
+		if f&flagLending != 0 {
+			e.lend = d.f64(0, math.Nextafter(1, 0))
+		}
+		if f&flagBorrowing != 0 {
+			e.borrowLim = d.f64(0, math.Nextafter(1, 0))
+		}
 	}
 	if d.err != nil {
 		return d.err
@@ -552,9 +689,10 @@ func (p *Pool) decodeStatic(data []byte) error {
 	return nil
 }
 
-// decodeDynamic reads what follows the static section (versions 2 and
-// 3; summed: version 2, whose usage includes the penalties).
-func (p *Pool) decodeDynamic(d *decoder, summed bool) error {
+// decodeDynamic reads what follows the static section (versions 2 to 4;
+// version 2's usage includes the penalties).
+func (p *Pool) decodeDynamic(d *decoder, v byte) error {
+	summed, v4 := v == recordVersion2, v == recordVersion
 	b, o := d.b, d.off
 	if len(b)-o < 16 {
 		return errTruncated
@@ -613,6 +751,7 @@ func (p *Pool) decodeDynamic(d *decoder, summed bool) error {
 			e.updated, e.lastUpdate = true, int64(le.Uint64(fb))
 		}
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
+		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
@@ -624,12 +763,21 @@ func (p *Pool) decodeDynamic(d *decoder, summed bool) error {
 			e.phantoms = slices.Grow(e.phantoms, m)
 			for k := 0; k < m && d.err == nil; k++ {
 				g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until {
+				if v4 {
+					g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				}
+				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
+					g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
 					return errCorrupt
 				}
 				e.phantoms = append(e.phantoms, g)
 				e.pWithin += g.within
 				e.pBorrowing += g.borrowing
+				e.pwTok += g.wTok
+				e.pbTok += g.bTok
+				if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
+					return errCorrupt
+				}
 			}
 			if d.err != nil {
 				return d.err
@@ -660,16 +808,111 @@ func (p *Pool) decodeDynamic(d *decoder, summed bool) error {
 		if k > 0 && h.id <= p.holders[k-1].id {
 			return errCorrupt
 		}
-		if err := p.decodeCounts(d, h, cur); err != nil {
+		h.waits = 0
+		if err := p.decodeCounts(d, h, cur, v4); err != nil {
 			return err
 		}
+	}
+	if v4 {
+		if err := p.decodeWaits(d, st); err != nil {
+			return err
+		}
+	} else {
+		p.waits = p.waits[:0]
 	}
 	return p.decodeEnd(d)
 }
 
-// decodeCounts reads the counts of holder h (the same in versions 1 and
-// 2) and adds them to their teams.
-func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
+// maxTokenSum bounds a team's token sums in a decoded record (each count
+// is at most maxTokens, so a sum checked after every addition never
+// overflows).
+const maxTokenSum = 1 << 60
+
+// decodeWaits reads the waiting requests of a version 4 record.
+func (p *Pool) decodeWaits(d *decoder, st int64) error {
+	// Every waiting request takes at least five bytes.
+	n := d.bounded(uint64(d.left() / 5))
+	if d.err != nil {
+		return d.err
+	}
+	if n > 0 && (len(p.holders) == 0 || len(p.teams) == 0) {
+		return errCorrupt
+	}
+	if cap(p.waits) < n {
+		p.waits = slices.Grow(p.waits[:cap(p.waits)], n-cap(p.waits))
+	}
+	p.waits = p.waits[:n]
+	nh, nt := len(p.holders), len(p.teams)
+	prev := st
+	for k := range p.waits {
+		w := &p.waits[k]
+		var hi, team int
+		var f byte
+		if o := d.off; len(d.b)-o >= 3 && d.b[o]|d.b[o+1] < 0x80 {
+			// Fast path: one-byte holder index and team.
+			hi, team, f = int(d.b[o]), int(d.b[o+1]), d.b[o+2]
+			d.off = o + 3
+		} else {
+			hi = d.bounded(uint64(nh - 1))
+			team = d.bounded(uint64(nt - 1))
+			f = d.byte()
+		}
+		w.id = d.uvarint()
+		delta := d.uvarint()
+		if d.err != nil {
+			return d.err
+		}
+		if hi >= nh || team >= nt || f&^(waitBatch|waitEstimate|waitTokens) != 0 {
+			return errCorrupt
+		}
+		// Arrivals ascend and none is after the stamp.
+		if k == 0 {
+			w.arrival = st - int64(delta)
+			if delta > math.MaxInt64 || w.arrival > st || p.deadline(w.arrival) <= st {
+				return errCorrupt // wrapped, or past its deadline
+			}
+		} else {
+			if delta > uint64(st)-uint64(prev) {
+				return errCorrupt
+			}
+			w.arrival = prev + int64(delta)
+		}
+		prev = w.arrival
+		w.team = team
+		w.holder = p.holders[hi].id
+		w.class = Interactive
+		if f&waitBatch != 0 {
+			w.class = Batch
+		}
+		w.tokens, w.estimate = 0, 0
+		if f&waitTokens != 0 {
+			w.tokens = int64(d.bounded(uint64(p.kvTokens)))
+			if w.tokens == 0 {
+				return errCorrupt
+			}
+		}
+		if f&waitEstimate != 0 {
+			w.estimate = d.f64(0, maxUsage)
+			if w.estimate == 0 {
+				return errCorrupt
+			}
+		}
+		if d.err != nil {
+			return d.err
+		}
+		e := &p.teams[team]
+		if !e.configured && e.name != UnknownTeam || delta == 0 && k > 0 && compareWaiter(&p.waits[k-1], w) >= 0 {
+			return errCorrupt
+		}
+		e.waiting++
+		p.holders[hi].waits++
+	}
+	return nil
+}
+
+// decodeCounts reads the counts of holder h (the same in versions 1 to
+// 3; v4: with the token bit and tokens) and adds them to their teams.
+func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
 	n := len(p.teams)
 	// Every count takes at least four bytes.
 	m := d.bounded(uint64(d.left() / 4))
@@ -680,22 +923,50 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 	for j := range counts {
 		var c holderCount
 		if o := d.off; len(d.b)-o >= 4 && le.Uint32(d.b[o:])&0x80808080 == 0 {
-			// Fast path: four one-byte varints (the common case).
+			// Fast path: four one-byte varints (the common case), then
+			// the tokens if the bit says so.
 			x := le.Uint32(d.b[o:])
 			dg := int64(x >> 8 & 0x7f)
+			tok := false
+			if v4 {
+				tok = dg&1 != 0
+				dg >>= 1
+			}
 			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
 				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
 			d.off = o + 4
+			if tok {
+				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				if d.err != nil {
+					return d.err
+				}
+				if c.wTok|c.bTok == 0 {
+					return errCorrupt // the bit is set only for tokens
+				}
+			}
 		} else {
 			c.team = d.bounded(uint64(n))
-			c.gen = cur - d.varint()
+			z := d.uvarint()
+			tok := false
+			if v4 {
+				tok = z&1 != 0
+				z >>= 1
+			}
+			c.gen = cur - (int64(z>>1) ^ -int64(z&1))
 			c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
+			if tok {
+				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				if c.wTok|c.bTok == 0 {
+					return errCorrupt // the bit is set only for tokens
+				}
+			}
 			if d.err != nil {
 				return d.err
 			}
 		}
 		if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
-			c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 {
+			c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 ||
+			c.within == 0 && c.wTok != 0 || c.borrowing == 0 && c.bTok != 0 {
 			return errCorrupt
 		}
 		counts[j] = c
@@ -703,6 +974,11 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 		e := &p.teams[c.team]
 		e.within += c.within
 		e.borrowing += c.borrowing
+		e.wTok += c.wTok
+		e.bTok += c.bTok
+		if e.wTok > maxTokenSum || e.bTok > maxTokenSum {
+			return errCorrupt
+		}
 	}
 	h.counts = counts
 	return nil

@@ -35,7 +35,10 @@ func bigPool(n, h int) *Pool {
 	return p
 }
 
-// TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB.
+// TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB;
+// with flow control, every waiting request (a request id below 2^14, an
+// estimate, a token demand below 2^21, arrivals 1 ms apart) takes at most
+// 22 bytes.
 func TestRecordSize(t *testing.T) {
 	p := bigPool(100, 64)
 	verify(t, p)
@@ -44,11 +47,24 @@ func TestRecordSize(t *testing.T) {
 	if len(b) >= 8<<10 {
 		t.Fatalf("record = %d bytes, want < 8 KiB", len(b))
 	}
+	q0 := queuePool(32, 0)
+	r0, _ := q0.AppendBinary(nil)
+	for _, w := range []int{64, 512} {
+		q := queuePool(32, w)
+		verify(t, q)
+		r, _ := q.AppendBinary(nil)
+		per := float64(len(r)-len(r0)) / float64(w)
+		t.Logf("32 teams, 128 requests in flight with KV tokens, %d waiting: %d bytes (%d without the queue; %.1f bytes per waiting request)",
+			w, len(r), len(r0), per)
+		if per > 22 {
+			t.Fatalf("%.1f bytes per waiting request, want at most 22", per)
+		}
+	}
 }
 
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {4}, append([]byte{99}, good[1:]...)} {
+	for _, data := range [][]byte{nil, {}, {0}, {5}, append([]byte{99}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
@@ -90,6 +106,29 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
+// encQ returns the record of a small flow-control pool with two waiting
+// requests, after mod; lenWait the length of its last waiting request
+// when it is the only one.
+func encQ(mod func(p *Pool)) []byte {
+	p := queuePool(3, 2)
+	mod(p)
+	p.invalidate()
+	b, _ := p.AppendBinary(nil)
+	return b
+}
+
+func lenWait(rec []byte) int {
+	var p Pool
+	if err := p.UnmarshalBinary(rec); err != nil || len(p.waits) != 1 {
+		panic("lenWait: want one waiting request")
+	}
+	q := p
+	q.waits = nil
+	q.invalidate()
+	b, _ := q.AppendBinary(nil)
+	return len(rec) - len(b)
+}
+
 func TestDecodeRejects(t *testing.T) {
 	enc := func(mod func(p *Pool)) []byte {
 		p := twoTeams(nil)
@@ -120,6 +159,26 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
 		{"removed team with nothing in flight", enc(func(p *Pool) { p.teams[1].configured = false; p.configured = 1; p.teams[1].share = 0 })},
 		{"huge team count", append([]byte{recordVersion, 0}, bytes.Repeat([]byte{0xff}, 30)...)},
+		{"waiting requests out of order", encQ(func(p *Pool) { p.waits[0], p.waits[1] = p.waits[1], p.waits[0] })},
+		{"waiting request after the stamp", encQ(func(p *Pool) { p.waits[0].arrival = p.now + 1; p.waits = p.waits[:1] })},
+		{"waiting request past its deadline", encQ(func(p *Pool) { p.waits[0].arrival = p.now - int64(time.Hour) })},
+		{"waiting request of a removed team", encQ(func(p *Pool) {
+			p.teams[2].configured, p.configured, p.teams[2].share = false, 2, 0
+			p.teams[2].within, p.teams[2].pWithin = 1, 0
+			p.waits[0].team = 2
+		})},
+		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.kvTokens + 1 })},
+		{"waiting request of no holder", func() []byte {
+			b := encQ(func(p *Pool) { p.waits = p.waits[:1] })
+			// The last request's holder index is the byte after the count.
+			return append(append([]byte(nil), b[:len(b)-lenWait(b)]...), append([]byte{0x7f}, b[len(b)-lenWait(b)+1:]...)...)
+		}()},
+		{"negative lending limit", encQ(func(p *Pool) { p.teams[0].lend = -0.5 })},
+		{"version 3 with a flow-control flag", func() []byte {
+			b := appendV3(twoTeams(nil), nil)
+			b[2] |= poolFlow // the static section's flags
+			return b
+		}()},
 	}
 	for _, tt := range tests {
 		var p Pool
@@ -203,6 +262,32 @@ func TestDecodeReusesMemory(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("decode + encode allocates %v times, want 0", allocs)
+	}
+	// The same with flow control: tokens, limits and 512 waiting.
+	qp := queuePool(32, 512)
+	q1, _ := qp.AppendBinary(nil)
+	qp.Heartbeat(at(time.Second), 12345)
+	q2, _ := qp.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(q1); err != nil {
+		t.Fatal(err)
+	}
+	buf = make([]byte, 0, 2*len(q2))
+	allocs = testing.AllocsPerRun(100, func() {
+		in := q1
+		if i++; i&1 == 0 {
+			in = q2
+		}
+		if err := q.UnmarshalBinary(in); err != nil {
+			t.Fatal(err)
+		}
+		buf, _ = q.AppendBinary(buf[:0])
+		if !bytes.Equal(buf, in) {
+			t.Fatal("re-encoding differs from the record")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("decode + encode of a queue allocates %v times, want 0", allocs)
 	}
 }
 
@@ -293,19 +378,86 @@ func appendV1(p *Pool, b []byte) []byte {
 	return b
 }
 
+// appendV3 appends p's record in the version 3 layout (the codec before
+// flow control: no tokens, limits nor queue; p must have none), as the
+// previous plugin wrote it.
+func appendV3(p *Pool, b []byte) []byte {
+	static := p.appendStatic(nil)
+	st := p.now
+	b = append(b, recordVersion3)
+	b = binary.AppendUvarint(b, uint64(len(static)))
+	b = append(b, static...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(st))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.usageAt))
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		b = append(b, f)
+		if f&flagUsage != 0 {
+			b = appendF64(b, e.usage)
+		}
+		if f&flagEstimate != 0 {
+			b = appendF64(b, e.estimate)
+		}
+		if f&flagPenalty != 0 {
+			b = appendF64(b, e.penalty)
+		}
+		if f&flagLastUpdate != 0 {
+			b = binary.LittleEndian.AppendUint64(b, uint64(e.lastUpdate))
+		}
+		if f&flagPhantoms != 0 {
+			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				b = binary.LittleEndian.AppendUint64(b, uint64(g.until))
+				b = binary.AppendUvarint(b, uint64(g.within))
+				b = binary.AppendUvarint(b, uint64(g.borrowing))
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		b = binary.LittleEndian.AppendUint32(b, h.id)
+		b = binary.LittleEndian.AppendUint64(b, uint64(h.seen))
+		b = binary.AppendUvarint(b, uint64(len(h.counts)))
+		for _, c := range h.counts {
+			b = binary.AppendUvarint(b, uint64(c.team))
+			b = binary.AppendVarint(b, cur-c.gen)
+			b = binary.AppendUvarint(b, uint64(c.within))
+			b = binary.AppendUvarint(b, uint64(c.borrowing))
+		}
+	}
+	return b
+}
+
 // appendV2 appends p's record in the version 2 layout (the layout of
 // version 3, with the penalties included in the usage).
 func appendV2(p *Pool, b []byte) []byte {
-	v3, _ := p.AppendBinary(nil)
 	var q Pool
-	if err := q.UnmarshalBinary(v3); err != nil {
+	if err := q.UnmarshalBinary(appendV3(p, nil)); err != nil {
 		panic(err)
 	}
 	for i := range q.teams {
 		q.teams[i].usage = q.teams[i].total()
 	}
 	start := len(b)
-	b, _ = q.AppendBinary(b)
+	b = appendV3(&q, b)
 	b[start] = recordVersion2
 	return b
 }
@@ -319,8 +471,8 @@ func TestDecodeVersion1(t *testing.T) {
 	for _, src := range []*Pool{bigPool(10, 5), bigPool(100, 64), twoTeams(nil), {}} {
 		src.Acquire(base, 3, "outsider", Batch, 4)
 		cur, _ := src.AppendBinary(nil)
-		for _, old := range [][]byte{appendV1(src, nil), appendV2(src, nil)} {
-			if old[0] != recordVersion1 && old[0] != recordVersion2 || cur[0] != recordVersion {
+		for _, old := range [][]byte{appendV1(src, nil), appendV2(src, nil), appendV3(src, nil)} {
+			if old[0] != recordVersion1 && old[0] != recordVersion2 && old[0] != recordVersion3 || cur[0] != recordVersion {
 				t.Fatalf("versions %d, %d", old[0], cur[0])
 			}
 			var p, q Pool
@@ -359,6 +511,15 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 		f.Add(appendV1(p, nil))
 		f.Add(appendV2(p, nil))
+		f.Add(appendV3(p, nil))
+	}
+	limited := queuePool(4, 6)
+	cfg := limited.Config()
+	cfg.Teams[0].LendingLimit, cfg.Teams[1].BorrowingLimit = Limit(0.5), Limit(0.25)
+	limited.Reconfigure(at(time.Second), cfg)
+	for _, p := range []*Pool{queuePool(3, 5), limited} {
+		b, _ := p.AppendBinary(nil)
+		f.Add(b)
 	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
@@ -383,6 +544,17 @@ func FuzzDecode(f *testing.F) {
 		verify(t, &p)
 		p.Release(time.Unix(0, p.now), &g, 1)
 		verify(t, &p)
+		g, _, _ = p.Arrive(time.Unix(0, p.now), Request{Holder: 2, ID: 1, Team: "x", Tokens: 10})
+		verify(t, &p)
+		p.Release(time.Unix(0, p.now), &g, 1)
+		for {
+			g, _, st := p.Dispatch(time.Unix(0, p.now), 2)
+			verify(t, &p)
+			if st != Dispatched {
+				break
+			}
+			p.Release(time.Unix(0, p.now), &g, 1)
+		}
 	})
 }
 
@@ -437,6 +609,10 @@ func TestDecodeOwnRecord(t *testing.T) {
 		{"DropPhantom", func(p *Pool, g *Grant) { p.DropPhantom(later, "team-000") }},
 		{"Reconfigure", func(p *Pool, g *Grant) { p.Reconfigure(later, cfg) }},
 		{"SetCapacity", func(p *Pool, g *Grant) { p.SetCapacity(99) }},
+		{"Arrive", func(p *Pool, g *Grant) { p.Arrive(later, Request{Holder: 7, ID: 1, Team: "team-001", Tokens: 5}) }},
+		{"Dispatch", func(p *Pool, g *Grant) { p.Dispatch(later, 5) }},
+		{"Next", func(p *Pool, g *Grant) { p.Next(later) }},
+		{"Cancel", func(p *Pool, g *Grant) { p.Cancel(later, 5, 1) }},
 	}
 	for _, tt := range ops {
 		p := bigPool(8, 4)

@@ -64,6 +64,7 @@ func (p *Pool) decodeDynamicV1(d *decoder) error {
 			e.lastUpdate = d.time(st)
 		}
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
+		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			// Every group takes at least three bytes.
@@ -106,9 +107,11 @@ func (p *Pool) decodeDynamicV1(d *decoder) error {
 			return errCorrupt
 		}
 		h.seen = d.time(st)
-		if err := p.decodeCounts(d, h, cur); err != nil {
+		h.waits = 0
+		if err := p.decodeCounts(d, h, cur, false); err != nil {
 			return err
 		}
 	}
+	p.waits = p.waits[:0]
 	return p.decodeEnd(d)
 }

@@ -14,6 +14,11 @@ const (
 	maxShare    = 1e9
 	maxUsage    = 1e200
 	maxCapacity = 1 << 30
+	// maxTokens bounds a KV capacity, a request's token demand and a
+	// stored token sum.
+	maxTokens = 1 << 40
+	// maxQueue bounds the queue limits.
+	maxQueue = 1 << 20
 )
 
 // TeamConfig is one team of a pool.
@@ -30,6 +35,38 @@ type TeamConfig struct {
 	// if it had used half as much. 0 (the zero value), negative, NaN and
 	// infinite values mean 1; others are clamped into [1e-9, 1e9].
 	Weight float64
+	// LendingLimit is the fraction of the team's reservation, in every
+	// resource, that other teams may borrow while the team does not use
+	// it (Kueue's lendingLimit, as a fraction of the reservation). The
+	// rest is kept free for the team's own bursts: borrowers are held at
+	// the gateway rather than let into it, so the team's within-share
+	// requests find room even on an engine that never preempts for them.
+	// nil (the zero value) lends the whole reservation, as 1 does; 0
+	// lends nothing; values are clamped into [0, 1] (NaN counts as nil).
+	// Held requests need the queue (Config.QueueLimit): without it the
+	// limit is not enforced.
+	LendingLimit *float64
+	// BorrowingLimit is the most the team may use above its reservation,
+	// as a fraction of the pool's capacity, in every resource (Kueue's
+	// borrowingLimit, as a fraction of the pool). nil (the zero value)
+	// and values of 1 or more mean no limit; 0 forbids borrowing; values
+	// are clamped into [0, 1] (NaN counts as nil). A request above the
+	// limit waits in the queue until the team's use drops (without a
+	// queue the limit is not enforced).
+	BorrowingLimit *float64
+}
+
+// Limit returns a pointer to f, for TeamConfig.LendingLimit and
+// BorrowingLimit.
+func Limit(f float64) *float64 { return &f }
+
+// cleanLimit maps a configured limit onto the fraction the pool uses: nil
+// and NaN give 1 (no limit); others are clamped into [0, 1].
+func cleanLimit(f *float64) float64 {
+	if f == nil || math.IsNaN(*f) {
+		return 1
+	}
+	return min(max(*f, 0), 1)
 }
 
 // Config is the configuration of one pool.
@@ -57,6 +94,43 @@ type Config struct {
 	// granted is dropped as a lost release (0 disables that: a lost
 	// release then holds its slot for good). See leases.go.
 	RequestTimeout time.Duration
+
+	// KVTokens is the pool's KV-cache capacity in tokens (vLLM's
+	// num_gpu_blocks × block_size, summed over the pool's engines): a
+	// second resource besides Capacity. A request's demand is then one
+	// sequence plus its token estimate (Request.Tokens); reservations are
+	// apportioned in both resources, a request is within share when it
+	// fits its team's reservation in both, and the pool is full when
+	// either is. 0 (the zero value) declares no KV resource: token
+	// estimates are ignored. Negative values count as 0; values above
+	// 2^40 are clamped.
+	KVTokens int64
+	// QueueLimit is the most requests that may wait in the pool's queue
+	// (see Arrive). 0 (the zero value) disables the queue: Arrive grants
+	// every request, as Acquire does. Negative values count as 0; values
+	// above 2^20 are clamped.
+	QueueLimit int
+	// TeamQueueLimit is the most requests of one team that may wait. 0
+	// (the zero value) leaves only QueueLimit. Negative values count as 0.
+	TeamQueueLimit int
+	// MaxQueueTime is the longest a request may wait: past
+	// arrival + MaxQueueTime it is no longer dispatched and leaves the
+	// queue (the holder answers it with an error; see Arrive). 0 (the
+	// zero value) sets no time limit (a request then waits until it is
+	// dispatched, cancelled or its holder dies; with HolderTimeout 0 too,
+	// the requests of a VM that died without cancelling them wait for
+	// good). Negative values count as 0.
+	MaxQueueTime time.Duration
+}
+
+// cleanTokens clamps a token count into [0, 2^40].
+func cleanTokens(n int64) int64 {
+	return min(max(n, 0), maxTokens)
+}
+
+// cleanQueue clamps a queue limit into [0, 2^20].
+func cleanQueue(n int) int {
+	return min(max(n, 0), maxQueue)
 }
 
 // cleanWeight maps a configured weight onto the one the pool uses.
@@ -95,10 +169,25 @@ func (c Config) teams() []TeamConfig {
 		if dup {
 			continue
 		}
-		out = append(out, TeamConfig{Name: t.Name, Share: cleanShare(t.Share), Weight: cleanWeight(t.Weight)})
+		tc := TeamConfig{Name: t.Name, Share: cleanShare(t.Share), Weight: cleanWeight(t.Weight)}
+		if l := cleanLimit(t.LendingLimit); l < 1 {
+			tc.LendingLimit = &l
+		}
+		if l := cleanLimit(t.BorrowingLimit); l < 1 {
+			tc.BorrowingLimit = &l
+		}
+		out = append(out, tc)
 	}
 	return out
 }
+
+// Tags of the optional words of Fingerprint.
+const (
+	fpLending = 0xf10_0001 + iota
+	fpBorrowing
+	fpKV
+	fpQueue
+)
 
 // Fingerprint returns a stable 64-bit hash (FNV-1a) of the configuration
 // as the pool applies it: equivalent configurations (Weight 0 and 1, a
@@ -142,6 +231,27 @@ func (c Config) Fingerprint() uint64 {
 		}
 		word(math.Float64bits(t.Share))
 		word(math.Float64bits(t.Weight))
+		// Limits are hashed only when set, so that the fingerprints of
+		// configurations without them are those of earlier versions.
+		if t.LendingLimit != nil {
+			word(fpLending)
+			word(math.Float64bits(*t.LendingLimit))
+		}
+		if t.BorrowingLimit != nil {
+			word(fpBorrowing)
+			word(math.Float64bits(*t.BorrowingLimit))
+		}
+	}
+	// So are the flow-control fields.
+	if kv := cleanTokens(c.KVTokens); kv != 0 {
+		word(fpKV)
+		word(uint64(kv))
+	}
+	if q, tq, mq := cleanQueue(c.QueueLimit), cleanQueue(c.TeamQueueLimit), cleanDuration(c.MaxQueueTime); q|tq != 0 || mq != 0 {
+		word(fpQueue)
+		word(uint64(q))
+		word(uint64(tq))
+		word(uint64(mq))
 	}
 	return h
 }

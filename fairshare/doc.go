@@ -70,6 +70,88 @@
 // to two RequestTimeouts after it was granted is dropped from the count. No
 // slot leaks when a VM dies or a release is lost.
 //
+// # Flow control
+//
+// With a queue (Config.QueueLimit > 0) the pool decides, besides the
+// priority, whether a request may go at all, so that it behaves like
+// Kueue's admission with borrowing: never more admitted than the engine
+// can run, and the order of admission decided when capacity frees, not
+// when requests arrive. A request is described by a Request (holder,
+// holder-local id, team, class, KV-token demand, estimate):
+//
+//	Arrive(now, req)
+//	  │
+//	  ├─ fits its team's reservation in every resource? ──▶ Granted, within share
+//	  │                                  (0/1; never held, even on a full pool)
+//	  ├─ no queue (QueueLimit 0)? ─────────────────────────▶ Granted, borrowing
+//	  ├─ its team may borrow (BorrowingLimit), the pool has
+//	  │  room in every resource (other teams' LendingLimit
+//	  │  kept free), and no waiting request that could go
+//	  │  stands better? ──────────────────────────────────▶ Granted, borrowing
+//	  ├─ queue, team's queue full / id waiting already? ──▶ QueueFull, TeamQueueFull,
+//	  │                                                     Duplicate (nothing recorded)
+//	  └─ Queued: recorded as waiting; the holder pauses the stream
+//	       │
+//	       │  Dispatch(now, holder): on every release and tick
+//	       ▼
+//	  head = the waiting request with the best standing now,
+//	         among those that could go (borrowing and lending limits)
+//	       ├─ within share now, or room for it? ── no ──▶ Blocked (nothing overtakes it)
+//	       ├─ held by the caller? ───────────────── no ──▶ Elsewhere: wake head.Holder
+//	       └─ Dispatched: granted, its standing and priority decided now
+//
+//	A waiting request also leaves the queue by Cancel (the client went away),
+//	at its deadline (arrival + MaxQueueTime: never dispatched at or after it),
+//	or with its holder (HolderTimeout: nobody can resume its stream).
+//
+// Standing at dispatch, best first: (1) a request that now fits its team's
+// reservation, (2) the team's level-fairshare rank now, (3) Interactive
+// before Batch, (4) earlier arrival, (5) lower holder id, then lower
+// request id (a stable final tie-break: no two waiting requests tie).
+// Requests whose team's borrowing limit forbids them to borrow now, or to
+// which the other teams' lending limits leave no sequence, are passed
+// over; the head is never overtaken by a smaller request that would
+// fit, so a large request is not starved by small ones (Kueue's
+// StrictFIFO, within standing). A newcomer is granted at arrival only if
+// it would be that head and fits.
+//
+// Only the holder of a waiting request dispatches it, because only it can
+// resume the paused stream; a holder that frees capacity and finds
+// another holder's request at the head learns it from Dispatch
+// (Elsewhere, with the head's Holder) and wakes that holder. Every
+// operation runs inside the record's get–decode–op–encode–CAS, so the
+// result of Dispatch (a stream to resume) is acted on only once the write
+// has succeeded.
+//
+// Resources. Besides sequences (Capacity), a pool may declare its KV
+// capacity in tokens (KVTokens). A request then demands one sequence and
+// its tokens; reservations are apportioned in both; a request is within
+// share when it fits its team's reservation in both, and the pool is full
+// when either is (resources.go states the conditions). The Grant keeps the tokens
+// it took, and Release gives back exactly those; a dead holder's grants
+// keep theirs as phantoms until they expire. Borrowers are still ranked
+// by one usage, the decayed consumption in cost units (weighted tokens),
+// not by a dominant resource share: see FLOW.md.
+//
+// Limits (per team, in every resource, Kueue's lendingLimit and
+// borrowingLimit): TeamConfig.LendingLimit is the fraction of its
+// reservation a team lends while it does not use it; the rest stays free,
+// so that its within-share requests find room at once even on an engine
+// that never preempts a running request for a waiting one, at the cost of
+// capacity left idle while the team is. TeamConfig.BorrowingLimit bounds
+// what a team may use above its reservation, as a fraction of the pool.
+// Both are enforced through the queue.
+//
+// Cost of each operation (T teams, W waiting requests, H holders; none
+// allocates once the pool's buffers have grown):
+//
+//	Acquire, Arrive within share       O(T)
+//	Arrive borrowing, Dispatch, Next   O(T log T + W)
+//	Cancel, RetryAfter                 O(W)
+//	Release, Heartbeat                 O(T) (+ O(H·counts) when a lease expires)
+//	expiry of waiting requests         O(1) when none is due, else O(W)
+//	UnmarshalBinary, AppendBinary      O(record): about 18 bytes per waiting request
+//
 // # Use
 //
 // Time is always an argument; a Pool is a plain value decoded from the
@@ -83,6 +165,24 @@
 //	rec, _ = p.AppendBinary(rec[:0]) // write back with CAS; send g.Priority
 //	...
 //	gc := g; p.Release(now, &gc, consumed) // on the response's end
+//
+// With flow control, the request path and the release path become
+//
+//	g, w, out := p.Arrive(now, fairshare.Request{Holder: vmID, ID: id, Team: team,
+//		Class: class, Tokens: promptTokens + expectedCompletion, Estimate: estimate})
+//	// Granted: send g.Priority. Queued: keep the stream paused until a
+//	// Dispatch grants it, answer 429 at w.Deadline (Cancel, RetryAfter).
+//	// QueueFull, TeamQueueFull: answer 429 with RetryAfter.
+//	...
+//	p.Release(now, &gc, consumed)
+//	for {
+//		g, head, st := p.Dispatch(now, vmID)
+//		if st == fairshare.Dispatched { /* resume stream g.ID at g.Priority */ continue }
+//		if st == fairshare.Elsewhere { /* wake head.Holder */ }
+//		break
+//	}
+//
+// and every tick of every holder calls Dispatch the same way.
 //
 // Keep one Pool per record for the life of the VM: decoding reuses its
 // memory, skips the static section when it is unchanged, and a record

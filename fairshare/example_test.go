@@ -115,3 +115,78 @@ func Example_leases() {
 	// +5s: in flight 0, phantoms 2, TryAcquire false
 	// +1m3s: in flight 0, phantoms 0, TryAcquire true
 }
+
+// Example_flowControl: a borrower is held while the pool is full, and
+// dispatched within share once its team has dropped back into its
+// reservation; another holder is told whose turn it is.
+func Example_flowControl() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity:     2,
+		Teams:        []fairshare.TeamConfig{{Name: "search", Share: 0.5}, {Name: "chat", Share: 0.5}},
+		QueueLimit:   16,
+		MaxQueueTime: 30 * time.Second,
+	}, t0)
+	const vm1, vm2 = 1, 2 // two Wasm VMs sharing the record
+	show := func(who string, g fairshare.Grant, w fairshare.Waiting, out fairshare.Outcome) {
+		if out == fairshare.Granted {
+			fmt.Printf("%s: %v, priority %d, borrowing %v\n", who, out, g.Priority, g.Borrowing)
+		} else {
+			fmt.Printf("%s: %v until +%v\n", who, out, time.Duration(w.Deadline-t0.UnixNano()))
+		}
+	}
+	g1, w, out := p.Arrive(t0, fairshare.Request{Holder: vm1, ID: 1, Team: "search"})
+	show("search #1", g1, w, out)
+	g, w, out := p.Arrive(t0, fairshare.Request{Holder: vm1, ID: 2, Team: "search"})
+	show("search #2", g, w, out)
+	g, w, out = p.Arrive(t0, fairshare.Request{Holder: vm1, ID: 3, Team: "search"})
+	show("search #3", g, w, out)
+	g, w, out = p.Arrive(t0, fairshare.Request{Holder: vm2, ID: 1, Team: "chat"})
+	show("chat #1", g, w, out)
+	// search #1 finishes on VM 1 one second later: its waiting request
+	// is within share again. VM 2 ticks first and is told to wake VM 1.
+	now := t0.Add(time.Second)
+	p.Release(now, &g1, 1)
+	_, head, st := p.Dispatch(now, vm2)
+	fmt.Printf("VM 2 Dispatch: %v (holder %d, request %d)\n", st, head.Holder, head.ID)
+	g, _, st = p.Dispatch(now, vm1)
+	fmt.Printf("VM 1 Dispatch: %v request %d, priority %d, borrowing %v, waited %v\n",
+		st, g.ID, g.Priority, g.Borrowing, time.Duration(g.At-g.Arrived))
+	// Output:
+	// search #1: granted, priority 0, borrowing false
+	// search #2: granted, priority 10, borrowing true
+	// search #3: queued until +30s
+	// chat #1: granted, priority 0, borrowing false
+	// VM 2 Dispatch: elsewhere (holder 1, request 3)
+	// VM 1 Dispatch: dispatched request 3, priority 0, borrowing false, waited 1s
+}
+
+// Example_kvTokens: with a KV capacity, a request of few sequences but
+// long prompts is held when the cache, not the sequence slots, is full;
+// a lending limit keeps part of a reservation free for its owner.
+func Example_kvTokens() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity: 8,
+		KVTokens: 16000,
+		Teams: []fairshare.TeamConfig{
+			{Name: "rag", Share: 0.5},
+			{Name: "chat", Share: 0.5, LendingLimit: fairshare.Limit(0.5)},
+		},
+		QueueLimit: 16,
+	}, t0)
+	for _, r := range []fairshare.Request{
+		{Holder: 1, ID: 1, Team: "rag", Tokens: 6000},
+		{Holder: 1, ID: 2, Team: "rag", Tokens: 6000}, // beyond rag's 8000 tokens
+		{Holder: 1, ID: 3, Team: "rag", Tokens: 3000}, // chat keeps 4000 of its 8000
+		{Holder: 2, ID: 1, Team: "chat", Tokens: 3000},
+	} {
+		g, _, out := p.Arrive(t0, r)
+		fmt.Printf("%s %d tokens: %v, borrowing %v\n", r.Team, r.Tokens, out, g.Borrowing)
+	}
+	fmt.Println("tokens in flight:", p.InFlightTokens(), "of", p.KVTokens(), "- sequences:", p.InFlight(), "of", p.Capacity())
+	// Output:
+	// rag 6000 tokens: granted, borrowing false
+	// rag 6000 tokens: granted, borrowing true
+	// rag 3000 tokens: queued, borrowing false
+	// chat 3000 tokens: granted, borrowing false
+	// tokens in flight: 15000 of 16000 - sequences: 3 of 8
+}

@@ -79,7 +79,7 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	i := p.resolve(team, true)
 	e := &p.teams[i]
 	w := min(n, max(0, e.reserved-e.within-e.pWithin))
-	p.addPhantoms(i, u, w, n-w)
+	p.addPhantoms(i, u, w, n-w, 0, 0)
 }
 
 // DropPhantom removes the team's phantom that would last longest
@@ -94,7 +94,7 @@ func (p *Pool) DropPhantom(now time.Time, team string) bool {
 	if i < 0 {
 		return false
 	}
-	ok := p.dropPhantom(i, true, false)
+	ok := p.dropPhantom(i, true, false, -1)
 	p.compact()
 	return ok
 }
@@ -142,9 +142,11 @@ func (p *Pool) expireCounts(gen int64) {
 			e := &p.teams[c.team]
 			e.within -= c.within
 			e.borrowing -= c.borrowing
+			e.wTok -= c.wTok
+			e.bTok -= c.bTok
 		}
 		h.counts = kept
-		if len(kept) == 0 && p.holderTimeout == 0 {
+		if p.holderTimeout == 0 && h.idle() {
 			p.removeHolder(k)
 			continue
 		}
@@ -182,6 +184,7 @@ func (p *Pool) advance(t int64) {
 	if t >= p.phantomMin {
 		p.expirePhantoms(t)
 	}
+	p.expireWaits(p.now)
 	p.compact()
 }
 
@@ -228,6 +231,10 @@ func (p *Pool) touch(id uint32, t int64, create bool) int {
 	return k
 }
 
+// idle reports whether h holds nothing: no request in flight, none
+// waiting. Without leases an idle holder leaves the record.
+func (h *holder) idle() bool { return len(h.counts) == 0 && h.waits == 0 }
+
 // removeHolder deletes holder k, keeping its buffer for reuse.
 func (p *Pool) removeHolder(k int) {
 	c := p.holders[k].counts[:0]
@@ -237,7 +244,9 @@ func (p *Pool) removeHolder(k int) {
 	p.holders = p.holders[:n]
 }
 
-// expireHolder turns holder k's requests into phantoms and removes it.
+// expireHolder turns holder k's requests into phantoms (which keep their
+// KV tokens), drops its waiting requests (nobody can resume their
+// streams) and removes it.
 func (p *Pool) expireHolder(k int, t int64) {
 	h := &p.holders[k]
 	until := addSat(addSat(h.seen, p.holderTimeout), p.requestTimeout)
@@ -245,16 +254,21 @@ func (p *Pool) expireHolder(k int, t int64) {
 		e := &p.teams[c.team]
 		e.within -= c.within
 		e.borrowing -= c.borrowing
+		e.wTok -= c.wTok
+		e.bTok -= c.bTok
 		if until > t {
-			p.addPhantoms(c.team, until, c.within, c.borrowing)
+			p.addPhantoms(c.team, until, c.within, c.borrowing, c.wTok, c.bTok)
 		}
+	}
+	if h.waits > 0 {
+		p.dropWaits(h.id)
 	}
 	p.removeHolder(k)
 }
 
 // addPhantoms adds a group of phantoms to entry i, merging it with a group
-// that expires at the same time.
-func (p *Pool) addPhantoms(i int, until int64, within, borrowing int) {
+// that expires at the same time; wTok and bTok are their KV tokens.
+func (p *Pool) addPhantoms(i int, until int64, within, borrowing int, wTok, bTok int64) {
 	if within <= 0 && borrowing <= 0 {
 		return
 	}
@@ -274,43 +288,57 @@ func (p *Pool) addPhantoms(i int, until int64, within, borrowing int) {
 	borrowing = min(borrowing, maxCount-g.borrowing)
 	g.within += within
 	g.borrowing += borrowing
+	g.wTok += wTok
+	g.bTok += bTok
 	e.pWithin += within
 	e.pBorrowing += borrowing
+	e.pwTok += wTok
+	e.pbTok += bTok
 	p.phantomMin = min(p.phantomMin, until)
 }
 
 // dropPhantom removes one phantom of entry i: with standing, the
 // longest-lasting one of that standing if any; otherwise (or if none) the
-// longest-lasting one, borrowing first. It reports whether one was removed.
-func (p *Pool) dropPhantom(i int, borrowing, standing bool) bool {
+// longest-lasting one, borrowing first. It reports whether one was
+// removed. The phantom gives back tok KV tokens (never more than its
+// group holds; all of them if it was the group's last of its standing);
+// tok < 0 gives back the group's mean.
+func (p *Pool) dropPhantom(i int, borrowing, standing bool, tok int64) bool {
 	e := &p.teams[i]
+	k := -1
 	if standing {
-		for k := len(e.phantoms) - 1; k >= 0; k-- {
-			g := &e.phantoms[k]
-			if borrowing && g.borrowing > 0 {
-				g.borrowing--
-				e.pBorrowing--
-				e.trimGroup(k)
-				return true
-			}
-			if !borrowing && g.within > 0 {
-				g.within--
-				e.pWithin--
-				e.trimGroup(k)
-				return true
+		for j := len(e.phantoms) - 1; j >= 0; j-- {
+			if g := &e.phantoms[j]; borrowing && g.borrowing > 0 || !borrowing && g.within > 0 {
+				k = j
+				break
 			}
 		}
 	}
-	k := len(e.phantoms) - 1
 	if k < 0 {
-		return false
+		k = len(e.phantoms) - 1
+		if k < 0 {
+			return false
+		}
+		borrowing = e.phantoms[k].borrowing > 0
 	}
 	g := &e.phantoms[k]
-	if g.borrowing > 0 {
-		g.borrowing--
+	take := func(n *int, sum *int64) int64 {
+		d := *sum / int64(*n)
+		if tok >= 0 {
+			d = min(tok, *sum)
+		}
+		if *n == 1 {
+			d = *sum
+		}
+		*n--
+		*sum -= d
+		return d
+	}
+	if borrowing {
+		e.pbTok -= take(&g.borrowing, &g.bTok)
 		e.pBorrowing--
 	} else {
-		g.within--
+		e.pwTok -= take(&g.within, &g.wTok)
 		e.pWithin--
 	}
 	e.trimGroup(k)
@@ -334,6 +362,8 @@ func (p *Pool) expirePhantoms(t int64) {
 		for n < len(e.phantoms) && e.phantoms[n].until <= t {
 			e.pWithin -= e.phantoms[n].within
 			e.pBorrowing -= e.phantoms[n].borrowing
+			e.pwTok -= e.phantoms[n].wTok
+			e.pbTok -= e.phantoms[n].bTok
 			n++
 		}
 		if n > 0 {

@@ -115,8 +115,31 @@ func randConfig(s source, hl time.Duration) Config {
 	if ht, _ := s.intn(8); ht == 0 {
 		cfg.HolderTimeout = 0
 	}
+	// Flow control, now and then: a KV resource, a queue, limits.
+	if kv, _ := s.intn(4); kv > 0 {
+		cfg.KVTokens = []int64{0, 100, 1000, 20}[kv]
+	}
+	if q, _ := s.intn(4); q > 0 {
+		cfg.QueueLimit = []int{0, 3, 8, 50}[q]
+		tq, _ := s.intn(3)
+		cfg.TeamQueueLimit = []int{0, 1, 4}[tq]
+		mq, _ := s.intn(3)
+		cfg.MaxQueueTime = []time.Duration{0, 2 * time.Second, 30 * time.Second}[mq]
+	}
+	for k := range cfg.Teams {
+		l, _ := s.intn(8)
+		if l < 4 {
+			cfg.Teams[k].LendingLimit = Limit([]float64{0, 0.5, 0.25, 1}[l])
+		}
+		if l&1 == 1 {
+			b, _ := s.intn(3)
+			cfg.Teams[k].BorrowingLimit = Limit([]float64{0, 0.3, 2}[b])
+		}
+	}
 	return cfg
 }
+
+var tokenDemands = []int64{0, 1, 7, 30, 99, 500, -3, 1 << 50}
 
 var amounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
 
@@ -138,10 +161,16 @@ func runOps(t testing.TB, s source) {
 	var grants []held
 	var released []Grant
 	nextID := 0
+	type wid struct {
+		holder uint32
+		id     uint64
+	}
+	var queued []wid
+	reqID := uint64(0)
 	log := ""
 	var spare Pool
 	for step := 0; step < 400; step++ {
-		op, ok := s.intn(16)
+		op, ok := s.intn(21)
 		if !ok {
 			break
 		}
@@ -283,6 +312,142 @@ func runOps(t testing.TB, s source) {
 				p = &q
 				what = "encode/decode"
 			}
+		case 16, 17: // Arrive
+			p.advance(now)
+			i := p.acquireEntry(team)
+			class := clampClass(Class(pick(3)))
+			tok := tokenDemands[pick(len(tokenDemands))]
+			ctok := min(max(tok, 0), p.kvTokens)
+			reqID++
+			if pick(8) == 0 && len(queued) > 0 {
+				w := queued[pick(len(queued))] // a duplicate id, perhaps
+				holder, reqID = w.holder, w.id
+			}
+			within := refWithin(p, i, ctok)
+			room := refRoom(p, i, ctok) && refMayBorrow(p, i, ctok)
+			hk, hw, _ := refHead(p)
+			better := hk < 0
+			if hk >= 0 {
+				w := p.waits[hk]
+				better = refArrivalKey(p, i, class, holder, reqID, now).less(refKey{boolInt(!hw), refRanks(p)[w.team], w.class, w.arrival, w.holder, w.id})
+			}
+			dup := p.findWait(holder, reqID) >= 0
+			nWait, nTeam := len(p.waits), p.teams[i].waiting
+			wantRank := p.rank(i)
+			g, wt, out := p.Arrive(at(), Request{Holder: holder, ID: reqID, Team: team, Class: class, Tokens: tok, Estimate: amount})
+			what = fmt.Sprintf("Arrive(%d, %d, %q, %v, %d) = %+v, %+v, %v", holder, reqID, team, class, tok, g, wt, out)
+			want := Queued
+			switch {
+			case within || p.queueLimit == 0 || room && better:
+				want = Granted
+			case dup:
+				want = Duplicate
+			case nWait >= p.queueLimit:
+				want = QueueFull
+			case p.teamQueueLimit > 0 && nTeam >= p.teamQueueLimit:
+				want = TeamQueueFull
+			}
+			if out != want {
+				t.Fatalf("%s: want %v (within %v room %v better %v dup %v)\n%s", what, want, within, room, better, dup, dump(p))
+			}
+			switch out {
+			case Granted:
+				wantPrio := WithinShareBase + int(class)
+				if !within {
+					wantPrio = borrowPriority(wantRank, class)
+				}
+				if g.Borrowing == within || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.Released() {
+					t.Fatalf("%s: want borrowing %v priority %d tokens %d", what, !within, wantPrio, ctok)
+				}
+				if g.Penalty > 0 {
+					m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
+				}
+				grants = append(grants, held{g, nextID})
+				nextID++
+			case Queued:
+				if len(p.waits) != nWait+1 || wt.Holder != holder || wt.ID != reqID || wt.Tokens != ctok || wt.Deadline <= now {
+					t.Fatalf("%s: not queued as asked", what)
+				}
+				queued = append(queued, wid{holder, reqID})
+			default:
+				if len(p.waits) != nWait || !g.Released() {
+					t.Fatalf("%s: a refusal changed the queue", what)
+				}
+			}
+		case 18, 19: // Dispatch
+			p.advance(now)
+			hk, hw, ready := refHead(p)
+			var w waiter
+			if hk >= 0 {
+				w = p.waits[hk]
+			}
+			rank := 0
+			if hk >= 0 {
+				rank = p.rank(w.team)
+			}
+			n := len(p.waits)
+			// Next sees the same head, and tells the same story but for
+			// whose turn it is.
+			nhead, nst := p.Next(at())
+			if ra := p.RetryAfter(at(), team); ra < time.Second || p.maxQueueTime > 0 && ra > p.maxQueueTime+time.Second {
+				t.Fatalf("RetryAfter(%q) = %v out of [1s, MaxQueueTime %v]", team, ra, p.maxQueueTime)
+			}
+			g, head, st := p.Dispatch(at(), holder)
+			if wantNext := map[DispatchStatus]DispatchStatus{Empty: Empty, Blocked: Blocked, Dispatched: Elsewhere, Elsewhere: Elsewhere}[st]; nst != wantNext || nhead != head {
+				t.Fatalf("Next = %v %+v, Dispatch = %v %+v", nst, nhead, st, head)
+			}
+			what = fmt.Sprintf("Dispatch(%d) = %+v, %+v, %v", holder, g, head, st)
+			want := Empty
+			switch {
+			case n == 0:
+			case hk < 0 || !ready:
+				want = Blocked
+			case w.holder == holder:
+				want = Dispatched
+			default:
+				want = Elsewhere
+			}
+			if st != want {
+				t.Fatalf("%s: want %v (head %d %+v within %v ready %v)\n%s", what, want, hk, w, hw, ready, dump(p))
+			}
+			if hk >= 0 && (head.Holder != w.holder || head.ID != w.id) {
+				t.Fatalf("%s: head is not %+v", what, w)
+			}
+			if st != Dispatched {
+				if len(p.waits) != n {
+					t.Fatalf("%s: the queue changed", what)
+				}
+				break
+			}
+			wantPrio := WithinShareBase + int(w.class)
+			if !hw {
+				wantPrio = borrowPriority(rank, w.class)
+			}
+			if g.Borrowing == hw || g.Priority != wantPrio || g.Tokens != w.tokens || g.ID != w.id || g.Arrived != w.arrival ||
+				g.Estimate != w.estimate || len(p.waits) != n-1 || p.findWait(w.holder, w.id) >= 0 {
+				t.Fatalf("%s: want borrowing %v priority %d from %+v", what, !hw, wantPrio, w)
+			}
+			if g.Penalty > 0 {
+				m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
+			}
+			grants = append(grants, held{g, nextID})
+			nextID++
+		case 20: // Cancel, twice
+			var w wid
+			if len(queued) > 0 {
+				k := pick(len(queued))
+				w = queued[k]
+				queued = append(queued[:k], queued[k+1:]...)
+			} else {
+				w = wid{holder, uint64(pick(5))}
+			}
+			p.advance(now)
+			was := p.findWait(w.holder, w.id) >= 0
+			got := p.Cancel(at(), w.holder, w.id)
+			what = fmt.Sprintf("Cancel(%d, %d) = %v", w.holder, w.id, got)
+			if got != was || p.findWait(w.holder, w.id) >= 0 || p.Cancel(at(), w.holder, w.id) {
+				t.Fatalf("%s: was waiting %v", what, was)
+			}
 		}
 		verify(t, p)
 		// A long-lived pool decoding every record (the plugin's reuse,
@@ -318,6 +483,13 @@ func runOps(t testing.TB, s source) {
 	}
 	// Release everything: every slot comes back, and every team's usage
 	// is the decayed sum of its consumption.
+	for len(p.waits) > 0 {
+		w := p.waits[0]
+		if !p.Cancel(time.Unix(0, now), w.holder, w.id) {
+			t.Fatalf("Cancel(%+v) = false", w)
+		}
+		verify(t, p)
+	}
 	for _, h := range grants {
 		p.Release(time.Unix(0, now), &h.g, 1)
 		verify(t, p)
@@ -327,8 +499,9 @@ func runOps(t testing.TB, s source) {
 	verify(t, p)
 	for i := range p.teams {
 		e := &p.teams[i]
-		if e.within+e.borrowing != 0 {
-			t.Fatalf("entry %q has %d requests in flight after every release", e.name, e.within+e.borrowing)
+		if e.within+e.borrowing != 0 || e.wTok+e.bTok != 0 || e.waiting != 0 {
+			t.Fatalf("entry %q has %d requests (%d tokens) in flight, %d waiting after every release", e.name,
+				e.within+e.borrowing, e.wTok+e.bTok, e.waiting)
 		}
 	}
 }

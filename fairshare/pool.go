@@ -33,6 +33,10 @@ type Pool struct {
 	holderTimeout  time.Duration
 	requestTimeout time.Duration
 	entryPenalty   bool
+	kvTokens       int64 // KV capacity in tokens (0: no KV resource)
+	queueLimit     int
+	teamQueueLimit int
+	maxQueueTime   time.Duration
 
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
@@ -44,14 +48,18 @@ type Pool struct {
 	configured int     // teams[:configured] are the configured teams
 	index      []int32 // indices of named entries (not UnknownTeam), sorted by name
 	holders    []holder
+	waits      []waiter // the queue, sorted by (arrival, holder, id); see queue.go
 
 	static   []byte // the encoded static section of the record (codec.go)
 	staticOK bool   // static matches the state
+	staticV4 bool   // static was read from (or written as) a version 4 record
 	last     []byte // the record p last encoded (codec.go)
 	lastOK   bool   // last describes p exactly: nothing changed since
 
 	lf     []float64 // scratch: level fairshare per entry
 	higher []float64 // scratch: LF values above the requester's
+	ranks  []int     // scratch: every entry's dense LF rank (queue.go)
+	sorted []int     // scratch: ranks of the sorted LF values
 }
 
 // entry is one team of the pool (configured, draining or UnknownTeam).
@@ -61,11 +69,23 @@ type entry struct {
 	weight     float64 // > 0
 	reserved   int
 	configured bool
-	epoch      uint64 // tells entries of the same name apart over time
-	within     int    // within-share grants in flight (sum over holders)
-	borrowing  int    // borrowing grants in flight (sum over holders)
-	pWithin    int    // within-share phantoms (sum over groups)
-	pBorrowing int    // borrowing phantoms (sum over groups)
+	lend       float64 // LendingLimit as applied (1: lends all)
+	borrowLim  float64 // BorrowingLimit as applied (1: no limit)
+	resTok     int64   // reservation in KV tokens
+	keepSeq    int     // part of the reservation never lent (sequences)
+	keepTok    int64   // part of the reservation never lent (tokens)
+	limSeq     int     // most sequences above the reservation (-1: no limit)
+	limTok     int64   // most tokens above the reservation (-1: no limit)
+	epoch      uint64  // tells entries of the same name apart over time
+	within     int     // within-share grants in flight (sum over holders)
+	borrowing  int     // borrowing grants in flight (sum over holders)
+	pWithin    int     // within-share phantoms (sum over groups)
+	pBorrowing int     // borrowing phantoms (sum over groups)
+	wTok       int64   // KV tokens of within-share grants (sum over holders)
+	bTok       int64   // KV tokens of borrowing grants (sum over holders)
+	pwTok      int64   // KV tokens of within-share phantoms (sum over groups)
+	pbTok      int64   // KV tokens of borrowing phantoms (sum over groups)
+	waiting    int     // requests waiting in the queue (count of p.waits)
 	estimate   float64
 	usage      float64 // consumption settled, decayed to Pool.usageAt
 	penalty    float64 // entry penalties not settled yet, decayed alike
@@ -79,13 +99,16 @@ type phantomGroup struct {
 	until     int64
 	within    int
 	borrowing int
+	wTok      int64 // KV tokens of the within-share phantoms
+	bTok      int64 // KV tokens of the borrowing phantoms
 }
 
-// holder is one Wasm VM instance with requests in flight.
+// holder is one Wasm VM instance with requests in flight or waiting.
 type holder struct {
 	id     uint32
 	seen   int64
 	counts []holderCount // sorted by (team, gen), no zero entries
+	waits  int           // requests of the holder waiting in the queue
 }
 
 // holderCount is a holder's requests in flight of one team granted in one
@@ -95,9 +118,15 @@ type holderCount struct {
 	gen       int64
 	within    int
 	borrowing int
+	wTok      int64 // KV tokens of the within-share requests
+	bTok      int64 // KV tokens of the borrowing requests
 }
 
 func (e *entry) inFlight() int { return e.within + e.borrowing + e.pWithin + e.pBorrowing }
+
+// inFlightTokens is the KV tokens of the team's requests in flight,
+// phantoms included.
+func (e *entry) inFlightTokens() int64 { return e.wTok + e.bTok + e.pwTok + e.pbTok }
 
 // total is the team's usage as it ranks and as Snapshot and Usage report
 // it: the consumption settled plus the entry penalties not settled yet.
@@ -135,10 +164,21 @@ func (p *Pool) Config() Config {
 		EntryPenalty:   p.entryPenalty,
 		HolderTimeout:  p.holderTimeout,
 		RequestTimeout: p.requestTimeout,
+		KVTokens:       p.kvTokens,
+		QueueLimit:     p.queueLimit,
+		TeamQueueLimit: p.teamQueueLimit,
+		MaxQueueTime:   p.maxQueueTime,
 		Teams:          make([]TeamConfig, 0, p.configured),
 	}
 	for _, e := range p.teams[:p.configured] {
-		c.Teams = append(c.Teams, TeamConfig{Name: e.name, Share: e.share, Weight: e.weight})
+		tc := TeamConfig{Name: e.name, Share: e.share, Weight: e.weight}
+		if e.lend < 1 {
+			tc.LendingLimit = Limit(e.lend)
+		}
+		if e.borrowLim < 1 {
+			tc.BorrowingLimit = Limit(e.borrowLim)
+		}
+		c.Teams = append(c.Teams, tc)
 	}
 	return c
 }
@@ -197,6 +237,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 			remap[i] = len(next)
 		}
 		e.share, e.weight, e.configured = tc.Share, tc.Weight, true
+		e.lend, e.borrowLim = cleanLimit(tc.LendingLimit), cleanLimit(tc.BorrowingLimit)
 		next = append(next, e)
 	}
 	configured := len(next)
@@ -214,12 +255,42 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		e := old[i]
 		e.share, e.reserved, e.configured = 0, 0, false
+		e.lend, e.borrowLim = 1, 1
 		remap[i] = len(next)
 		next = append(next, e)
 	}
+	// Waiting requests of a removed team wait on as UnknownTeam's, as
+	// its new requests would arrive: the queue survives a configuration
+	// swap.
+	for k := range p.waits {
+		j := remap[p.waits[k].team]
+		if j < 0 || !next[j].configured {
+			j = -1
+		}
+		p.waits[k].team = j
+	}
+	u := -1
 	if unknown >= 0 {
-		remap[unknown] = len(next)
+		u = len(next)
+		remap[unknown] = u
 		next = append(next, old[unknown])
+	}
+	for k := range p.waits {
+		if p.waits[k].team >= 0 {
+			continue
+		}
+		if u < 0 {
+			u = len(next)
+			next = append(next, unknownTeamEntry(p.epochs))
+			p.epochs++
+		}
+		p.waits[k].team = u
+	}
+	for i := range next {
+		next[i].waiting = 0
+	}
+	for _, w := range p.waits {
+		next[w.team].waiting++
 	}
 	p.teams = next
 	p.configured = configured
@@ -234,11 +305,20 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.capacity = p.cfgCapacity
 	p.halfLife = cleanDuration(cfg.HalfLife)
 	p.holderTimeout = cleanDuration(cfg.HolderTimeout)
+	p.kvTokens = cleanTokens(cfg.KVTokens)
+	p.queueLimit = cleanQueue(cfg.QueueLimit)
+	p.teamQueueLimit = cleanQueue(cfg.TeamQueueLimit)
+	p.maxQueueTime = cleanDuration(cfg.MaxQueueTime)
+	// A waiting request demands at most the new K (none without a KV
+	// resource), so a smaller cache cannot block the queue for good.
+	for k := range p.waits {
+		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
+	}
 	if p.holderTimeout == 0 {
 		// Without leases, holders are only recorded while they hold
 		// requests.
 		for k := 0; k < len(p.holders); {
-			if len(p.holders[k].counts) == 0 {
+			if p.holders[k].idle() {
 				p.removeHolder(k)
 				continue
 			}
@@ -252,6 +332,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.fp = cfg.Fingerprint()
 	p.reapportion()
 	p.rebuildIndex()
+	p.expireWaits(p.now)
 	p.invalidate()
 }
 
@@ -284,6 +365,8 @@ func (p *Pool) rewindow(rt time.Duration) {
 			if n := len(out); n > 0 && compareCount(out[n-1], x) == 0 {
 				out[n-1].within += x.within
 				out[n-1].borrowing += x.borrowing
+				out[n-1].wTok += x.wTok
+				out[n-1].bTok += x.bTok
 				continue
 			}
 			out = append(out, x)
@@ -320,22 +403,29 @@ func (p *Pool) Reserved() map[string]int {
 	return m
 }
 
-// reapportion recomputes every entry's reservation for the live capacity.
+// reapportion recomputes every entry's reservation for the live
+// capacity, in sequences and in KV tokens, and the limits that follow
+// from them (resources.go).
 func (p *Pool) reapportion() {
 	n := p.configured
 	names := make([]string, n)
 	shares := make([]float64, n)
 	out := make([]int, n)
+	outTok := make([]int, n)
 	for i := range n {
 		names[i], shares[i] = p.teams[i].name, p.teams[i].share
 	}
 	apportion(p.capacity, names, shares, out)
+	apportion(int(p.kvTokens), names, shares, outTok)
 	for i := range p.teams {
+		e := &p.teams[i]
 		if i < n {
-			p.teams[i].reserved = out[i]
+			e.reserved, e.resTok = out[i], int64(outTok[i])
 		} else {
-			p.teams[i].reserved = 0
+			e.reserved, e.resTok = 0, 0
+			e.lend, e.borrowLim = 1, 1
 		}
+		p.applyLimits(e)
 	}
 }
 
@@ -384,10 +474,16 @@ func (p *Pool) unknownEntry() int {
 	if i := p.unknownIndex(); i >= 0 {
 		return i
 	}
-	p.teams = append(p.teams, entry{name: UnknownTeam, weight: 1, epoch: p.epochs})
+	p.teams = append(p.teams, unknownTeamEntry(p.epochs))
 	p.epochs++
 	p.invalidate()
 	return len(p.teams) - 1
+}
+
+// unknownTeamEntry returns a new UnknownTeam entry of the given epoch:
+// share 0, no reservation, no limits.
+func unknownTeamEntry(epoch uint64) entry {
+	return entry{name: UnknownTeam, weight: 1, epoch: epoch, lend: 1, borrowLim: 1, limSeq: -1, limTok: -1}
 }
 
 // acquireEntry is the entry a new request of team is judged in: the
@@ -427,6 +523,11 @@ func (p *Pool) compact() {
 			continue
 		}
 		p.teams = slices.Delete(p.teams, i, i+1)
+		for k := range p.waits {
+			if p.waits[k].team > i {
+				p.waits[k].team--
+			}
+		}
 		for h := range p.holders {
 			c := p.holders[h].counts
 			for k := range c {

@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -92,6 +93,11 @@ func TestFingerprint(t *testing.T) {
 	a := Config{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5}}, HalfLife: time.Hour}
 	same := []Config{
 		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, Weight: 1}}, HalfLife: time.Hour},
+		// Limits of 1 (or more, or NaN) are no limits; negative KV and
+		// queue values are 0.
+		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, LendingLimit: Limit(1), BorrowingLimit: Limit(3)}},
+			HalfLife: time.Hour, KVTokens: -5, QueueLimit: -1},
+		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, LendingLimit: Limit(math.NaN())}}, HalfLife: time.Hour},
 		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5}, {Name: "a", Share: 0.9}, {Name: "*"}}, HalfLife: time.Hour},
 	}
 	for _, c := range same {
@@ -108,6 +114,13 @@ func TestFingerprint(t *testing.T) {
 		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, EntryPenalty: true},
 		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, HolderTimeout: time.Second},
 		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, RequestTimeout: time.Second},
+		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, KVTokens: 1000},
+		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, QueueLimit: 8},
+		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, TeamQueueLimit: 8},
+		{Capacity: 4, Teams: a.Teams, HalfLife: time.Hour, MaxQueueTime: time.Second},
+		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, LendingLimit: Limit(0.5)}}, HalfLife: time.Hour},
+		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, LendingLimit: Limit(0)}}, HalfLife: time.Hour},
+		{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5, BorrowingLimit: Limit(0)}}, HalfLife: time.Hour},
 	}
 	for _, c := range differ {
 		if c.Fingerprint() == a.Fingerprint() {
@@ -117,6 +130,11 @@ func TestFingerprint(t *testing.T) {
 	// Stable across processes and versions of the record: a fixed value.
 	if got := a.Fingerprint(); got != a.Fingerprint() || got == 0 {
 		t.Errorf("Fingerprint() = %x", got)
+	}
+	for _, c := range append(differ, same...) {
+		if got := NewPool("p", c, base).Config(); got.Fingerprint() != c.Fingerprint() {
+			t.Errorf("Config() = %+v does not round-trip the fingerprint of %+v", got, c)
+		}
 	}
 	if got := NewPool("p", a, base).Config(); got.Fingerprint() != a.Fingerprint() {
 		t.Errorf("Config() = %+v does not round-trip the fingerprint", got)

@@ -58,8 +58,8 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	counted := p.requestTimeout <= 0 || gen >= p.window(p.now)-1
 	residual := 0.0
 	if current {
-		if counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing)) {
-			p.dropPhantom(i, g.Borrowing, true)
+		if counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing, g.Tokens)) {
+			p.dropPhantom(i, g.Borrowing, true, g.Tokens)
 		}
 		e := &p.teams[i]
 		e.estimate -= g.Estimate
@@ -82,7 +82,7 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	}
 	e.usage = min(e.usage+sanitizeAmount(consumed), maxUsage)
 	e.updated, e.lastUpdate = true, max(t, p.usageAt)
-	if hi >= 0 && p.holderTimeout == 0 && len(p.holders[hi].counts) == 0 {
+	if hi >= 0 && p.holderTimeout == 0 && p.holders[hi].idle() {
 		p.removeHolder(hi)
 	}
 	p.compact()
@@ -90,8 +90,10 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 }
 
 // uncount removes one request of entry i granted in window gen with the
-// given standing from holder hi and reports whether the holder had one.
-func (p *Pool) uncount(hi, i int, gen int64, borrowing bool) bool {
+// given standing, taking tok KV tokens, from holder hi and reports
+// whether the holder had one. A count never gives back more tokens than
+// it holds (a grant forged or from another record).
+func (p *Pool) uncount(hi, i int, gen int64, borrowing bool, tok int64) bool {
 	h := &p.holders[hi]
 	for k := range h.counts {
 		c := &h.counts[k]
@@ -101,11 +103,23 @@ func (p *Pool) uncount(hi, i int, gen int64, borrowing bool) bool {
 		e := &p.teams[i]
 		switch {
 		case borrowing && c.borrowing > 0:
+			d := min(max(tok, 0), c.bTok)
+			if c.borrowing == 1 {
+				d = c.bTok
+			}
 			c.borrowing--
+			c.bTok -= d
 			e.borrowing--
+			e.bTok -= d
 		case !borrowing && c.within > 0:
+			d := min(max(tok, 0), c.wTok)
+			if c.within == 1 {
+				d = c.wTok
+			}
 			c.within--
+			c.wTok -= d
 			e.within--
+			e.wTok -= d
 		default:
 			return false
 		}

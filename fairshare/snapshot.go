@@ -53,13 +53,25 @@ type TeamStat struct {
 	// LastUpdate is when the team's usage last changed (a charge, an entry
 	// penalty, a settlement, SetUsage); the zero Time if never.
 	LastUpdate time.Time
+	// ReservedTokens is the team's reservation in KV tokens (0 without a
+	// KV resource).
+	ReservedTokens int64
+	// InFlightTokens is the KV tokens of the team's requests in flight,
+	// phantoms included.
+	InFlightTokens int64
+	// Waiting counts the team's requests waiting in the queue.
+	Waiting int
+	// OldestWait is how long the team's oldest waiting request has waited
+	// (0 when none waits).
+	OldestWait time.Duration
 }
 
 // Snapshot returns the state of every team entry at now, in a stable
 // order: configured teams in configuration order, then removed teams still
 // draining, then UnknownTeam. Like every method taking the time it first
-// expires dead holders and stale phantoms and decays usage to now. It
-// allocates the result. Cost: O(n log n) in teams.
+// expires dead holders, stale phantoms and waiting requests past their
+// deadline, and decays usage to now. It allocates the result. Cost:
+// O(n log n) in teams, plus O(waiting).
 func (p *Pool) Snapshot(now time.Time) []TeamStat {
 	t := now.UnixNano()
 	p.advance(t)
@@ -85,6 +97,9 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			LevelFairshare:   lf[i],
 			Phantoms:         e.pWithin + e.pBorrowing,
 			PhantomsWithin:   e.pWithin,
+			ReservedTokens:   e.resTok,
+			InFlightTokens:   e.inFlightTokens(),
+			Waiting:          e.waiting,
 		}
 		if sumS > 0 {
 			s.NormalizedShare = e.share / sumS
@@ -96,6 +111,11 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			s.LastUpdate = time.Unix(0, e.lastUpdate)
 		}
 		out[i] = s
+	}
+	// The queue is sorted by arrival: a team's first is its oldest.
+	for k := len(p.waits) - 1; k >= 0; k-- {
+		w := &p.waits[k]
+		out[w.team].OldestWait = time.Duration(max(0, t-w.arrival))
 	}
 	// Dense ranks in one sort (tie groups as denseRank): the rank of every
 	// sorted value, then each entry's value found again.

@@ -26,6 +26,7 @@ func check(p *Pool) error {
 		return fmt.Errorf("capacity %d out of range", p.capacity)
 	}
 	sumReserved := 0
+	var sumResTok int64
 	names := map[string]bool{}
 	for i := range p.teams {
 		e := &p.teams[i]
@@ -81,6 +82,47 @@ func check(p *Pool) error {
 		if pw != e.pWithin || pb != e.pBorrowing {
 			return fmt.Errorf("entry %q: phantoms %d/%d, groups sum %d/%d", e.name, e.pWithin, e.pBorrowing, pw, pb)
 		}
+		// Tokens: phantom groups' sums, none without requests.
+		var pwt, pbt int64
+		for _, g := range e.phantoms {
+			if g.wTok < 0 || g.bTok < 0 || g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
+				return fmt.Errorf("entry %q: bad phantom tokens %+v", e.name, g)
+			}
+			pwt += g.wTok
+			pbt += g.bTok
+		}
+		if pwt != e.pwTok || pbt != e.pbTok {
+			return fmt.Errorf("entry %q: phantom tokens %d/%d, groups sum %d/%d", e.name, e.pwTok, e.pbTok, pwt, pbt)
+		}
+		// Limits as applied.
+		if !(e.lend >= 0 && e.lend <= 1) || !(e.borrowLim >= 0 && e.borrowLim <= 1) ||
+			!e.configured && (e.lend != 1 || e.borrowLim != 1 || e.resTok != 0) {
+			return fmt.Errorf("entry %q: lend %v borrow %v resTok %d", e.name, e.lend, e.borrowLim, e.resTok)
+		}
+		if e.keepSeq < 0 || e.keepSeq > e.reserved || e.keepTok < 0 || e.keepTok > e.resTok ||
+			e.lend == 1 && (e.keepSeq != 0 || e.keepTok != 0) || e.lend == 0 && (e.keepSeq != e.reserved || e.keepTok != e.resTok) {
+			return fmt.Errorf("entry %q: kept %d/%d of reservation %d/%d (lend %v)", e.name, e.keepSeq, e.keepTok, e.reserved, e.resTok, e.lend)
+		}
+		if (e.borrowLim == 1) != (e.limSeq < 0) || (e.borrowLim == 1) != (e.limTok < 0) ||
+			e.limSeq > p.capacity || e.limTok > p.kvTokens {
+			return fmt.Errorf("entry %q: borrowing limit %v gives %d/%d", e.name, e.borrowLim, e.limSeq, e.limTok)
+		}
+		sumResTok += e.resTok
+	}
+	if sumResTok > p.kvTokens {
+		return fmt.Errorf("Σ reserved tokens = %d > K = %d", sumResTok, p.kvTokens)
+	}
+	tokShares := map[string]float64{}
+	tokNames := make([]string, p.configured)
+	for i := range p.configured {
+		tokNames[i] = p.teams[i].name
+		tokShares[p.teams[i].name] = p.teams[i].share
+	}
+	wantTok := Apportion(int(p.kvTokens), tokNames, tokShares)
+	for i := range p.configured {
+		if got := p.teams[i].resTok; got != int64(wantTok[p.teams[i].name]) {
+			return fmt.Errorf("resTok[%q] = %d, Apportion gives %d", p.teams[i].name, got, wantTok[p.teams[i].name])
+		}
 	}
 	if p.usageAt > p.now {
 		return fmt.Errorf("usage time %d after the stamp %d", p.usageAt, p.now)
@@ -117,6 +159,8 @@ func check(p *Pool) error {
 	// that has expired; team counts are sums.
 	within := make([]int, len(p.teams))
 	borrowing := make([]int, len(p.teams))
+	wTok := make([]int64, len(p.teams))
+	bTok := make([]int64, len(p.teams))
 	for k := range p.holders {
 		h := &p.holders[k]
 		if k > 0 && h.id <= p.holders[k-1].id {
@@ -135,14 +179,58 @@ func check(p *Pool) error {
 			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
 				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
 			}
+			if c.wTok < 0 || c.bTok < 0 || c.within == 0 && c.wTok != 0 || c.borrowing == 0 && c.bTok != 0 {
+				return fmt.Errorf("holder %d: bad count tokens %+v", h.id, c)
+			}
 			within[c.team] += c.within
 			borrowing[c.team] += c.borrowing
+			wTok[c.team] += c.wTok
+			bTok[c.team] += c.bTok
 		}
 	}
 	for i := range p.teams {
 		if within[i] != p.teams[i].within || borrowing[i] != p.teams[i].borrowing {
 			return fmt.Errorf("entry %q: in flight %d/%d, holders sum %d/%d", p.teams[i].name,
 				p.teams[i].within, p.teams[i].borrowing, within[i], borrowing[i])
+		}
+		if wTok[i] != p.teams[i].wTok || bTok[i] != p.teams[i].bTok {
+			return fmt.Errorf("entry %q: tokens in flight %d/%d, holders sum %d/%d", p.teams[i].name,
+				p.teams[i].wTok, p.teams[i].bTok, wTok[i], bTok[i])
+		}
+	}
+	// The queue: in order, every request of a live holder and of a team
+	// that takes new requests, none past its deadline nor from the future;
+	// per-team and per-holder counts are its counts.
+	waiting := make([]int, len(p.teams))
+	holderWaits := map[uint32]int{}
+	for k := range p.waits {
+		w := &p.waits[k]
+		if k > 0 && compareWaiter(&p.waits[k-1], w) >= 0 {
+			return fmt.Errorf("queue out of order at %d", k)
+		}
+		if w.team < 0 || w.team >= len(p.teams) || !p.teams[w.team].configured && p.teams[w.team].name != UnknownTeam {
+			return fmt.Errorf("waiting %+v: team not accepting requests", *w)
+		}
+		if p.findHolder(w.holder) < 0 {
+			return fmt.Errorf("waiting %+v: no such holder", *w)
+		}
+		if w.arrival > p.now || p.deadline(w.arrival) <= p.now {
+			return fmt.Errorf("waiting %+v: arrival out of [now − MaxQueueTime, now] (now %d)", *w, p.now)
+		}
+		if w.tokens < 0 || w.tokens > p.kvTokens || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
+			return fmt.Errorf("waiting %+v: bad fields", *w)
+		}
+		waiting[w.team]++
+		holderWaits[w.holder]++
+	}
+	for i := range p.teams {
+		if waiting[i] != p.teams[i].waiting {
+			return fmt.Errorf("entry %q: waiting %d, queue has %d", p.teams[i].name, p.teams[i].waiting, waiting[i])
+		}
+	}
+	for _, h := range p.holders {
+		if h.waits != holderWaits[h.id] {
+			return fmt.Errorf("holder %d: waits %d, queue has %d", h.id, h.waits, holderWaits[h.id])
 		}
 	}
 	// Rank order agrees with LF order.
@@ -192,13 +280,19 @@ func dump(p *Pool) string {
 	fmt.Fprintf(&b, "name=%q fp=%x C=%d/%d hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
 		p.name, p.fp, p.cfgCapacity, p.capacity, p.halfLife, p.holderTimeout, p.requestTimeout,
 		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
+	fmt.Fprintf(&b, "K=%d queue=%d/%d maxQueueTime=%v\n", p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime)
 	for _, e := range p.teams {
 		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v res=%d conf=%v in=%d/%d ph=%d/%d est=%v use=%v pen=%v upd=%v@%d groups=%v\n",
 			e.name, e.epoch, e.share, e.weight, e.reserved, e.configured, e.within, e.borrowing, e.pWithin, e.pBorrowing,
 			e.estimate, e.usage, e.penalty, e.updated, e.lastUpdate, e.phantoms)
+		fmt.Fprintf(&b, "    resTok=%d lend=%v keep=%d/%d borrowLim=%v lim=%d/%d tok=%d/%d ptok=%d/%d waiting=%d\n",
+			e.resTok, e.lend, e.keepSeq, e.keepTok, e.borrowLim, e.limSeq, e.limTok, e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting)
 	}
 	for _, h := range p.holders {
-		fmt.Fprintf(&b, "  holder %d seen=%d counts=%v\n", h.id, h.seen, h.counts)
+		fmt.Fprintf(&b, "  holder %d seen=%d counts=%v waits=%d\n", h.id, h.seen, h.counts, h.waits)
+	}
+	for _, w := range p.waits {
+		fmt.Fprintf(&b, "  wait %+v\n", w)
 	}
 	return b.String()
 }

@@ -19,6 +19,13 @@
 //	                              decode+Release+encode, each decode
 //	                              reading back the pool's own last write;
 //	                              returns a checksum
+//	arrive(n i32) i64             n decisions decode+Arrive+encode of a
+//	                              borrower queued behind 64 waiting
+//	                              requests on a full pool (flow control,
+//	                              KV tokens); returns a checksum
+//	dispatch(n i32) i64           n decisions decode+Dispatch+encode of the
+//	                              head of those 64, which may go; returns
+//	                              a checksum
 //
 // The same code builds natively (with an empty main), so that
 // wasmbench_test.go runs both in one benchmark and reports the Wasm/native
@@ -44,7 +51,14 @@ var state struct {
 	grant  fairshare.Grant
 	borrow string // a team above its reservation
 	within string // a team with room
+
+	flowFull   []byte // a full pool with flow control and flowWaiting waiting
+	flow       []byte // the same after one request finished
+	flowHolder uint32 // the holder of the head of flow's queue, which may go
 }
+
+// flowWaiting is the number of waiting requests in the flow record.
+const flowWaiting = 64
 
 // prepare builds the record of a pool of teams teams and min(teams, 16)
 // holders of three teams each, every team with usage, one phantom group
@@ -77,9 +91,96 @@ func prepare(teams int) int {
 	state.rec, _ = p.AppendBinary(nil)
 	p.Heartbeat(base.Add(3*time.Second), 99)
 	state.rec2, _ = p.AppendBinary(nil)
-	state.buf = make([]byte, 0, 2*len(state.rec))
+	prepareFlow(teams)
+	state.buf = make([]byte, 0, 2*max(len(state.rec), len(state.flowFull)))
 	state.pool = fairshare.Pool{}
 	return len(state.rec)
+}
+
+// prepareFlow builds the flow record: teams teams with a queue and a KV
+// capacity (C = 4·teams, K = 8000·teams), every team at its reservation of
+// 4 sequences (1500 tokens each) held by 16 holders, flowWaiting
+// borrowers queued 1 ms apart, then one request finished, so that the
+// head of the queue may go (the pool of the fairshare package's
+// BenchmarkDispatch).
+func prepareFlow(teams int) {
+	cfg := fairshare.Config{Capacity: 4 * teams, KVTokens: int64(8000 * teams), HalfLife: time.Hour, EntryPenalty: true,
+		HolderTimeout: time.Minute, RequestTimeout: 10 * time.Minute, QueueLimit: 1024, MaxQueueTime: time.Minute}
+	for i := range teams {
+		cfg.Teams = append(cfg.Teams, fairshare.TeamConfig{Name: fmt.Sprintf("team-%03d", i), Share: 1 / float64(teams)})
+	}
+	p := fairshare.NewPool("llama-3-8b", cfg, base)
+	for i := range teams {
+		p.Charge(base, cfg.Teams[i].Name, float64(i)*1.7+0.3)
+	}
+	id := uint64(0)
+	var first fairshare.Grant
+	for i := range teams {
+		for j := range 4 {
+			id++
+			h := uint32((i*4+j)%16)*2654435761 + 12345
+			g, _, _ := p.Arrive(base, fairshare.Request{Holder: h, ID: id, Team: cfg.Teams[i].Name, Class: fairshare.Class(j % 2), Tokens: 1500, Estimate: 1.5})
+			if id == 1 {
+				first = g
+			}
+		}
+	}
+	for k := range flowWaiting {
+		id++
+		h := uint32(k%16)*2654435761 + 12345
+		p.Arrive(base.Add(time.Duration(k)*time.Millisecond), fairshare.Request{Holder: h, ID: id,
+			Team: cfg.Teams[k*7%teams].Name, Class: fairshare.Class(k % 2), Tokens: int64(1000 + k), Estimate: 2.5})
+	}
+	state.flowFull, _ = p.AppendBinary(nil)
+	p.Release(base.Add(time.Second), &first, 1)
+	head, _ := p.Next(base.Add(time.Second))
+	state.flowHolder = head.Holder
+	state.flow, _ = p.AppendBinary(nil)
+}
+
+// arriveLoop runs n decisions decode + Arrive + encode of a borrower on
+// the full flow record (it is queued) and returns a checksum of the
+// outcomes and record sizes (-1 if a decode failed or the request was
+// not queued).
+func arriveLoop(n int) int64 {
+	now := base.Add(time.Second)
+	p := &state.pool
+	var sum int64
+	r := fairshare.Request{Holder: 12345, ID: 1 << 40, Team: "team-000", Class: fairshare.Batch, Tokens: 3000, Estimate: 2}
+	for range n {
+		if err := p.UnmarshalBinary(state.flowFull); err != nil {
+			return -1
+		}
+		_, _, out := p.Arrive(now, r)
+		if out != fairshare.Queued {
+			return -1
+		}
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(out) + int64(len(state.buf))
+	}
+	return sum
+}
+
+// dispatchLoop runs n decisions decode + Dispatch + encode of the head of
+// the flow record's queue by its holder and returns a checksum of the
+// priorities and record sizes (-1 if a decode failed or nothing was
+// dispatched).
+func dispatchLoop(n int) int64 {
+	now := base.Add(time.Second)
+	p := &state.pool
+	var sum int64
+	for range n {
+		if err := p.UnmarshalBinary(state.flow); err != nil {
+			return -1
+		}
+		g, _, st := p.Dispatch(now, state.flowHolder)
+		if st != fairshare.Dispatched {
+			return -1
+		}
+		state.buf, _ = p.AppendBinary(state.buf[:0])
+		sum += int64(g.Priority) + int64(len(state.buf))
+	}
+	return sum
 }
 
 // acquireLoop runs n decisions decode + Acquire + encode on the prepared

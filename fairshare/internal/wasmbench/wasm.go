@@ -18,3 +18,9 @@ func wasmCodec(n int32) int64 { return codecLoop(int(n)) }
 
 //go:wasmexport own
 func wasmOwn(n int32) int64 { return ownLoop(int(n)) }
+
+//go:wasmexport arrive
+func wasmArrive(n int32) int64 { return arriveLoop(int(n)) }
+
+//go:wasmexport dispatch
+func wasmDispatch(n int32) int64 { return dispatchLoop(int(n)) }

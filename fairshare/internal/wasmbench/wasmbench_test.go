@@ -16,13 +16,15 @@ import (
 // (its optimizing compiler on amd64 and arm64). Envoy runs V8: its figures
 // will differ; the ratio is wazero's.
 type guest struct {
-	ctx     context.Context
-	r       wazero.Runtime
-	prepare api.Function
-	acquire api.Function
-	release api.Function
-	codec   api.Function
-	own     api.Function
+	ctx      context.Context
+	r        wazero.Runtime
+	prepare  api.Function
+	acquire  api.Function
+	release  api.Function
+	codec    api.Function
+	own      api.Function
+	arrive   api.Function
+	dispatch api.Function
 }
 
 func newGuest(tb testing.TB) *guest {
@@ -38,9 +40,11 @@ func newGuest(tb testing.TB) *guest {
 	}
 	g := &guest{ctx: ctx, r: r, prepare: mod.ExportedFunction("prepare"),
 		acquire: mod.ExportedFunction("acquire"), release: mod.ExportedFunction("release"),
-		codec: mod.ExportedFunction("codec"), own: mod.ExportedFunction("own")}
-	if g.prepare == nil || g.acquire == nil || g.release == nil || g.codec == nil || g.own == nil {
-		tb.Fatal("wasmbench lacks an export (prepare, acquire, release, codec, own)")
+		codec: mod.ExportedFunction("codec"), own: mod.ExportedFunction("own"),
+		arrive: mod.ExportedFunction("arrive"), dispatch: mod.ExportedFunction("dispatch")}
+	if g.prepare == nil || g.acquire == nil || g.release == nil || g.codec == nil || g.own == nil ||
+		g.arrive == nil || g.dispatch == nil {
+		tb.Fatal("wasmbench lacks an export (prepare, acquire, release, codec, own, arrive, dispatch)")
 	}
 	return g
 }
@@ -73,6 +77,10 @@ var ops = []op{
 		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.release, uint64(n)) }},
 	{"own-pair", ownLoop,
 		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.own, uint64(n)) }},
+	{"arrive-queued", arriveLoop,
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.arrive, uint64(n)) }},
+	{"dispatch", dispatchLoop,
+		func(g *guest, tb testing.TB, n int) int64 { return g.call(tb, g.dispatch, uint64(n)) }},
 }
 
 var sizes = []int{4, 32, 256}

@@ -1,0 +1,139 @@
+package fairshare
+
+import (
+	"slices"
+	"time"
+)
+
+// Brute-force references for the queue's decisions, written apart from
+// queue.go and resources.go: the random operation tests compare every
+// Arrive and Dispatch with them.
+
+// refWithin reports whether a request of entry i with tok tokens fits
+// what the team's within-share requests leave of its reservation.
+func refWithin(p *Pool, i int, tok int64) bool {
+	e := p.teams[i]
+	seqOK := e.within+e.pWithin+1 <= e.reserved
+	tokOK := p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok
+	return seqOK && tokOK
+}
+
+// refMayBorrow reports whether entry i's borrowing limit allows tok more.
+func refMayBorrow(p *Pool, i int, tok int64) bool {
+	e := p.teams[i]
+	if e.borrowLim >= 1 {
+		return true
+	}
+	useSeq := e.within + e.borrowing + e.pWithin + e.pBorrowing
+	if useSeq+1-e.reserved > int(e.borrowLim*float64(p.capacity)) {
+		return false
+	}
+	if p.kvTokens == 0 {
+		return true
+	}
+	useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
+	return useTok+tok-e.resTok <= int64(e.borrowLim*float64(p.kvTokens))
+}
+
+// refRoom reports whether the pool has room for a borrower of entry i
+// with tok tokens: use + what other teams' lending limits keep + demand
+// within capacity, in every resource.
+func refRoom(p *Pool, i int, tok int64) bool {
+	seq, kseq := 0, 0
+	var t, ktok int64
+	for j, e := range p.teams {
+		useSeq := e.within + e.borrowing + e.pWithin + e.pBorrowing
+		useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
+		seq += useSeq
+		t += useTok
+		if j == i {
+			continue
+		}
+		lentSeq := int(e.lend * float64(e.reserved))
+		lentTok := int64(e.lend * float64(e.resTok))
+		kseq += max(0, e.reserved-lentSeq-useSeq)
+		ktok += max(0, e.resTok-lentTok-useTok)
+	}
+	if seq+kseq+1 > p.capacity {
+		return false
+	}
+	if p.kvTokens == 0 {
+		return true
+	}
+	// At most what the others' lending limits can ever leave to i.
+	var keptAll int64
+	for j, e := range p.teams {
+		if j != i {
+			keptAll += e.resTok - int64(e.lend*float64(e.resTok))
+		}
+	}
+	if avail := max(p.kvTokens-keptAll, 0); tok > avail {
+		tok = avail
+	}
+	return t+ktok+tok <= p.kvTokens
+}
+
+// refEverFits reports whether the others' lending limits leave entry i a
+// sequence when all of them are idle.
+func refEverFits(p *Pool, i int) bool {
+	kept := 0
+	for j, e := range p.teams {
+		if j != i {
+			kept += e.reserved - int(e.lend*float64(e.reserved))
+		}
+	}
+	return p.capacity-kept >= 1
+}
+
+// refKey is a waiting request's standing, compared lexicographically.
+type refKey struct {
+	notWithin int
+	rank      int
+	class     Class
+	arrival   int64
+	holder    uint32
+	id        uint64
+}
+
+func (a refKey) less(b refKey) bool {
+	x := []int64{int64(a.notWithin), int64(a.rank), int64(a.class), a.arrival, int64(a.holder), int64(a.id)}
+	y := []int64{int64(b.notWithin), int64(b.rank), int64(b.class), b.arrival, int64(b.holder), int64(b.id)}
+	return slices.Compare(x, y) < 0
+}
+
+// refRanks returns every entry's rank as Snapshot computes it.
+func refRanks(p *Pool) []int {
+	snap := p.Snapshot(time.Unix(0, p.now))
+	r := make([]int, len(snap))
+	for i, s := range snap {
+		r[i] = s.Rank
+	}
+	return r
+}
+
+// refHead returns the index of the request Dispatch must look at, whether
+// it is within share, and whether it may go (-1 when none is eligible).
+func refHead(p *Pool) (k int, within, ready bool) {
+	ranks := refRanks(p)
+	k = -1
+	var best refKey
+	for j, w := range p.waits {
+		in := refWithin(p, w.team, w.tokens)
+		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
+			continue
+		}
+		key := refKey{boolInt(!in), ranks[w.team], w.class, w.arrival, w.holder, w.id}
+		if k < 0 || key.less(best) {
+			k, best, within = j, key, in
+		}
+	}
+	if k < 0 {
+		return -1, false, false
+	}
+	return k, within, within || refRoom(p, p.waits[k].team, p.waits[k].tokens)
+}
+
+// refArrivalKey is the standing of a borrowing request arriving now.
+func refArrivalKey(p *Pool, i int, class Class, holder uint32, id uint64, t int64) refKey {
+	return refKey{1, refRanks(p)[i], class, t, holder, id}
+}

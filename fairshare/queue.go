@@ -1,0 +1,550 @@
+package fairshare
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// The queue. With Config.QueueLimit > 0, a request that would borrow
+// while the pool has no room for it (or while its team may not borrow)
+// is not granted but held at the gateway: its holder keeps the stream
+// paused and the pool records it as waiting, as (holder, id, team,
+// class, arrival, tokens, estimate). The waiting requests of all holders
+// form one queue in the record; whenever capacity frees, the next to go
+// is the one with the best standing at that moment, and its priority is
+// decided then (see Dispatch).
+//
+// Only the holder of a waiting request dispatches it (it alone can resume
+// the stream): a holder that frees capacity and finds another holder's
+// request at the head wakes that holder (Dispatch returns Elsewhere with
+// the head). A waiting request leaves the queue when it is dispatched,
+// cancelled (Cancel), when its deadline passes (arrival + MaxQueueTime:
+// every operation that takes the time drops expired requests, and none is
+// ever dispatched at or after its deadline; the holder, which was given
+// the deadline by Arrive, answers the client then), or when its holder is
+// presumed dead (its streams died with it).
+
+// waiter is one waiting request.
+type waiter struct {
+	arrival  int64 // unix ns
+	holder   uint32
+	id       uint64
+	team     int // entry index: a configured team or UnknownTeam
+	class    Class
+	tokens   int64   // KV tokens demanded (already clamped by p.tokens)
+	estimate float64 // cost units (sanitized)
+}
+
+// compareWaiter orders the queue's storage: by arrival, then holder, then
+// id.
+func compareWaiter(a, b *waiter) int {
+	if c := cmp.Compare(a.arrival, b.arrival); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.holder, b.holder); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// Request is a request as it arrives at the gateway, for Arrive.
+type Request struct {
+	// Holder is the holder (Wasm VM instance) that holds the request's
+	// stream.
+	Holder uint32
+	// ID identifies the request among its holder's (a holder-local
+	// counter): Dispatch and Cancel name it by (Holder, ID).
+	ID uint64
+	// Team is the team header's value (UnknownTeam's entry for a team the
+	// configuration does not list).
+	Team string
+	// Class is the request's class (clamped to Interactive or Batch).
+	Class Class
+	// Tokens is the request's KV-token demand: prompt tokens plus expected
+	// completion tokens. Ignored without a KV resource (Config.KVTokens);
+	// negative counts as 0, above K as K.
+	Tokens int64
+	// Estimate is the estimated cost (cost units) charged as the entry
+	// penalty when the request is granted, as Acquire's estimate.
+	Estimate float64
+}
+
+// Outcome is what Arrive did with a request.
+type Outcome uint8
+
+const (
+	// Granted: the request goes now; the Grant is valid and must be
+	// released.
+	Granted Outcome = iota
+	// Queued: the request waits in the pool's queue; its holder keeps the
+	// stream paused until Dispatch grants it, or answers it at its
+	// deadline (Waiting.Deadline).
+	Queued
+	// QueueFull: refused, the pool's queue holds QueueLimit requests.
+	// Nothing was recorded.
+	QueueFull
+	// TeamQueueFull: refused, the team's requests waiting number
+	// TeamQueueLimit. Nothing was recorded.
+	TeamQueueFull
+	// Duplicate: refused, the holder already has a request of that ID
+	// waiting. Nothing was recorded.
+	Duplicate
+)
+
+// String returns the outcome's name in lower case.
+func (o Outcome) String() string {
+	switch o {
+	case Granted:
+		return "granted"
+	case Queued:
+		return "queued"
+	case QueueFull:
+		return "queue_full"
+	case TeamQueueFull:
+		return "team_queue_full"
+	case Duplicate:
+		return "duplicate"
+	}
+	return "unknown"
+}
+
+// Waiting describes a waiting request.
+type Waiting struct {
+	// Holder is the holder (Wasm VM instance) that holds the request's
+	// paused stream: the only one that may dispatch it.
+	Holder uint32
+	// ID is the request's holder-local id.
+	ID uint64
+	// Team is the pool entry the request waits in (UnknownTeam for a team
+	// the configuration does not list).
+	Team string
+	// Class is the request's class.
+	Class Class
+	// Arrived is when the request arrived (unix nanoseconds).
+	Arrived int64
+	// Deadline is when the request leaves the queue undispatched
+	// (Arrived + MaxQueueTime; math.MaxInt64 without a queue time limit).
+	Deadline int64
+	// Tokens is the KV tokens it demands; Estimate its estimated cost.
+	Tokens   int64
+	Estimate float64
+	// Within is set when the request would now be within its team's
+	// share (it then goes without room).
+	Within bool
+}
+
+// DispatchStatus is what Dispatch found at the head of the queue.
+type DispatchStatus uint8
+
+const (
+	// Empty: no request waits.
+	Empty DispatchStatus = iota
+	// Blocked: the head cannot go yet: the pool has no room for it in some
+	// resource, or no waiting team may borrow now (borrowing limits).
+	Blocked
+	// Dispatched: the head was the caller's and was granted.
+	Dispatched
+	// Elsewhere: the head may go now but is held by another holder (see
+	// the Waiting returned): wake that holder, which dispatches it.
+	Elsewhere
+)
+
+// String returns the status's name in lower case.
+func (s DispatchStatus) String() string {
+	switch s {
+	case Empty:
+		return "empty"
+	case Blocked:
+		return "blocked"
+	case Dispatched:
+		return "dispatched"
+	case Elsewhere:
+		return "elsewhere"
+	}
+	return "unknown"
+}
+
+// Arrive decides a request as it arrives at time now.
+//
+//   - If it fits its team's reservation in every resource it is granted
+//     within share (priority 0/1), whatever the pool's load: within-share
+//     requests are never held.
+//   - Otherwise it borrows. Without a queue (QueueLimit 0) it is granted
+//     at once, as Acquire would. With a queue it is granted only if its
+//     team may borrow (borrowing limit), the pool has room for it in every
+//     resource (lending limits of other teams counted, see resources.go),
+//     and no waiting request that could go has a better standing (see
+//     Dispatch); else it is queued, or refused when the queue or the
+//     team's share of it is full, or the holder already has a waiting
+//     request of that ID.
+//
+// The Grant is valid only for Granted (then it must be released); the
+// Waiting describes the request for Queued (its Deadline is when the
+// holder answers the client if it has not been dispatched by then; its
+// arrival is the latest time the record has seen, now unless another
+// VM's clock is ahead). A refused request is not recorded. Arrive counts as a
+// heartbeat of r.Holder. Cost: O(teams) within share, O(teams·log teams
+// + waiting) for a borrower; no allocation once the buffers have grown.
+func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
+	t := now.UnixNano()
+	p.advance(t)
+	i := p.acquireEntry(r.Team)
+	class := clampClass(r.Class)
+	tok := p.tokens(r.Tokens)
+	est := sanitizeAmount(r.Estimate)
+	if p.withinFits(i, tok) {
+		return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
+	}
+	if p.queueLimit == 0 {
+		return p.grantArrived(t, r, i, class, est, tok, true, p.rank(i)), Waiting{}, Granted
+	}
+	ranks := p.rankAll()
+	// The arrival is the record's time: a VM whose clock lags queues in
+	// the order the record saw it, and never behind a deadline already
+	// passed.
+	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
+	u := p.usage()
+	if p.mayBorrow(i, tok) && p.hasRoom(u, i, tok) {
+		// Granted unless a waiting request that could go stands better.
+		k, within := p.head(u, ranks)
+		if k < 0 || p.better(&w, false, ranks, &p.waits[k], within) {
+			return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, Granted
+		}
+	}
+	switch {
+	case p.findWait(r.Holder, r.ID) >= 0:
+		p.touch(r.Holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, Waiting{}, Duplicate
+	case len(p.waits) >= p.queueLimit:
+		p.touch(r.Holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, Waiting{}, QueueFull
+	case p.teamQueueLimit > 0 && p.teams[i].waiting >= p.teamQueueLimit:
+		p.touch(r.Holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, Waiting{}, TeamQueueFull
+	}
+	h := p.touch(r.Holder, t, true)
+	p.holders[h].waits++
+	p.teams[i].waiting++
+	lo, hi := 0, len(p.waits)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if compareWaiter(&p.waits[m], &w) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	k := lo
+	p.waits = slices.Insert(p.waits, k, w)
+	return Grant{released: true}, p.describe(&p.waits[k], false), Queued
+}
+
+// grantArrived grants a request of entry i on arrival.
+func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64, tok int64, borrowing bool, rank int) Grant {
+	g := p.grant(t, r.Holder, i, class, est, tok, borrowing, rank)
+	g.ID = r.ID
+	return g
+}
+
+// Dispatch looks at the head of the queue at time now: the waiting
+// request with the best standing at that moment among those that could go
+// (see below). If the head may go and is held by holder, it leaves the
+// queue and is granted, its standing decided now: within share (priority
+// 0/1) if it now fits its team's reservation, else borrowing at its
+// team's rank now; Dispatched is returned with the grant (Grant.ID names
+// the request, Grant.Arrived its arrival). If the head may go but another
+// holder holds it, nothing changes and Elsewhere is returned with the
+// head: the caller wakes that holder. Blocked returns the head that cannot
+// go yet; Empty says nothing waits.
+//
+// Standing, best first:
+//  1. a request that now fits its team's reservation (within share);
+//  2. the team's level-fairshare rank now (lower first);
+//  3. class: Interactive before Batch;
+//  4. arrival, earlier first;
+//  5. holder id, then request id, lower first (a stable final tie-break).
+//
+// Requests of a team that its borrowing limit keeps from borrowing now,
+// or to which the other teams' lending limits leave no sequence at all,
+// are passed over (they cannot go whatever the room). The head then goes
+// if it is within share, or if the pool has room for it in every
+// resource; otherwise nothing goes (no smaller request overtakes it, so a
+// large request is not starved). Dispatch counts as a heartbeat of
+// holder. Call it until it returns something other than Dispatched.
+// Cost: O(teams·log teams + waiting).
+func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchStatus) {
+	t := now.UnixNano()
+	p.advance(t)
+	p.touch(holder, t, p.holderTimeout > 0)
+	k, within, st := p.next()
+	if st == Empty {
+		return Grant{released: true}, Waiting{}, Empty
+	}
+	w := p.waits[k]
+	desc := p.describe(&w, within)
+	if st == Blocked {
+		return Grant{released: true}, desc, Blocked
+	}
+	if w.holder != holder {
+		return Grant{released: true}, desc, Elsewhere
+	}
+	p.removeWait(k)
+	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, !within, p.ranks[w.team])
+	g.ID, g.Arrived = w.id, w.arrival
+	return g, desc, Dispatched
+}
+
+// Next returns the head of the queue at time now, as Dispatch finds it,
+// without dispatching it: Elsewhere when it may go (whoever holds it;
+// Next never returns Dispatched), Blocked when it cannot go yet, Empty
+// when nothing waits. A holder uses it to learn whose turn it is, e.g.
+// after a release, to wake that holder. It changes nothing but what every
+// operation taking the time does (expiry), and counts as no heartbeat.
+// Cost: O(teams·log teams + waiting).
+func (p *Pool) Next(now time.Time) (Waiting, DispatchStatus) {
+	p.advance(now.UnixNano())
+	k, within, st := p.next()
+	if st == Empty {
+		return Waiting{}, Empty
+	}
+	return p.describe(&p.waits[k], within), st
+}
+
+// next finds the head: its index, whether it is within share now, and
+// Blocked or Elsewhere (Empty with k = -1 when nothing waits). p.ranks
+// holds every entry's rank afterwards.
+func (p *Pool) next() (k int, within bool, st DispatchStatus) {
+	if len(p.waits) == 0 {
+		return -1, false, Empty
+	}
+	ranks := p.rankAll()
+	u := p.usage()
+	k, within = p.head(u, ranks)
+	if k < 0 {
+		// Every waiting team is held by its borrowing limit: report the
+		// best of them as blocked.
+		k = 0
+		for j := 1; j < len(p.waits); j++ {
+			if p.better(&p.waits[j], false, ranks, &p.waits[k], false) {
+				k = j
+			}
+		}
+		return k, false, Blocked
+	}
+	w := &p.waits[k]
+	if within || p.hasRoom(u, w.team, w.tokens) {
+		return k, within, Elsewhere
+	}
+	return k, within, Blocked
+}
+
+// head returns the index of the waiting request with the best standing
+// among those that could go (within share now, or of a team that may
+// borrow them and to which the other teams' lending limits leave a
+// sequence), and whether it is within share (-1 if none could go), given
+// u = p.usage(). Cost: O(waiting).
+func (p *Pool) head(u usage, ranks []int) (int, bool) {
+	best, bestWithin := -1, false
+	for k := range p.waits {
+		w := &p.waits[k]
+		within := p.withinFits(w.team, w.tokens)
+		if !within && (!p.mayBorrow(w.team, w.tokens) || !p.mayEverFit(u, w.team)) {
+			continue
+		}
+		if best < 0 || p.better(w, within, ranks, &p.waits[best], bestWithin) {
+			best, bestWithin = k, within
+		}
+	}
+	return best, bestWithin
+}
+
+// better reports whether a (within share now if aw) stands strictly
+// better than b (bw): the order of Dispatch.
+func (p *Pool) better(a *waiter, aw bool, ranks []int, b *waiter, bw bool) bool {
+	if aw != bw {
+		return aw
+	}
+	if ra, rb := ranks[a.team], ranks[b.team]; ra != rb {
+		return ra < rb
+	}
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	return compareWaiter(a, b) < 0
+}
+
+// rankAll fills p.ranks with every entry's dense LF rank (as rank) and
+// returns it. Cost: O(teams·log teams), no allocation once the scratch
+// has grown.
+func (p *Pool) rankAll() []int {
+	lf := p.levelFairshares()
+	n := len(lf)
+	h := append(p.higher[:0], lf...)
+	slices.Sort(h)
+	p.higher = h
+	if cap(p.ranks) < n {
+		p.ranks = make([]int, n, n+4)
+		p.sorted = make([]int, n, n+4)
+	}
+	p.ranks, p.sorted = p.ranks[:n], p.sorted[:n]
+	tieGroups(h, p.sorted)
+	for i, v := range lf {
+		k, _ := slices.BinarySearch(h, v)
+		p.ranks[i] = p.sorted[k]
+	}
+	return p.ranks
+}
+
+// describe returns the Waiting of w.
+func (p *Pool) describe(w *waiter, within bool) Waiting {
+	return Waiting{Holder: w.holder, ID: w.id, Team: p.teams[w.team].name, Class: w.class, Arrived: w.arrival,
+		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Estimate: w.estimate, Within: within}
+}
+
+// deadline returns the deadline of a request that arrived at a.
+func (p *Pool) deadline(a int64) int64 {
+	if p.maxQueueTime <= 0 {
+		return 1<<63 - 1
+	}
+	return addSat(a, p.maxQueueTime)
+}
+
+// Cancel removes the waiting request (holder, id), at time now, and
+// reports whether it was waiting: a client that gave up, or a holder that
+// answers a request at its deadline. It is idempotent: a request that was
+// dispatched, expired, cancelled or never queued is not touched (false).
+// Cancel counts as a heartbeat of holder. Cost: O(waiting).
+func (p *Pool) Cancel(now time.Time, holder uint32, id uint64) bool {
+	t := now.UnixNano()
+	p.advance(t)
+	p.touch(holder, t, p.holderTimeout > 0)
+	k := p.findWait(holder, id)
+	if k < 0 {
+		return false
+	}
+	p.removeWait(k)
+	return true
+}
+
+// findWait returns the index of the waiting request (holder, id), or -1.
+func (p *Pool) findWait(holder uint32, id uint64) int {
+	for k := range p.waits {
+		if w := &p.waits[k]; w.holder == holder && w.id == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// removeWait removes waiting request k, and its holder if it is then idle
+// without leases.
+func (p *Pool) removeWait(k int) {
+	w := p.waits[k]
+	p.waits = slices.Delete(p.waits, k, k+1)
+	p.teams[w.team].waiting--
+	if h := p.findHolder(w.holder); h >= 0 {
+		p.holders[h].waits--
+		if p.holderTimeout == 0 && p.holders[h].idle() {
+			p.removeHolder(h)
+		}
+	}
+}
+
+// dropWaits removes every waiting request of holder id (the caller
+// removes the holder).
+func (p *Pool) dropWaits(id uint32) {
+	kept := p.waits[:0]
+	for _, w := range p.waits {
+		if w.holder == id {
+			p.teams[w.team].waiting--
+			continue
+		}
+		kept = append(kept, w)
+	}
+	p.waits = kept
+	if h := p.findHolder(id); h >= 0 {
+		p.holders[h].waits = 0
+	}
+}
+
+// expireWaits drops the waiting requests whose deadline is at or before
+// t. The queue is sorted by arrival, so they are a prefix. Cost: O(1)
+// when none expires.
+func (p *Pool) expireWaits(t int64) {
+	if p.maxQueueTime <= 0 || len(p.waits) == 0 || p.deadline(p.waits[0].arrival) > t {
+		return
+	}
+	n := 0
+	for n < len(p.waits) && p.deadline(p.waits[n].arrival) <= t {
+		w := &p.waits[n]
+		p.teams[w.team].waiting--
+		if h := p.findHolder(w.holder); h >= 0 {
+			p.holders[h].waits--
+		}
+		n++
+	}
+	p.waits = append(p.waits[:0], p.waits[n:]...)
+	if p.holderTimeout == 0 {
+		for k := 0; k < len(p.holders); {
+			if p.holders[k].idle() {
+				p.removeHolder(k)
+				continue
+			}
+			k++
+		}
+	}
+}
+
+// Waiters returns the number of requests waiting in the queue. Cost: O(1).
+func (p *Pool) Waiters() int { return len(p.waits) }
+
+// RetryAfter estimates, at time now, how long a client whose request
+// expired in the queue (or was refused because the queue is full) should
+// wait before retrying, for a request of team: the age of the oldest
+// request of the team still waiting, else of the oldest request waiting,
+// rounded up to whole seconds, at least 1 s and at most MaxQueueTime
+// (when set).
+//
+// Why: the request dispatched next is about the oldest of its standing,
+// so its age is the time a request arriving now waits before its turn
+// comes (CoDel's sojourn time, read at the head instead of the tail); a
+// client that retries sooner only queues again behind it. It knows
+// nothing of the future (a burst ending, capacity added), so it is an
+// estimate, not a promise. Cost: O(waiting).
+func (p *Pool) RetryAfter(now time.Time, team string) time.Duration {
+	t := now.UnixNano()
+	i := p.find(team)
+	if i >= 0 && !p.teams[i].configured {
+		i = -1
+	}
+	if i < 0 {
+		i = p.unknownIndex()
+	}
+	oldest, oldestTeam := int64(-1), int64(-1)
+	for k := range p.waits {
+		w := &p.waits[k]
+		if w.arrival > t || p.deadline(w.arrival) <= t {
+			continue
+		}
+		if oldest < 0 {
+			oldest = w.arrival
+		}
+		if w.team == i {
+			oldestTeam = w.arrival
+			break // sorted by arrival: the team's first is its oldest
+		}
+	}
+	age := time.Duration(0)
+	switch {
+	case oldestTeam >= 0:
+		age = time.Duration(t - oldestTeam)
+	case oldest >= 0:
+		age = time.Duration(t - oldest)
+	}
+	age = ((age + time.Second - 1) / time.Second) * time.Second
+	if p.maxQueueTime > 0 {
+		age = min(age, ((p.maxQueueTime+time.Second-1)/time.Second)*time.Second)
+	}
+	return max(age, time.Second)
+}
