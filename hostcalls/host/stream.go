@@ -190,6 +190,21 @@ func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
 	return r, err
 }
 
+// callDir runs one of direction d's filter callbacks. A
+// proxy_continue_stream for d made during it is dropped: Envoy runs the
+// deferred continueDecoding/continueEncoding at the end of the VM call,
+// before the filter's result is recorded, when the filter is not stopped
+// yet, so it resumes nothing and a stop returned by the callback holds.
+func (s *Stream) callDir(d *direction, name string, args ...uint64) (uint64, error) {
+	pending := d.continuePending
+	r, err := s.call(name, 0, args...)
+	if d.continuePending && !pending {
+		d.continuePending = false
+		s.vm.trace("(proxy_continue_stream during the stream's own callback: no effect)")
+	}
+	return r, err
+}
+
 func (s *Stream) dir(resp bool) *direction {
 	if resp {
 		return &s.resp
@@ -251,7 +266,7 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 	if resp {
 		name = hostcalls.ExportResponseHeaders
 	}
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.headers)), b2u(eos))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.headers)), b2u(eos))
 	if err != nil || s.afterCallback() {
 		d.headersMutable = false
 		return Ended
@@ -325,7 +340,7 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 		name = hostcalls.ExportResponseBody
 	}
 	d.inBody = true
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.buf)), b2u(eos))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.buf)), b2u(eos))
 	d.inBody = false
 	if err != nil || s.afterCallback() {
 		return Ended
@@ -392,7 +407,7 @@ func (s *Stream) deliverTrailers(d *direction) Action {
 		name = hostcalls.ExportResponseTrailers
 	}
 	d.trailersMutable = true
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.trailers)))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.trailers)))
 	if err != nil || s.afterCallback() {
 		d.trailersMutable = false
 		return Ended
