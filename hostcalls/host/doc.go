@@ -11,8 +11,12 @@
 // (root, 0), proxy_on_vm_start and proxy_on_configure (the configuration
 // is buffer 7, readable only there). Each VM runs one call at a time; VMs
 // run in parallel. Host.Reconfigure models Envoy creating new VMs for a new
-// configuration: the old VMs get root on_done/on_delete once replaced and
-// finish their open streams; shared data survives (same vm_id).
+// configuration: the old VMs take no new streams and finish their open
+// ones, their root contexts ticking and receiving queue notifications
+// meanwhile (each Envoy stream holds the plugin handle), so they can
+// dispatch the requests they hold; root on_done/on_delete follow the last
+// stream (a root whose on_done answers false keeps ticking until
+// proxy_done); shared data survives (same vm_id).
 //
 // Every proxy_* import of ABI 0.2.1 is provided (gRPC answers
 // UNIMPLEMENTED), with Envoy's semantics where they differ from the spec
@@ -73,6 +77,9 @@
 //   - on_log is skipped for streams that were reset (client disconnect,
 //     close_stream, a local reply after the response started) [inferred].
 //   - The canary is discarded without on_done/on_delete.
+//   - Reconfigure replaces every VM (as Istio's new vm_key per change
+//     does); Envoy with an unchanged VM configuration would keep the VM
+//     and create a new root context in it.
 //   - A trap fails the VM; its streams end with 503 "wasm_fail_stream"
 //     (fail closed); the Handler replaces a failed VM with a new one for
 //     new streams (if the new VM fails to start, new streams run on the

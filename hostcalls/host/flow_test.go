@@ -483,3 +483,49 @@ func TestHandlerClientGoneWhileHeld(t *testing.T) {
 	tickVM(t, h, 0)
 	equal(t, "resume refused", messages(h, 0, "set_effective_context"), []string{`set_effective_context(ctx=2) -> status=BAD_ARGUMENT`})
 }
+
+// TestRetiredVMKeepsItsHeldRequests: after a reconfiguration the old VM
+// takes no new streams, but its root context lives on while streams are
+// open on it (in Envoy each stream holds the plugin handle whose release
+// calls on_done), so its ticks still dispatch the request it holds. Once
+// its last stream completes, on_done runs: answered true, on_delete
+// follows and the old VM never ticks again; answered false, the root
+// keeps ticking until the guest calls proxy_done.
+func TestRetiredVMKeepsItsHeldRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		pluginDone string
+		ticksAfter []int // h.Tick() after the held stream completed, twice
+	}{
+		{"on_done false", `,"plugin_done":0`, []int{2, 1}},
+		{"on_done true", ``, []int{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := `{"on":{
+				"configure":[{"call":"set_tick_period_milliseconds","n":10}],
+				"tick":[{"call":"set_effective_context","ctx":2},{"call":"continue_stream","stream":"request"},{"call":"done"}]},
+				"return":{"request_body":1` + tc.pluginDone + `}}`
+			h := flowHost(t, script, Options{Transcript: true})
+			old := h.VMs()[0]
+			rootEnd := func() []string {
+				old.mu.Lock()
+				defer old.mu.Unlock()
+				return grep(old.transcript, "--> proxy_on_done(ctx=1)", "--> proxy_on_delete(ctx=1)")
+			}
+			s := h.NewStream(0)
+			s.RequestHeaders(postReq, false)
+			s.RequestBody([]byte("abcd"), true)
+			if err := h.Reconfigure([]byte(script)); err != nil {
+				t.Fatal(err)
+			}
+			equal(t, "old root still alive", rootEnd(), []string(nil))
+			equal(t, "ticks: the new VM and the old one", h.Tick(), 2)
+			equal(t, "resumed by the old VM", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, "abcd"})
+			s.Complete()
+			equal(t, "on_done once the last stream completed", rootEnd()[:1], []string{"--> proxy_on_done(ctx=1)"})
+			equal(t, "ticks after", []int{h.Tick(), h.Tick()}, tc.ticksAfter)
+			equal(t, "old root deleted", rootEnd(), []string{"--> proxy_on_done(ctx=1)", "--> proxy_on_delete(ctx=1)"})
+			equal(t, "old instance closed", old.closed, true)
+		})
+	}
+}

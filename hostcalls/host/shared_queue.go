@@ -145,7 +145,8 @@ func init() {
 // and the calling VM is unlocked, never inside this call (Envoy posts it
 // to the owner's dispatcher: cpp-host SharedQueue::enqueue →
 // call_on_thread), also when the owner is the calling VM. The
-// notification is dropped if the owner has been retired, closed or has
+// notification is dropped if the owner's root context is gone (deleted
+// after a reconfiguration), its instance closed, or it has
 // failed by then (cpp-host finds no Wasm or no root context on that
 // thread); the item stays queued and enqueue still answers OK. NOT_FOUND:
 // no such token (never registered, or its vm_id is gone).
@@ -224,11 +225,11 @@ func init() {
 }
 
 // queueReady delivers proxy_on_queue_ready(root, token) to the VM with the
-// root context effective, unless the VM has been retired, closed or has
-// failed.
+// root context effective, unless its root context was deleted, the VM
+// closed or failed. A retired VM still waiting for proxy_done is notified.
 func (vm *VM) queueReady(token uint32) {
 	vm.enter()
-	if !vm.retired && !vm.closed && vm.failed == nil {
+	if !vm.rootGone && !vm.closed && vm.failed == nil {
 		vm.curID, vm.cur = rootContextID, nil
 		vm.callback(hostcalls.ExportQueueReady, 0, rootContextID, uint64(token))
 	}

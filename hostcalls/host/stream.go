@@ -552,7 +552,15 @@ func (s *Stream) Complete() {
 		delete(s.vm.streams, s.id)
 	}
 	vm := s.vm
-	closeNow := vm.active.Add(-1) == 0 && vm.retired && !vm.waitDone
+	closeNow := false
+	if vm.active.Add(-1) == 0 && vm.retired {
+		// The last stream released the plugin: the retired root shuts down.
+		if !vm.shutdown {
+			closeNow = vm.shutdownRoot()
+		} else {
+			closeNow = vm.rootGone
+		}
+	}
 	s.unlock()
 	if closeNow {
 		vm.closeInstance(vm.ctx)
