@@ -33,7 +33,8 @@
 // the buffer limit (413 request, 500 response);
 // headers StopIteration converted to StopAllIterationAndWatermark; local
 // replies deferred until the callback returns; the end-of-stream order
-// on_log → on_done → on_delete; tick timers per VM; http_call to named
+// on_log → on_done → on_delete for every stream (reset ones too); tick
+// timers per VM; http_call to named
 // clusters; properties; the allocator rules (malloc before
 // proxy_on_memory_allocate, empty results as ptr=0,size=0 without
 // allocation, restricted callbacks during allocation and _initialize).
@@ -74,8 +75,6 @@
 //   - A local reply sent by the filter does not pass through that filter's
 //     response callbacks; the Handler's 503 for an unreachable upstream
 //     does (as Envoy's router reply does).
-//   - on_log is skipped for streams that were reset (client disconnect,
-//     close_stream, a local reply after the response started) [inferred].
 //   - The canary is discarded without on_done/on_delete.
 //   - Reconfigure replaces every VM (as Istio's new vm_key per change
 //     does); Envoy with an unchanged VM configuration would keep the VM

@@ -233,8 +233,8 @@ func TestLocalReplyFromTick(t *testing.T) {
 }
 
 // TestClientAbortWhileHeld: the client goes away while its request is
-// held: on_done and on_delete run (no on_log: the request did not
-// complete), the context id is gone, and a later resume is refused.
+// held: on_log, on_done and on_delete run, the context id is gone, and a
+// later resume is refused (BAD_ARGUMENT).
 func TestClientAbortWhileHeld(t *testing.T) {
 	h := flowHost(t, holdAndResume, Options{Transcript: true})
 	s := h.NewStream(0)
@@ -243,7 +243,7 @@ func TestClientAbortWhileHeld(t *testing.T) {
 	s.Reset()
 	s.Complete()
 	equal(t, "end callbacks", grep(h.Transcript(0), "--> proxy_on_log", "--> proxy_on_done", "--> proxy_on_delete"),
-		[]string{"--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
+		[]string{"--> proxy_on_log(ctx=2)", "--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
 	tickVM(t, h, 0)
 	equal(t, "resume refused", messages(h, 0, "set_effective_context"), []string{`set_effective_context(ctx=2) -> status=BAD_ARGUMENT`})
 	equal(t, "nothing upstream", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{false, ""})
@@ -464,8 +464,8 @@ func TestHandlerHeldRequestAnsweredFromTick(t *testing.T) {
 }
 
 // TestHandlerClientGoneWhileHeld: the client disconnects while its
-// request is held: the stream is reset and ends with on_done and
-// on_delete (no on_log), and the next tick can no longer reach it.
+// request is held: the stream is reset and ends with on_log, on_done and
+// on_delete, and the next tick can no longer reach it.
 func TestHandlerClientGoneWhileHeld(t *testing.T) {
 	up, _ := echoUpstream(t)
 	h := flowHost(t, holdAndResume, Options{Transcript: true})
@@ -479,7 +479,7 @@ func TestHandlerClientGoneWhileHeld(t *testing.T) {
 	}
 	waitTranscript(t, h, 0, "--> proxy_on_delete(ctx=2)")
 	equal(t, "end callbacks", grep(h.Transcript(0), "--> proxy_on_log", "--> proxy_on_done", "--> proxy_on_delete"),
-		[]string{"--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
+		[]string{"--> proxy_on_log(ctx=2)", "--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
 	tickVM(t, h, 0)
 	equal(t, "resume refused", messages(h, 0, "set_effective_context"), []string{`set_effective_context(ctx=2) -> status=BAD_ARGUMENT`})
 }

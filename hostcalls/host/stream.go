@@ -505,9 +505,8 @@ func (s *Stream) applyResume() {
 }
 
 // abort resets the stream (downstream disconnect, upstream reset): no
-// further filter callbacks but the end; Complete then skips on_log (the
-// request did not complete) and runs on_done and on_delete. Caller holds
-// the VM.
+// further filter callbacks but the end (on_log, on_done, on_delete, run by
+// Complete). Caller holds the VM.
 func (s *Stream) abort(reason string) {
 	s.reset = true
 	s.resetWhy = reason
@@ -516,8 +515,9 @@ func (s *Stream) abort(reason string) {
 }
 
 // Reset resets the stream as a downstream disconnect does
-// ("downstream_remote_disconnect"): no further filter callbacks; Complete
-// then skips on_log and runs on_done and on_delete.
+// ("downstream_remote_disconnect"): no further filter callbacks but the
+// end, which Complete runs (on_log, on_done, on_delete, as for any
+// stream).
 func (s *Stream) Reset() { s.ResetWithReason("downstream_remote_disconnect") }
 
 // ResetWithReason resets the stream with the given reason (ResetReason).
@@ -530,8 +530,10 @@ func (s *Stream) ResetWithReason(reason string) {
 }
 
 // Complete ends the stream as Envoy's doDeferredStreamDestroy does:
-// proxy_on_log (only if the stream completed: not after a reset), then
-// proxy_on_done, then proxy_on_delete. Later events return Ended. Safe to
+// proxy_on_log, then proxy_on_done, then proxy_on_delete, also for a
+// stream that was reset (Envoy completes the request before it logs, so
+// the wasm filter's access-log callback always runs; ActiveStream::
+// completeRequest, FilterManager::log). Later events return Ended. Safe to
 // call twice.
 func (s *Stream) Complete() {
 	s.lock()
@@ -542,11 +544,9 @@ func (s *Stream) Complete() {
 	s.complete = true
 	s.ended = true
 	if s.created {
-		if !s.reset {
-			s.logPhase = true
-			s.call(hostcalls.ExportLog, 0, uint64(s.id))
-			s.logPhase = false
-		}
+		s.logPhase = true
+		s.call(hostcalls.ExportLog, 0, uint64(s.id))
+		s.logPhase = false
 		s.call(hostcalls.ExportDone, 1, uint64(s.id))
 		s.call(hostcalls.ExportDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)

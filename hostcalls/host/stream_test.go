@@ -209,8 +209,9 @@ func TestEndOfStreamOrder(t *testing.T) {
 	equal(t, "on_log", messages(h, 0, "log "), []string{"log ctx=2 path=/a status=0"})
 }
 
-// TestReset: a reset stream (client gone) gets no further callbacks, no
-// on_log, but on_done and on_delete.
+// TestReset: a reset stream (client gone) gets no further callbacks but
+// the end: on_log (Envoy completes the request before it logs), on_done,
+// on_delete.
 func TestReset(t *testing.T) {
 	h := start(t, rawGuestPkg, Options{Transcript: true})
 	s := h.NewStream(0)
@@ -220,6 +221,7 @@ func TestReset(t *testing.T) {
 	s.Complete()
 	equal(t, "callbacks", grep(h.Transcript(0), "--> proxy_on_request", "--> proxy_on_log", "--> proxy_on_done", "--> proxy_on_delete"), []string{
 		"--> proxy_on_request_headers(ctx=2,headers=4,eos=0)",
+		"--> proxy_on_log(ctx=2)",
 		"--> proxy_on_done(ctx=2)",
 		"--> proxy_on_delete(ctx=2)",
 	})
