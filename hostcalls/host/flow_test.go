@@ -529,3 +529,25 @@ func TestRetiredVMKeepsItsHeldRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeFromAnotherStreamsCallback: Envoy lets any callback of the VM
+// select a live stream, not only the root's: a request arriving on the
+// same VM can dispatch the one held before it. The selection lasts for
+// that callback only.
+func TestResumeFromAnotherStreamsCallback(t *testing.T) {
+	h := flowHost(t, `{"on":{
+		"request_headers":[{"call":"set_effective_context","ctx":2},{"call":"continue_stream","stream":"request"}],
+		"request_body":[{"call":"get_buffer_bytes","buffer":"request_body","start":0}]},
+		"return":{"request_body":1}}`, Options{})
+	held := h.NewStream(0)
+	held.RequestHeaders(postReq, false)
+	held.RequestBody([]byte("abcd"), true)
+	equal(t, "held", held.RequestDone(), false)
+	next := h.NewStream(0)
+	next.RequestHeaders(postReq, false)
+	equal(t, "dispatched by the next request", []any{held.RequestDone(), string(held.ForwardedRequestBody())}, []any{true, "abcd"})
+	next.RequestBody([]byte("efgh"), true)
+	equal(t, "the next request's own body callback sees its own body", messages(h, 0, "get_buffer_bytes")[1],
+		`get_buffer_bytes(buffer=request_body start=0 max=max) -> bytes="efgh" status=OK`)
+	equal(t, "and it is held", next.RequestDone(), false)
+}
