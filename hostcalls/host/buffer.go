@@ -11,9 +11,9 @@ import (
 // has it (source/extensions/common/wasm/context.cc):
 //   - HTTP request/response body (0, 1), in any context: during that
 //     direction's body callback, the body so far (everything buffered plus
-//     this chunk); during its trailers callback, what is buffered; after a
-//     body callback returned StopIterationAndBuffer and until the stream
-//     is resumed, the buffered body, readable and writable from any later
+//     this chunk); after a body callback returned StopIterationAndBuffer
+//     and until the stream is resumed, the buffered body (so also in the
+//     trailers callback that follows), readable and writable from any later
 //     callback with the stream effective (Envoy's buffering_request_body_
 //     → modifyDecodingBuffer: a tick, on_queue_ready, an http_call
 //     answer, another stream's callback). Otherwise (root context with no
@@ -33,7 +33,7 @@ func (vm *VM) buffer(t hostcalls.BufferType) (buf *[]byte, mutable, ok bool) {
 	case hostcalls.BufferHTTPRequestBody, hostcalls.BufferHTTPResponseBody:
 		if s := vm.cur; s != nil {
 			d := s.dir(t == hostcalls.BufferHTTPResponseBody)
-			if d.inBody || d.buffering == StopIterationAndBuffer || d.trailersMutable {
+			if d.inBody || d.buffering == StopIterationAndBuffer {
 				return &d.buf, true, true
 			}
 		}
@@ -164,11 +164,10 @@ func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Statu
 //
 // Changes an HTTP body buffer (see setBody for the start/size cases). OK;
 // BAD_ARGUMENT: 0 < start < len or (start 0, 0 < size < len), or the
-// buffer cannot be written now (an
-// HTTP body outside its body callback that is not held by
-// StopIterationAndBuffer, the configurations, the http_call body: Envoy's
-// read-only buffers answer BAD_ARGUMENT); NOT_FOUND: the buffer is not
-// available now; INVALID_MEMORY_ACCESS.
+// buffer cannot be written now (an HTTP body outside its body callback
+// that is not held by StopIterationAndBuffer, the configurations, the
+// http_call body: Envoy's read-only buffers answer BAD_ARGUMENT);
+// NOT_FOUND: the buffer is not available now; INVALID_MEMORY_ACCESS.
 //
 //	data_ptr
 //	  |

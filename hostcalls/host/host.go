@@ -228,7 +228,8 @@ func (vm *VM) shutdownRoot() bool {
 // the old VMs stay and the error is returned. Otherwise the new VMs
 // replace the old ones for new streams and the old ones are retired:
 // streams already running finish on the old VMs, whose roots keep ticking
-// until then, and then get on_done and on_delete (see VM.retire). Shared data is kept (same vm_id). Metrics are kept.
+// until then, and then get on_done and on_delete (see VM.retire). Shared
+// data is kept (same vm_id). Metrics are kept.
 func (h *Host) Reconfigure(cfg []byte) error {
 	h.mu.RLock()
 	closed := h.closed
