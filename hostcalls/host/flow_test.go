@@ -551,3 +551,28 @@ func TestResumeFromAnotherStreamsCallback(t *testing.T) {
 		`get_buffer_bytes(buffer=request_body start=0 max=max) -> bytes="efgh" status=OK`)
 	equal(t, "and it is held", next.RequestDone(), false)
 }
+
+// TestBodyWritableInTrailersOnlyWhenHeld: in the trailers callback the
+// body can be changed only if the body callbacks held it
+// (StopIterationAndBuffer); a body already passed on is read-only there
+// (Envoy's getBuffer hands out an empty read-only buffer).
+func TestBodyWritableInTrailersOnlyWhenHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name, ret, status, upstream string
+	}{
+		{"passed on", `0`, "BAD_ARGUMENT", "abcd"},
+		{"held", `1`, "OK", "abcdX"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := flowHost(t, `{"on":{"request_trailers":[{"call":"set_buffer_bytes","buffer":"request_body","start":2147483647,"size":0,"value":"X"}]},
+				"return":{"request_body":`+tc.ret+`}}`, Options{})
+			s := h.NewStream(0)
+			s.RequestHeaders(postReq, false)
+			s.RequestBody([]byte("abcd"), false)
+			s.RequestTrailers([][2]string{{"x-t", "1"}})
+			equal(t, "set in trailers", messages(h, 0, "set_buffer_bytes"), []string{
+				`set_buffer_bytes(buffer=request_body start=2147483647 size=0 value="X") -> status=` + tc.status})
+			equal(t, "upstream", string(s.ForwardedRequestBody()), tc.upstream)
+		})
+	}
+}
