@@ -10,7 +10,11 @@ import "math"
 // The host copies at most max_size bytes from start (clamped to the buffer's
 // end). An empty result is written as ptr=0, size=0 without allocating.
 // Results: OK; NOT_FOUND when the buffer is not available in this callback
-// (proxytest also for an empty body); BAD_ARGUMENT for a start past the end.
+// (Envoy: the http_call body and the plugin configuration outside their
+// callbacks; an HTTP body that is not available reads OK and empty;
+// proxytest also answers NOT_FOUND for an empty body); BAD_ARGUMENT for a
+// start past the end. A body held by StopIterationAndBuffer can be read
+// from any later callback with its stream effective (SetEffectiveContext).
 //
 // proxy_get_buffer_status(buf_type, ret_size_ptr, ret_flags_ptr) → status
 //
@@ -26,7 +30,9 @@ import "math"
 //
 // Replaces buffer[start : start+size] with the data. Envoy supports only:
 // start=0,size=0 prepend; start=0,size>=len replace; start>=len append;
-// anything else is BAD_ARGUMENT (reference §2.3).
+// anything else is BAD_ARGUMENT (Envoy Buffer::copyFrom), and so is any
+// write to an HTTP body that is neither in its body callback nor held by
+// StopIterationAndBuffer (Envoy hands out a read-only empty buffer then).
 
 // GetBufferBytes returns at most maxSize bytes of buffer bt from start.
 // A maxSize up to 16 MiB is reserved in the allocator's arena before the

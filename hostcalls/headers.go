@@ -5,8 +5,10 @@ package hostcalls
 //	ret_ptr_ptr  ──► [ u32 LE ptr ] ──► [ size bytes: the map serialised as in pairs.go ]
 //	ret_size_ptr ──► [ u32 LE size ]        u32 N | N×(u32 klen, u32 vlen) | N×(key\0 value\0)
 //
-// An empty map is ptr=0, size=0. Results: OK; NOT_FOUND when the map is not
-// available in this callback (cpp-host also BAD_ARGUMENT for a bad type).
+// An empty map is ptr=0, size=0. Results: OK, also with no pairs when the
+// map is not available in this callback (Envoy: request headers after the
+// headers callback continued, from a tick with no stream effective);
+// BAD_ARGUMENT for a bad type.
 //
 // proxy_set_header_map_pairs(map_type, ptr, len) → status
 //
@@ -35,8 +37,10 @@ package hostcalls
 //	value_ptr ──► [ value_len bytes ]   (read)
 //
 // add appends a value (the key may repeat); replace sets the key to the one
-// value, adding it if absent. Results: OK; NOT_FOUND when the map is not
-// available (after the stream continued past headers).
+// value, adding it if absent. Results: OK; BAD_ARGUMENT when the map is not
+// available (Envoy: request headers once the headers callback returned
+// Continue, also from a later tick on a held request; get_header_map_value
+// and get_header_map_size too).
 //
 // proxy_remove_header_map_value(map_type, key_ptr, key_len) → status
 //

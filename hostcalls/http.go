@@ -9,7 +9,10 @@ package hostcalls
 //
 // grpc_status is an i32; -1 (outside 0..16) means no grpc-status. Envoy sends
 // the reply after the callback returns and then treats the callback's action
-// as stop. Results: OK; NOT_FOUND outside an HTTP stream.
+// as stop. It answers the effective context's stream: from a tick or
+// OnQueueReady, SetEffectiveContext(stream) first (a held request answered
+// 429). Results: OK, also when no HTTP stream is effective (Envoy then sends
+// nothing).
 //
 // proxy_http_call(upstream_ptr, upstream_len, hdrs_ptr, hdrs_len, body_ptr, body_len,
 //                 trls_ptr, trls_len, timeout_ms, ret_token_ptr) → status
@@ -30,7 +33,10 @@ const defaultDetails = "send_local_response"
 
 // SendHttpResponse answers the current HTTP stream locally with statusCode,
 // the extra headers and body; grpcStatus -1 sends no grpc-status. Return
-// types.ActionPause from the callback afterwards.
+// types.ActionPause from the callback afterwards. From a root callback
+// (OnTick, OnQueueReady, a DispatchHttpCall callback) it answers the stream
+// made effective with SetEffectiveContext; with none, Envoy answers OK and
+// sends nothing.
 func SendHttpResponse(statusCode uint32, headers [][2]string, body []byte, grpcStatus int32) error {
 	return SendHttpResponseWithDetails(statusCode, defaultDetails, headers, body, grpcStatus)
 }

@@ -5,8 +5,12 @@ package hostcalls
 //	name_ptr   ──► [ name_len bytes ]   (read)
 //	ret_id_ptr ──► [ u32 LE queue id ]  (written)
 //
-// Registers (or finds) the queue name of this VM id; the registering root
-// context gets proxy_on_queue_ready(root, id) when data is enqueued.
+// Registers (or finds) the queue name of this VM id; the registering VM's
+// root context gets proxy_on_queue_ready(root, id) when data is enqueued,
+// posted to its worker after the enqueuing callback (never inside
+// proxy_enqueue_shared_queue). Registering a name again, from any VM of the
+// VM id, keeps the id and the items and moves the notifications to the new
+// registrant.
 //
 // proxy_resolve_shared_queue(vm_id_ptr, vm_id_len, name_ptr, name_len, ret_id_ptr) → status
 //
@@ -14,13 +18,16 @@ package hostcalls
 //	name_ptr   ──► [ name_len bytes ]   (read)
 //	ret_id_ptr ──► [ u32 LE queue id ]  (written)
 //
-// Results: OK; NOT_FOUND if no such queue is registered.
+// An empty vm_id means this VM's own. Results: OK; NOT_FOUND if no such
+// queue is registered.
 //
 // proxy_enqueue_shared_queue(queue_id, data_ptr, data_len) → status
 //
 //	data_ptr ──► [ data_len bytes ]   (read)
 //
-// Results: OK; NOT_FOUND for an unknown id.
+// Results: OK (also when the registering VM is gone: the item stays and
+// nobody is notified); NOT_FOUND for an unknown id, or once every VM of
+// the queue's VM id is gone.
 //
 // proxy_dequeue_shared_queue(queue_id, ret_ptr_ptr, ret_size_ptr) → status
 //
@@ -29,7 +36,11 @@ package hostcalls
 //
 // Results: OK; EMPTY when the queue has no item; NOT_FOUND for an unknown id.
 
-// RegisterSharedQueue registers the shared queue name and returns its id.
+// RegisterSharedQueue registers the shared queue name and returns its id;
+// OnQueueReady(id) then runs on this VM's plugin context when an item is
+// enqueued. Every worker VM runs the same code, so to be woken alone a VM
+// registers a name of its own (the last VM to register a name gets its
+// notifications).
 func RegisterSharedQueue(name string) (uint32, error) {
 	beginCall(0)
 	if err := Status(proxyRegisterSharedQueue(strPtr(name), u32(len(name)), &retU32)).Err(); err != nil {
@@ -39,7 +50,8 @@ func RegisterSharedQueue(name string) (uint32, error) {
 }
 
 // ResolveSharedQueue returns the id of the queue name registered by a VM
-// with vmID; types.ErrorStatusNotFound if there is none.
+// with vmID ("" for this VM's own VM id, which is what Istio's VMs share);
+// types.ErrorStatusNotFound if there is none.
 func ResolveSharedQueue(vmID, name string) (uint32, error) {
 	beginCall(0)
 	if err := Status(proxyResolveSharedQueue(strPtr(vmID), u32(len(vmID)), strPtr(name), u32(len(name)), &retU32)).Err(); err != nil {
@@ -48,7 +60,8 @@ func ResolveSharedQueue(vmID, name string) (uint32, error) {
 	return retU32, nil
 }
 
-// EnqueueSharedQueue appends data to queue id.
+// EnqueueSharedQueue appends data to queue id and wakes the VM that
+// registered it (OnQueueReady, after the running callback returns).
 func EnqueueSharedQueue(id uint32, data []byte) error {
 	return Status(proxyEnqueueSharedQueue(id, bytesPtr(data), u32(len(data)))).Err()
 }

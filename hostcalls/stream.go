@@ -4,14 +4,20 @@ package hostcalls
 // proxy_close_stream(stream_type) → status
 //
 // No memory. stream_type: HTTP_REQUEST=0, HTTP_RESPONSE=1 (DOWNSTREAM=2,
-// UPSTREAM=3 for TCP). continue resumes a stream paused by a callback's
-// action; close resets it. Both act on the effective context. Results: OK;
-// BAD_ARGUMENT for an unknown type; NOT_FOUND without a stream.
+// UPSTREAM=3 for TCP). continue resumes a stream paused by an earlier
+// callback's action, when the running callback returns; close resets it.
+// Both act on the effective context. Results (Envoy): OK for 0..2, also
+// when nothing is paused or no HTTP stream is effective (then nothing
+// happens), and for a continue made in the very callback that returns the
+// pause (which it does not undo); continue UPSTREAM is UNIMPLEMENTED;
+// BAD_ARGUMENT above 3.
 //
 // proxy_set_effective_context(context_id) → status
 //
 // No memory. Makes context_id the context that later host calls of this
-// callback act on. Results: OK; BAD_ARGUMENT for an unknown id.
+// callback act on, for this callback only. Results: OK; BAD_ARGUMENT if
+// context_id is not a live context of this VM (a stream that has ended, or
+// one of another VM: ids are per VM).
 //
 // proxy_done() → status
 //
@@ -34,7 +40,10 @@ func ContinueStream(st StreamType) error { return Status(proxyContinueStream(uin
 func CloseStream(st StreamType) error { return Status(proxyCloseStream(uint32(st))).Err() }
 
 // ResumeHttpRequest resumes the request of the effective context, paused
-// by an earlier callback's action.
+// by an earlier callback's action. From OnTick or OnQueueReady, call
+// SetEffectiveContext(stream) first and check its error: with no stream
+// effective this answers nil and resumes nothing. Called from the callback
+// that returns types.ActionPause it resumes nothing either.
 func ResumeHttpRequest() error { return ContinueStream(StreamHTTPRequest) }
 
 // ResumeHttpResponse resumes the response of the effective context.
@@ -45,8 +54,11 @@ func ResumeHttpResponse() error { return ContinueStream(StreamHTTPResponse) }
 func CloseHttpStream() error { return CloseStream(StreamHTTPRequest) }
 
 // SetEffectiveContext makes the context id the one later host calls of
-// this callback act on, in the host and in CurrentContextID. Use it in a
-// DispatchHttpCall callback or OnQueueReady before resuming a stream.
+// this callback act on, in the host and in CurrentContextID, until the
+// callback returns. Use it in OnTick, OnQueueReady or a DispatchHttpCall
+// callback before reading or replacing a held body, resuming the stream or
+// answering it. types.ErrorStatusBadArgument: id is not a live context of
+// this VM (the stream ended, or belongs to another VM).
 func SetEffectiveContext(id uint32) error {
 	if err := Status(proxySetEffectiveContext(id)).Err(); err != nil {
 		return err

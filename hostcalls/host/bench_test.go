@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
@@ -91,6 +92,134 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	b.Run("direct", func(b *testing.B) { run(b, up.URL+"/v1/chat/completions") })
 	b.Run("proxy", func(b *testing.B) { run(b, px.URL+"/v1/chat/completions") })
+}
+
+// holdGuestPkg is the benchmark filter that holds requests (testdata/holdguest).
+const holdGuestPkg = "./hostcalls/host/testdata/holdguest"
+
+// BenchmarkHoldResume: one request with a 1 KiB and a 64 KiB body (in
+// 32 KiB chunks, as the Handler reads them) and a small response, through
+// the Stream API (no HTTP, virtual clock), three ways interleaved request
+// by request so that they share the machine's load: "passthrough", the
+// minimal module (every callback continues); "inline", holdguest
+// buffering the body and rewriting it in its last body callback (an
+// admitted request); "held", holdguest holding it at the end and
+// rewriting and resuming it from the next tick (a held request
+// dispatched). It reports ns per request of each (ns/passthrough,
+// ns/inline, ns/held) and the ratios inline/passthrough and
+// held/passthrough; ns/op is the sum of the three.
+func BenchmarkHoldResume(b *testing.B) {
+	clock := NewVirtualClock(time.Unix(1700000000, 0))
+	for _, size := range []int{1 << 10, 64 << 10} {
+		body := bytes.Repeat([]byte("x"), size)
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			type variant struct {
+				name    string
+				h       *Host
+				tick    bool
+				rewrite bool
+				total   time.Duration
+			}
+			vs := []*variant{
+				{name: "passthrough", h: start(b, passthroughPkg, Options{Clock: clock})},
+				{name: "inline", h: start(b, holdGuestPkg, Options{Clock: clock, PluginConfig: []byte("inline")}), rewrite: true},
+				{name: "held", h: start(b, holdGuestPkg, Options{Clock: clock, PluginConfig: []byte("hold")}), tick: true, rewrite: true},
+			}
+			request := func(v *variant) *Stream {
+				s := v.h.NewStream(0)
+				s.RequestHeaders(getReq, false)
+				for off := 0; off < len(body); off += chunkSize {
+					end := min(off+chunkSize, len(body))
+					s.RequestBody(body[off:end], end == len(body))
+				}
+				if v.tick {
+					v.h.Tick()
+				}
+				return s
+			}
+			for _, v := range vs { // once, untimed: each goes through (rewritten)
+				s := request(v)
+				fwd := s.ForwardedRequestBody()
+				if !s.RequestDone() || len(fwd) != size || (v.rewrite && fwd[0] != '{') {
+					b.Fatalf("%s: request not forwarded as expected: done=%v len=%d", v.name, s.RequestDone(), len(fwd))
+				}
+				s.Complete()
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, v := range vs {
+					t0 := time.Now()
+					s := request(v)
+					if !s.RequestDone() {
+						b.Fatalf("%s: request still held", v.name)
+					}
+					s.ResponseHeaders([][2]string{{":status", "200"}}, false)
+					s.ResponseBody([]byte(`{"ok":true}`), true)
+					s.Complete()
+					v.total += time.Since(t0)
+				}
+			}
+			per := func(v *variant) float64 { return float64(v.total.Nanoseconds()) / float64(b.N) }
+			for _, v := range vs {
+				b.ReportMetric(per(v), "ns/"+v.name)
+			}
+			b.ReportMetric(per(vs[1])/per(vs[0]), "inline/passthrough")
+			b.ReportMetric(per(vs[2])/per(vs[0]), "held/passthrough")
+		})
+	}
+}
+
+// BenchmarkHandlerHold: one POST with a 1 KiB and a 64 KiB body through
+// the local proxy (real clock, loopback upstream that reads the body and
+// answers 11 bytes), in the same run: "direct" to the upstream;
+// "passthrough", the minimal module; "held", holdguest holding each
+// request and dispatching it from its next 1 ms tick. x-direct is ns/op
+// over the direct request's; a held request waits for the tick, half a
+// period on average.
+func BenchmarkHandlerHold(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	for _, size := range []int{1 << 10, 64 << 10} {
+		body := bytes.Repeat([]byte("x"), size)
+		var base float64
+		run := func(b *testing.B, url string) {
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if base == 0 {
+				base = ns
+			} else {
+				b.ReportMetric(ns/base, "x-direct")
+			}
+		}
+		name := strconv.Itoa(size>>10) + "KiB"
+		b.Run(name+"/direct", func(b *testing.B) {
+			base = 0
+			run(b, up.URL+"/v1/chat/completions")
+		})
+		b.Run(name+"/passthrough", func(b *testing.B) {
+			px := proxyFor(b, start(b, passthroughPkg, Options{}), up.URL)
+			run(b, px.URL+"/v1/chat/completions")
+		})
+		b.Run(name+"/held", func(b *testing.B) {
+			px := proxyFor(b, start(b, holdGuestPkg, Options{PluginConfig: []byte("hold")}), up.URL)
+			run(b, px.URL+"/v1/chat/completions")
+		})
+	}
 }
 
 // BenchmarkModuleSize reports the size of the built test modules.

@@ -7,26 +7,38 @@ import (
 )
 
 // buffer returns the buffer of type t in the running call's effective
-// context, and whether it may be written:
-//   - HTTP request/response body (0, 1): the stream's body buffer, during
-//     that direction's body or trailers callback or while it is buffered;
-//     everything buffered so far after StopIterationAndBuffer.
-//   - HTTP call response body (4): during proxy_on_http_call_response.
-//   - VM configuration (6): always. Plugin configuration (7): during
-//     proxy_on_configure only (Envoy's temp_plugin_).
+// context, and whether it may be written, as Envoy's Context::getBuffer
+// has it (source/extensions/common/wasm/context.cc):
+//   - HTTP request/response body (0, 1), in any context: during that
+//     direction's body callback, the body so far (everything buffered plus
+//     this chunk); after a body callback returned StopIterationAndBuffer
+//     and until the stream is resumed, the buffered body (so also in the
+//     trailers callback that follows), readable and writable from any later
+//     callback with the stream effective (Envoy's buffering_request_body_
+//     → modifyDecodingBuffer: a tick, on_queue_ready, an http_call
+//     answer, another stream's callback). Otherwise (root context with no
+//     stream effective, headers callbacks, a body that was passed on or
+//     held with StopIterationAndWatermark/NoBuffer) Envoy hands out an
+//     empty buffer that cannot be written: reads are OK and empty,
+//     writes BAD_ARGUMENT. Envoy never answers NOT_FOUND for a body.
+//   - HTTP call response body (4): during proxy_on_http_call_response,
+//     read-only.
+//   - VM configuration (6): always, read-only. Plugin configuration (7):
+//     during proxy_on_configure only (Envoy's temp_plugin_), read-only.
 //
-// Others (downstream/upstream data, gRPC, foreign args) are not modelled.
+// Others (downstream/upstream data, gRPC, foreign args) are not modelled
+// (ok false).
 func (vm *VM) buffer(t hostcalls.BufferType) (buf *[]byte, mutable, ok bool) {
 	switch t {
 	case hostcalls.BufferHTTPRequestBody, hostcalls.BufferHTTPResponseBody:
-		s := vm.cur
-		if s == nil {
-			return nil, false, false
+		if s := vm.cur; s != nil {
+			d := s.dir(t == hostcalls.BufferHTTPResponseBody)
+			if d.inBody || d.buffering == StopIterationAndBuffer {
+				return &d.buf, true, true
+			}
 		}
-		d := s.dir(t == hostcalls.BufferHTTPResponseBody)
-		if d.inBody || d.buffering != 0 || d.trailersMutable {
-			return &d.buf, true, true
-		}
+		var empty []byte
+		return &empty, false, true
 	case hostcalls.BufferHTTPCallResponseBody:
 		if vm.callResp != nil {
 			return &vm.callResp.body, false, true
@@ -46,9 +58,11 @@ func (vm *VM) buffer(t hostcalls.BufferType) (buf *[]byte, mutable, ok bool) {
 // proxy_get_buffer_bytes(buf_type, start, max_size, ret_ptr_ptr, ret_size_ptr) → status
 //
 // Copies buffer[start : min(start+max_size, len)] out through the guest's
-// allocator. OK (an empty range is ptr=0,size=0 without allocation);
-// NOT_FOUND: the buffer is not available now; BAD_ARGUMENT: start > len
-// or start+max_size overflows; INVALID_MEMORY_ACCESS.
+// allocator. OK (an empty range is ptr=0,size=0 without allocation; an
+// HTTP body that is not available now reads as empty, see VM.buffer);
+// NOT_FOUND: the buffer is not available now (http_call body, plugin
+// configuration); BAD_ARGUMENT: start > len or start+max_size overflows;
+// INVALID_MEMORY_ACCESS.
 //
 //	ret_ptr_ptr   ret_size_ptr
 //	  |             |
@@ -119,19 +133,27 @@ func init() {
 	})
 }
 
-// setBody applies Envoy's Buffer::copyFrom to an HTTP body:
+// setBody applies Envoy's Buffer::copyFrom
+// (source/extensions/common/wasm/context.cc) to an HTTP body:
 //
-//	start=0, size=0      prepend data
-//	start=0, size>0      drain(size) then prepend: (0, ≥len) replaces
-//	start ≥ len          append data
-//	0 < start < len      BAD_ARGUMENT (no insertion in the middle)
+//	start=0, size=0          prepend data
+//	start=0, size ≥ len      replace the whole body with data
+//	start=0, 0 < size < len  BAD_ARGUMENT (no partial drain)
+//	start ≥ len              append data
+//	0 < start < len          BAD_ARGUMENT (no insertion in the middle)
+//
+// To replace a body whose length may have grown since it was read, pass a
+// size of at least its length (the Go SDK passes MaxInt32).
 func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Status) {
 	switch {
-	case start == 0:
-		drop := min(int(size), len(b))
-		out := make([]byte, 0, len(data)+len(b)-drop)
+	case start == 0 && size == 0:
+		out := make([]byte, 0, len(data)+len(b))
 		out = append(out, data...)
-		return append(out, b[drop:]...), hostcalls.StatusOK
+		return append(out, b...), hostcalls.StatusOK
+	case start == 0 && int(size) >= len(b):
+		return append([]byte(nil), data...), hostcalls.StatusOK
+	case start == 0:
+		return b, hostcalls.StatusBadArgument
 	case int(start) >= len(b):
 		return append(b, data...), hostcalls.StatusOK
 	}
@@ -141,9 +163,11 @@ func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Statu
 // proxy_set_buffer_bytes(buf_type, start, size, data_ptr, data_len) → status
 //
 // Changes an HTTP body buffer (see setBody for the start/size cases). OK;
-// BAD_ARGUMENT: 0 < start < len; NOT_FOUND: no body buffer now;
-// UNIMPLEMENTED: a read-only buffer (configurations, http_call body);
-// INVALID_MEMORY_ACCESS.
+// BAD_ARGUMENT: 0 < start < len or (start 0, 0 < size < len), or the
+// buffer cannot be written now (an HTTP body outside its body callback
+// that is not held by StopIterationAndBuffer, the configurations, the
+// http_call body: Envoy's read-only buffers answer BAD_ARGUMENT);
+// NOT_FOUND: the buffer is not available now; INVALID_MEMORY_ACCESS.
 //
 //	data_ptr
 //	  |
@@ -169,7 +193,7 @@ func init() {
 		case !ok:
 			st = hostcalls.StatusNotFound
 		case !mutable:
-			st = hostcalls.StatusUnimplemented
+			st = hostcalls.StatusBadArgument
 		default:
 			*buf, st = setBody(*buf, start, size, data)
 		}

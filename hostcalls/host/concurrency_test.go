@@ -152,8 +152,9 @@ func TestTicksRealClock(t *testing.T) {
 }
 
 // TestReconfigure: a new configuration starts a canary and new VMs, the
-// old VMs get root on_done and on_delete, streams already open finish on
-// the old VM, and a configuration the plugin rejects keeps the old VMs.
+// old VMs get root on_done and on_delete (one with a stream open only
+// once it completed), streams already open finish on the old VM, and a
+// configuration the plugin rejects keeps the old VMs.
 func TestReconfigure(t *testing.T) {
 	h := start(t, rawGuestPkg, Options{VMs: 2, PluginConfig: []byte("a=1")})
 	old := h.VMs()
@@ -169,16 +170,20 @@ func TestReconfigure(t *testing.T) {
 	if h.VMs()[0] == old[0] {
 		t.Fatal("VMs were not replaced")
 	}
-	done := 0
-	for _, e := range h.Logs() {
-		if e.Message == "done ctx=1" || e.Message == "delete ctx=1" {
-			done++
+	rootEnds := func() int {
+		n := 0
+		for _, e := range h.Logs() {
+			if e.Message == "done ctx=1" || e.Message == "delete ctx=1" {
+				n++
+			}
 		}
+		return n
 	}
-	equal(t, "root on_done + on_delete on both old VMs", done, 4)
+	equal(t, "root on_done + on_delete on the idle old VM", rootEnds(), 2)
 	// The open stream still runs on its (old) VM.
 	equal(t, "old stream body", s.RequestBody([]byte("x"), true), Continue)
 	s.Complete()
+	equal(t, "and on the other once its stream completed", rootEnds(), 4)
 	if old[0].Failed() != nil {
 		t.Fatal(old[0].Failed())
 	}

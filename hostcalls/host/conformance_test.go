@@ -123,15 +123,17 @@ func TestConformanceQueueAcrossVMs(t *testing.T) {
 	})
 }
 
-// TestConformanceRootDoneWaitsForProxyDone: when the root's on_done
-// returns false at a reconfiguration, on_delete waits until the guest
-// calls proxy_done (here from a stream still open on the old VM).
+// TestConformanceRootDoneWaitsForProxyDone: at a reconfiguration the old
+// root gets on_done only once its last stream has completed; when it
+// returns false, on_delete waits until the guest calls proxy_done (here
+// from a tick, which the old root still gets meanwhile).
 func TestConformanceRootDoneWaitsForProxyDone(t *testing.T) {
-	h := conformanceRun(t, `{"return":{"plugin_done":0},"on":{"request_body":[{"call":"done"}]}}`, Options{Transcript: true})
+	script := `{"return":{"plugin_done":0},"on":{"configure":[{"call":"set_tick_period_milliseconds","n":10}],"tick":[{"call":"done"}]}}`
+	h := conformanceRun(t, script, Options{Transcript: true, Clock: NewVirtualClock(time.Unix(0, 0))})
 	old := h.VMs()[0]
 	s := h.NewStream(0)
 	s.RequestHeaders(getReq, false)
-	if err := h.Reconfigure([]byte(`{}`)); err != nil {
+	if err := h.Reconfigure([]byte(script)); err != nil {
 		t.Fatal(err)
 	}
 	rootEnd := func() []string {
@@ -139,8 +141,12 @@ func TestConformanceRootDoneWaitsForProxyDone(t *testing.T) {
 		defer old.mu.Unlock()
 		return grep(old.transcript, "--> proxy_on_done(ctx=1)", "--> proxy_on_delete(ctx=1)", "==> proxy_done")
 	}
-	equal(t, "after reconfigure", rootEnd(), []string{"--> proxy_on_done(ctx=1)"})
+	equal(t, "after reconfigure, stream open", rootEnd(), []string(nil))
+	h.Tick()
+	equal(t, "proxy_done before on_done", rootEnd(), []string{"==> proxy_done()"})
 	s.RequestBody([]byte("x"), true)
-	equal(t, "after proxy_done", rootEnd(), []string{"--> proxy_on_done(ctx=1)", "==> proxy_done()", "--> proxy_on_delete(ctx=1)"})
 	s.Complete()
+	equal(t, "after the last stream", rootEnd(), []string{"==> proxy_done()", "--> proxy_on_done(ctx=1)"})
+	h.Tick()
+	equal(t, "after proxy_done", rootEnd(), []string{"==> proxy_done()", "--> proxy_on_done(ctx=1)", "==> proxy_done()", "--> proxy_on_delete(ctx=1)"})
 }

@@ -43,6 +43,7 @@ func init() {
 				vm.enter()
 				vm.curID, vm.cur = rootContextID, nil
 				vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+				vm.deleteRoot()
 				closeNow := vm.active.Load() == 0
 				vm.exit()
 				if closeNow {

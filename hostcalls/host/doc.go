@@ -11,8 +11,12 @@
 // (root, 0), proxy_on_vm_start and proxy_on_configure (the configuration
 // is buffer 7, readable only there). Each VM runs one call at a time; VMs
 // run in parallel. Host.Reconfigure models Envoy creating new VMs for a new
-// configuration: the old VMs get root on_done/on_delete once replaced and
-// finish their open streams; shared data survives (same vm_id).
+// configuration: the old VMs take no new streams and finish their open
+// ones, their root contexts ticking and receiving queue notifications
+// meanwhile (each Envoy stream holds the plugin handle), so they can
+// dispatch the requests they hold; root on_done/on_delete follow the last
+// stream (a root whose on_done answers false keeps ticking until
+// proxy_done); shared data survives (same vm_id).
 //
 // Every proxy_* import of ABI 0.2.1 is provided (gRPC answers
 // UNIMPLEMENTED), with Envoy's semantics where they differ from the spec
@@ -23,12 +27,14 @@
 // on a counter adds, histograms only record); header maps with lower-case
 // keys, first value on get, and available only while the filter can act
 // on them (request headers are forgotten once on_request_headers
-// continues: later calls on them are BAD_ARGUMENT); bodies with
-// StopIterationAndBuffer accumulation, Buffer::copyFrom semantics for
-// set_buffer_bytes and the buffer limit (413 request, 500 response);
+// continues: later calls on them are BAD_ARGUMENT, and get_pairs is OK
+// with no pairs); bodies with StopIterationAndBuffer accumulation,
+// Buffer::copyFrom semantics for set_buffer_bytes (no partial drain) and
+// the buffer limit (413 request, 500 response);
 // headers StopIteration converted to StopAllIterationAndWatermark; local
 // replies deferred until the callback returns; the end-of-stream order
-// on_log → on_done → on_delete; tick timers per VM; http_call to named
+// on_log → on_done → on_delete for every stream (reset ones too); tick
+// timers per VM; http_call to named
 // clusters; properties; the allocator rules (malloc before
 // proxy_on_memory_allocate, empty results as ptr=0,size=0 without
 // allocation, restricted callbacks during allocation and _initialize).
@@ -38,6 +44,22 @@
 // (Envoy 1.33–1.38: poll_oneoff answers ENOSYS, which kills a Go guest at
 // a garbage collection) and WASIFixed (Envoy ≥ 1.39). The clocks read the
 // host Clock, so a VirtualClock drives a Go guest's time.Now.
+//
+// # Holding a request
+//
+// A request whose body callback returned StopIterationAndBuffer can be
+// read, rewritten, resumed (proxy_continue_stream) or answered
+// (proxy_send_local_response) from any later callback of the same VM with
+// the stream effective (proxy_set_effective_context): a tick,
+// on_queue_ready, an http_call answer. What Envoy refuses is refused here
+// with Envoy's status: an id that is not a live context of this VM
+// (BAD_ARGUMENT), a write to a body that is not held (BAD_ARGUMENT), a
+// header change after the headers continued (BAD_ARGUMENT); what Envoy
+// ignores is ignored (a continue from the callback that returns the stop,
+// a continue or local reply with no stream effective: OK, nothing done,
+// noted in the transcript). A shared queue notifies the VM that registered
+// it last, after the enqueuing callback returns. FLOW-NOTES.md lists the
+// facts with their places in Envoy's and cpp-host's source.
 //
 // Streams are driven synchronously with Stream (NewStream: RequestHeaders,
 // RequestBody, ..., Complete) or through Handler, a real local proxy built
@@ -53,9 +75,10 @@
 //   - A local reply sent by the filter does not pass through that filter's
 //     response callbacks; the Handler's 503 for an unreachable upstream
 //     does (as Envoy's router reply does).
-//   - on_log is skipped for streams that were reset (client disconnect,
-//     close_stream, a local reply after the response started) [inferred].
 //   - The canary is discarded without on_done/on_delete.
+//   - Reconfigure replaces every VM (as Istio's new vm_key per change
+//     does); Envoy with an unchanged VM configuration would keep the VM
+//     and create a new root context in it.
 //   - A trap fails the VM; its streams end with 503 "wasm_fail_stream"
 //     (fail closed); the Handler replaces a failed VM with a new one for
 //     new streams (if the new VM fails to start, new streams run on the
@@ -63,6 +86,11 @@
 //   - Host.Close lets the Handler's requests in flight finish (up to its
 //     context) and answers new ones 503; Stream-driven streams still open
 //     fail once the instances close.
+//   - An HTTP body written after its stream was resumed, or held with
+//     StopIterationAndWatermark/NoBuffer, is refused with BAD_ARGUMENT
+//     (Envoy answers OK and the bytes go nowhere).
+//   - proxy_on_queue_ready runs on the goroutine that drove the enqueuing
+//     call, once that call returned, not on an event loop of the owner's.
 //   - The CAS counter is per vm_id store rather than process-wide (guests
 //     cannot tell the difference). Queue tokens are process-wide.
 //   - fd_write output is logged line by line (cpp-host logs each write).

@@ -162,7 +162,7 @@ func TestHandlerClientDisconnectCancelsUpstream(t *testing.T) {
 	resp.Body.Close()
 	<-cancelled
 	waitLog(t, h, "delete ctx=2")
-	equal(t, "on_log", messages(h, 0, "log ctx=2"), []string(nil))
+	equal(t, "on_log", messages(h, 0, "log ctx=2"), []string{"log ctx=2 path=/ status=0"})
 }
 
 // TestHandlerStreamsBodyAboveLimit: a request body larger than the buffer
@@ -315,7 +315,7 @@ func TestSharedDataCASWrapSkipsZero(t *testing.T) {
 // TestLocalReplyAfterResponseHeaders: send_local_response from
 // on_response_body once the response headers went to the client cannot
 // be sent: Envoy resets the stream; nothing more of the body is passed
-// on, and on_log is skipped.
+// on; the end callbacks run as for any stream.
 func TestLocalReplyAfterResponseHeaders(t *testing.T) {
 	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("local_reply=resp_body"), Transcript: true})
 	s := h.NewStream(0)
@@ -330,5 +330,5 @@ func TestLocalReplyAfterResponseHeaders(t *testing.T) {
 	equal(t, "later body", s.ResponseBody([]byte("more"), true), Ended)
 	s.Complete()
 	equal(t, "end", grep(h.Transcript(0), "--> proxy_on_log", "--> proxy_on_done", "--> proxy_on_delete", "--> proxy_on_response_body"),
-		[]string{"--> proxy_on_response_body(ctx=2,body_size=4,eos=0)", "--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
+		[]string{"--> proxy_on_response_body(ctx=2,body_size=4,eos=0)", "--> proxy_on_log(ctx=2)", "--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
 }

@@ -36,7 +36,7 @@ var upstreamTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, Fo
 // arrives (flushed after each chunk, so SSE streams). It honours local
 // replies, header changes (no Content-Length after the filter removed it:
 // chunked), rewritten bodies, client disconnects (the stream is reset:
-// on_done and on_delete run, on_log does not) and upstream failures (a
+// on_log, on_done and on_delete run) and upstream failures (a
 // 503 "upstream connect error" reply that goes through the response
 // callbacks as Envoy's router reply does; on_log, on_done, on_delete run).
 // Request trailers from the client are not forwarded.

@@ -197,7 +197,7 @@ func TestHandlerUpstreamDown(t *testing.T) {
 }
 
 // TestHandlerClientDisconnect: the client goes away mid-response: the
-// stream is reset, on_done and on_delete run, on_log does not.
+// stream is reset, on_log, on_done and on_delete run.
 func TestHandlerClientDisconnect(t *testing.T) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -222,7 +222,7 @@ func TestHandlerClientDisconnect(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	waitLog(t, h, "delete ctx=2")
-	equal(t, "on_log", messages(h, 0, "log ctx=2"), []string(nil))
+	equal(t, "on_log", messages(h, 0, "log ctx=2"), []string{"log ctx=2 path=/ status=0"})
 	equal(t, "on_done", messages(h, 0, "done ctx=2"), []string{"done ctx=2"})
 }
 

@@ -112,8 +112,10 @@ func fail(vm *VM, stack []uint64, st hostcalls.Status) {
 // proxy_get_header_map_pairs(map_type, ret_ptr_ptr, ret_size_ptr) → status
 //
 // Copies the whole map out in the pairs serialisation (empty map:
-// ptr=0,size=0). OK; BAD_ARGUMENT: map not available now;
-// INVALID_MEMORY_ACCESS.
+// ptr=0,size=0). OK, also for a map that is not available now (request
+// headers after the filter let them through, a tick with no stream
+// effective): then no pairs, as Envoy's getHeaderMapPairs; BAD_ARGUMENT:
+// an unknown map type; INVALID_MEMORY_ACCESS.
 //
 //	ret_ptr_ptr   ret_size_ptr
 //	[ ptr u32le ] [ size u32le ]
@@ -122,9 +124,17 @@ func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
 		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		if t > hostcalls.MapHTTPCallResponseTrailers {
+			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		}
 		m, _, ok := vm.headerMap(t)
 		if !ok {
-			fail(vm, stack, hostcalls.StatusBadArgument)
+			// Envoy's getHeaderMapPairs answers OK with no pairs when the
+			// map is not available (headerMapToPairs(nullptr)).
+			st := vm.copyOut(mod, nil, uint32(stack[1]), uint32(stack[2]))
+			setStatus(stack, st)
+			vm.traceRet(st, "pairs=0 (map not available)")
 			return
 		}
 		st := vm.copyOut(mod, hostcalls.EncodePairs(*m), uint32(stack[1]), uint32(stack[2]))

@@ -160,6 +160,17 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 	return vm, nil
 }
 
+// deleteRoot records that the root context is gone and stops its timer.
+// Caller holds vm.mu.
+func (vm *VM) deleteRoot() {
+	vm.rootGone = true
+	vm.tickPeriod = 0
+	select {
+	case vm.tickWake <- struct{}{}:
+	default:
+	}
+}
+
 // closeInstance closes the wazero instance without callbacks.
 func (vm *VM) closeInstance(ctx context.Context) {
 	vm.mu.Lock()
@@ -170,42 +181,55 @@ func (vm *VM) closeInstance(ctx context.Context) {
 	}
 }
 
-// retire ends a worker VM the way Envoy tears a plugin down: on_done on
-// the root context, then on_delete (at once if on_done returned true,
-// else when the guest calls proxy_done). The instance is closed when its
-// last stream completes.
-func (vm *VM) retire() {
+// retire ends a worker VM the way Envoy tears a plugin down. The VM takes
+// no new streams; its root context keeps ticking and receiving queue
+// notifications while streams are open on it (in Envoy every stream
+// context holds the plugin handle, and releasing the last one is what
+// calls on_done: cpp-host ~PluginHandleBase → WasmBase::startShutdown).
+// Once none is left (at once if none is open, or now if force), on_done
+// runs on the root context, then on_delete: at once if on_done returned
+// true, else when the guest calls proxy_done (until then the root keeps
+// its ticks). The instance is closed when the root is gone and the last
+// stream has completed.
+func (vm *VM) retire(force bool) {
 	vm.enter()
-	if vm.retired {
-		vm.exit()
-		return
-	}
 	vm.retired = true
-	vm.tickPeriod = 0
-	select {
-	case vm.tickWake <- struct{}{}:
-	default:
+	closeNow := false
+	if !vm.shutdown && (force || vm.active.Load() == 0) {
+		closeNow = vm.shutdownRoot()
 	}
-	vm.curID, vm.cur = rootContextID, nil
-	done, err := vm.callback(hostcalls.ExportDone, 1, rootContextID)
-	if err == nil && uint32(done) != 0 {
-		vm.callback(hostcalls.ExportDelete, 0, rootContextID)
-	} else if err == nil {
-		vm.waitDone = true
-	}
-	closeNow := vm.active.Load() == 0
 	vm.exit()
 	if closeNow {
 		vm.closeInstance(context.Background())
 	}
 }
 
+// shutdownRoot runs on_done on the root context and on_delete if it
+// returned true, and reports whether the instance may be closed now (no
+// stream open, root gone). Caller holds vm.mu.
+func (vm *VM) shutdownRoot() bool {
+	vm.shutdown = true
+	vm.curID, vm.cur = rootContextID, nil
+	done, err := vm.callback(hostcalls.ExportDone, 1, rootContextID)
+	switch {
+	case err == nil && uint32(done) != 0:
+		vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+		vm.deleteRoot()
+	case err == nil:
+		vm.waitDone = true
+	default:
+		vm.deleteRoot()
+	}
+	return vm.active.Load() == 0 && vm.rootGone
+}
+
 // Reconfigure applies a new plugin configuration the way Envoy does: a
 // canary and a new set of worker VMs are started with cfg; if any fails
 // the old VMs stay and the error is returned. Otherwise the new VMs
-// replace the old ones for new streams and the old ones are retired
-// (root on_done, on_delete); streams already running finish on the old
-// VMs. Shared data is kept (same vm_id). Metrics are kept.
+// replace the old ones for new streams and the old ones are retired:
+// streams already running finish on the old VMs, whose roots keep ticking
+// until then, and then get on_done and on_delete (see VM.retire). Shared
+// data is kept (same vm_id). Metrics are kept.
 func (h *Host) Reconfigure(cfg []byte) error {
 	h.mu.RLock()
 	closed := h.closed
@@ -225,7 +249,7 @@ func (h *Host) Reconfigure(cfg []byte) error {
 	h.mu.Unlock()
 	h.startTickers(vms)
 	for _, vm := range old {
-		vm.retire()
+		vm.retire(false)
 	}
 	return nil
 }
@@ -262,7 +286,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.ticks.Wait()
 	h.calls.Wait()
 	for _, vm := range vms {
-		vm.retire()
+		vm.retire(true)
 	}
 	for _, vm := range vms {
 		vm.closeInstance(ctx)

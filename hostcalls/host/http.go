@@ -16,14 +16,19 @@ import (
 
 // proxy_send_local_response(status, details_ptr, details_len, body_ptr, body_len, hdrs_ptr, hdrs_len, grpc_status) → status
 //
-// Ends the effective HTTP stream with a local reply. As in Envoy the reply
-// is deferred until the running callback returns; the callback's result is
-// then forced to stop and no further filter callback but the end runs
-// (the reply does not go through this filter's response callbacks). Spaces
-// in details become '_'; grpc_status outside 0..16 means none. If the
-// response headers were already sent, the stream is reset instead. OK;
-// BAD_ARGUMENT: malformed headers; NOT_FOUND: no HTTP stream is
-// effective; INVALID_MEMORY_ACCESS.
+// Ends the effective HTTP stream with a local reply, from any callback:
+// the stream's own, or a tick, on_queue_ready, an http_call answer or
+// another stream's callback after proxy_set_effective_context (a held
+// request answered 429). As in Envoy the reply is deferred until the
+// running callback returns; a stream callback's result is then forced to
+// stop and no further filter callback but the end runs (the reply does
+// not go through this filter's response callbacks). Spaces in details
+// become '_'; grpc_status outside 0..16 means none. If the response
+// headers were already sent, the stream is reset instead. OK (also with
+// no HTTP stream effective, e.g. a tick that did not set one: Envoy's
+// root context has no decoder callbacks and the call does nothing; the
+// transcript says so); BAD_ARGUMENT: malformed headers (Envoy would send
+// the reply without them); INVALID_MEMORY_ACCESS.
 //
 //	details_ptr      body_ptr        hdrs_ptr
 //	[ d e t a i l s ] [ b o d y ]    [ N u32le | (klen, vlen) × N | k \0 v \0 ... ]
@@ -42,11 +47,12 @@ func init() {
 		vm.trace("==> %s(status=%d,details=%q,body=%s,headers=%q,grpc_status=%d)", hostcalls.ProxySendLocalResponse, code, details, quoteMax(body), hdrs, grpc)
 		s := vm.cur
 		switch {
-		case s == nil:
-			fail(vm, stack, hostcalls.StatusNotFound)
-			return
 		case err != nil:
 			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		case s == nil:
+			setStatus(stack, hostcalls.StatusOK)
+			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing sent)")
 			return
 		}
 		if grpc < 0 || grpc > 16 {
@@ -68,20 +74,45 @@ func init() {
 // Resumes the effective HTTP stream's request (0) or response (1) after a
 // stop: held headers are passed on, held or buffered body delivered or
 // passed on, stopped trailers passed on. Applied when the running
-// callback returns. OK; BAD_ARGUMENT: other stream types or no HTTP
-// stream effective.
+// callback returns (Envoy defers continueDecoding/continueEncoding to
+// after the VM call), so a body rewritten after this call in the same
+// callback is the one passed on. Resuming works from any later callback
+// with the stream effective: a tick, on_queue_ready, an http_call answer,
+// another stream's callback. It has no effect (still OK) when the
+// direction is not stopped, when no HTTP stream is effective, or when it
+// is called from a callback of that same stream and direction: Envoy runs
+// the continue before the filter's stop is recorded, so a request held by
+// the callback that called continue stays held (debug builds of Envoy
+// assert). The transcript notes each of these. Results, as cpp-host and
+// Envoy give them: OK for 0, 1 and DOWNSTREAM (2, which an HTTP filter
+// has nothing to resume); UNIMPLEMENTED for UPSTREAM (3); BAD_ARGUMENT
+// for anything above.
 //
 // proxy_close_stream(stream_type) → status
 //
 // Resets the effective HTTP stream (Envoy resetStream, details
-// "wasm_close_stream") when the callback returns. Same results.
+// "wasm_close_stream") when the callback returns; 2 and 3 have no effect
+// on an HTTP stream, nor does any type without an HTTP stream effective.
+// OK for 0..3; BAD_ARGUMENT above.
 func init() {
 	registerEnv(hostcalls.ProxyContinueStream, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
 		t := hostcalls.StreamType(uint32(stack[0]))
 		vm.trace("==> %s(type=%d)", hostcalls.ProxyContinueStream, t)
 		s := vm.cur
-		if s == nil || t > hostcalls.StreamHTTPResponse {
+		switch {
+		case t > hostcalls.StreamUpstream:
 			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		case t == hostcalls.StreamUpstream:
+			fail(vm, stack, hostcalls.StatusUnimplemented)
+			return
+		case t == hostcalls.StreamDownstream:
+			setStatus(stack, hostcalls.StatusOK)
+			vm.traceRet(hostcalls.StatusOK, "(no effect on an HTTP filter)")
+			return
+		case s == nil:
+			setStatus(stack, hostcalls.StatusOK)
+			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing resumed)")
 			return
 		}
 		s.dir(t == hostcalls.StreamHTTPResponse).continuePending = true
@@ -96,8 +127,13 @@ func init() {
 		t := hostcalls.StreamType(uint32(stack[0]))
 		vm.trace("==> %s(type=%d)", hostcalls.ProxyCloseStream, t)
 		s := vm.cur
-		if s == nil || t > hostcalls.StreamHTTPResponse {
+		switch {
+		case t > hostcalls.StreamUpstream:
 			fail(vm, stack, hostcalls.StatusBadArgument)
+			return
+		case s == nil || t > hostcalls.StreamHTTPResponse:
+			setStatus(stack, hostcalls.StatusOK)
+			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing closed)")
 			return
 		}
 		s.closeReq = true

@@ -8,19 +8,17 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// sharedStore is the shared data and the shared queues of one vm_id, used
-// by every VM of every Host of the process with that vm_id (cpp-host keeps
-// one process-wide map keyed by (vm_id, key)). It lives while some Host
-// holds it.
+// sharedStore is the shared data of one vm_id, used by every VM of every
+// Host of the process with that vm_id (cpp-host keeps one process-wide map
+// keyed by (vm_id, key)). It lives while some Host holds it; when the last
+// one releases it, the vm_id's shared queues go too (shared_queue.go).
 type sharedStore struct {
 	vmID string
 	refs int // guarded by storesMu
 
-	mu     sync.Mutex
-	cas    uint32
-	data   map[string]sharedValue
-	queues map[string]*queue // by name
-	byID   map[uint32]*queue
+	mu   sync.Mutex
+	cas  uint32
+	data map[string]sharedValue
 }
 
 type sharedValue struct {
@@ -38,7 +36,7 @@ func acquireStore(vmID string) *sharedStore {
 	defer storesMu.Unlock()
 	s := stores[vmID]
 	if s == nil {
-		s = &sharedStore{vmID: vmID, data: map[string]sharedValue{}, queues: map[string]*queue{}, byID: map[uint32]*queue{}}
+		s = &sharedStore{vmID: vmID, data: map[string]sharedValue{}}
 		stores[vmID] = s
 	}
 	s.refs++
@@ -51,6 +49,7 @@ func releaseStore(s *sharedStore) {
 	s.refs--
 	if s.refs == 0 && stores[s.vmID] == s {
 		delete(stores, s.vmID)
+		deleteQueues(s.vmID)
 	}
 }
 

@@ -8,17 +8,24 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// queue is a shared queue: registered by name within a vm_id, owned by
-// the VM whose root context registered it last (cpp-host overwrites the
-// owner on re-registration), which gets proxy_on_queue_ready.
+// queue is a shared queue, as cpp-host's SharedQueue keeps it
+// (src/shared_queue.cc): registered by (vm_id, name), owned by the VM
+// whose context registered it last (a re-registration keeps the token and
+// the items and moves the owner), which gets proxy_on_queue_ready on its
+// root context. Any VM of any vm_id that knows the token may enqueue and
+// dequeue.
 type queue struct {
 	token uint32
+	vmID  string
 	owner *VM
 	items [][]byte
 }
 
-// Queue tokens are process-wide so that a token resolved in another
-// vm_id names one queue.
+// Queue tokens are process-wide, as cpp-host's one global SharedQueue
+// hands them out, so that a token resolved in another vm_id names one
+// queue. A vm_id's queues are deleted with its shared-data store (when
+// the last Host with that vm_id closes), as cpp-host deletes them when the
+// last VM of the vm_id goes (SharedQueue::deleteByVmId).
 var (
 	queuesMu    sync.Mutex
 	queueTokens uint32
@@ -26,11 +33,38 @@ var (
 	queueByID   = map[uint32]*queue{}
 )
 
+// nextQueueToken returns an unused token, never 0 (cpp-host
+// SharedQueue::nextQueueToken). Caller holds queuesMu.
+func nextQueueToken() uint32 {
+	for {
+		queueTokens++
+		if queueTokens != 0 && queueByID[queueTokens] == nil {
+			return queueTokens
+		}
+	}
+}
+
+// deleteQueues forgets every queue registered in vmID: later enqueues and
+// dequeues with their tokens answer NOT_FOUND.
+func deleteQueues(vmID string) {
+	queuesMu.Lock()
+	defer queuesMu.Unlock()
+	for k, q := range queueByName {
+		if k[0] == vmID {
+			delete(queueByName, k)
+			delete(queueByID, q.token)
+		}
+	}
+}
+
 // proxy_register_shared_queue(name_ptr, name_len, ret_token_ptr) → status
 //
 // Registers the queue name in the VM's vm_id (or re-registers it: the
-// token stays, the calling VM becomes the owner that receives
-// proxy_on_queue_ready). OK: the token is written to ret_token_ptr.
+// token and the items stay, the calling VM becomes the owner that receives
+// proxy_on_queue_ready on its root context, whichever context registers).
+// Every worker VM of a plugin runs the same code, so a name registered by
+// all of them ends up owned by the last one: a VM that wants to be woken
+// registers a name of its own. OK: the token is written to ret_token_ptr.
 // INVALID_MEMORY_ACCESS.
 //
 //	name_ptr         ret_token_ptr
@@ -49,8 +83,7 @@ func init() {
 		k := [2]string{vm.h.opts.VMID, name}
 		q := queueByName[k]
 		if q == nil {
-			queueTokens++
-			q = &queue{token: queueTokens}
+			q = &queue{token: nextQueueToken(), vmID: k[0]}
 			queueByName[k] = q
 			queueByID[q.token] = q
 		}
@@ -68,8 +101,9 @@ func init() {
 
 // proxy_resolve_shared_queue(vm_id_ptr, vm_id_len, name_ptr, name_len, ret_token_ptr) → status
 //
-// Finds the queue name registered in vm_id. OK: token written.
-// NOT_FOUND: no such queue. INVALID_MEMORY_ACCESS.
+// Finds the queue name registered in vm_id; an empty vm_id means the
+// calling VM's own (cpp-host ContextBase::lookupSharedQueue). OK: token
+// written. NOT_FOUND: no such queue. INVALID_MEMORY_ACCESS.
 //
 //	vm_id_ptr        name_ptr        ret_token_ptr
 //	  |                |                |
@@ -84,6 +118,9 @@ func init() {
 			return
 		}
 		vm.trace("==> %s(vm_id=%q,name=%q)", hostcalls.ProxyResolveSharedQueue, vmID, name)
+		if vmID == "" {
+			vmID = vm.h.opts.VMID
+		}
 		queuesMu.Lock()
 		q := queueByName[[2]string{vmID, name}]
 		queuesMu.Unlock()
@@ -104,8 +141,15 @@ func init() {
 // proxy_enqueue_shared_queue(token, data_ptr, data_len) → status
 //
 // Appends a copy of the data to the queue. OK: the owner VM gets
-// proxy_on_queue_ready(root, token) after the current call returns (as
-// Envoy posts it to the owner's thread). NOT_FOUND: no such token.
+// proxy_on_queue_ready(root, token) once the calling callback has returned
+// and the calling VM is unlocked, never inside this call (Envoy posts it
+// to the owner's dispatcher: cpp-host SharedQueue::enqueue →
+// call_on_thread), also when the owner is the calling VM. The
+// notification is dropped if the owner's root context is gone (deleted
+// after a reconfiguration), its instance closed, or it has
+// failed by then (cpp-host finds no Wasm or no root context on that
+// thread); the item stays queued and enqueue still answers OK. NOT_FOUND:
+// no such token (never registered, or its vm_id is gone).
 // INVALID_MEMORY_ACCESS.
 //
 //	data_ptr
@@ -180,10 +224,12 @@ func init() {
 	})
 }
 
-// queueReady delivers proxy_on_queue_ready(root, token) to the VM.
+// queueReady delivers proxy_on_queue_ready(root, token) to the VM with the
+// root context effective, unless its root context was deleted, the VM
+// closed or failed. A retired VM still waiting for proxy_done is notified.
 func (vm *VM) queueReady(token uint32) {
 	vm.enter()
-	if !vm.retired && !vm.closed && vm.failed == nil {
+	if !vm.rootGone && !vm.closed && vm.failed == nil {
 		vm.curID, vm.cur = rootContextID, nil
 		vm.callback(hostcalls.ExportQueueReady, 0, rootContextID, uint64(token))
 	}

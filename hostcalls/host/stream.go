@@ -190,6 +190,21 @@ func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
 	return r, err
 }
 
+// callDir runs one of direction d's filter callbacks. A
+// proxy_continue_stream for d made during it is dropped: Envoy runs the
+// deferred continueDecoding/continueEncoding at the end of the VM call,
+// before the filter's result is recorded, when the filter is not stopped
+// yet, so it resumes nothing and a stop returned by the callback holds.
+func (s *Stream) callDir(d *direction, name string, args ...uint64) (uint64, error) {
+	pending := d.continuePending
+	r, err := s.call(name, 0, args...)
+	if d.continuePending && !pending {
+		d.continuePending = false
+		s.vm.trace("(proxy_continue_stream during the stream's own callback: no effect)")
+	}
+	return r, err
+}
+
 func (s *Stream) dir(resp bool) *direction {
 	if resp {
 		return &s.resp
@@ -251,7 +266,7 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 	if resp {
 		name = hostcalls.ExportResponseHeaders
 	}
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.headers)), b2u(eos))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.headers)), b2u(eos))
 	if err != nil || s.afterCallback() {
 		d.headersMutable = false
 		return Ended
@@ -325,7 +340,7 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 		name = hostcalls.ExportResponseBody
 	}
 	d.inBody = true
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.buf)), b2u(eos))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.buf)), b2u(eos))
 	d.inBody = false
 	if err != nil || s.afterCallback() {
 		return Ended
@@ -392,7 +407,7 @@ func (s *Stream) deliverTrailers(d *direction) Action {
 		name = hostcalls.ExportResponseTrailers
 	}
 	d.trailersMutable = true
-	r, err := s.call(name, 0, uint64(s.id), uint64(len(d.trailers)))
+	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.trailers)))
 	if err != nil || s.afterCallback() {
 		d.trailersMutable = false
 		return Ended
@@ -490,9 +505,8 @@ func (s *Stream) applyResume() {
 }
 
 // abort resets the stream (downstream disconnect, upstream reset): no
-// further filter callbacks but the end; Complete then skips on_log (the
-// request did not complete) and runs on_done and on_delete. Caller holds
-// the VM.
+// further filter callbacks but the end (on_log, on_done, on_delete, run by
+// Complete). Caller holds the VM.
 func (s *Stream) abort(reason string) {
 	s.reset = true
 	s.resetWhy = reason
@@ -501,8 +515,9 @@ func (s *Stream) abort(reason string) {
 }
 
 // Reset resets the stream as a downstream disconnect does
-// ("downstream_remote_disconnect"): no further filter callbacks; Complete
-// then skips on_log and runs on_done and on_delete.
+// ("downstream_remote_disconnect"): no further filter callbacks but the
+// end, which Complete runs (on_log, on_done, on_delete, as for any
+// stream).
 func (s *Stream) Reset() { s.ResetWithReason("downstream_remote_disconnect") }
 
 // ResetWithReason resets the stream with the given reason (ResetReason).
@@ -515,8 +530,10 @@ func (s *Stream) ResetWithReason(reason string) {
 }
 
 // Complete ends the stream as Envoy's doDeferredStreamDestroy does:
-// proxy_on_log (only if the stream completed: not after a reset), then
-// proxy_on_done, then proxy_on_delete. Later events return Ended. Safe to
+// proxy_on_log, then proxy_on_done, then proxy_on_delete, also for a
+// stream that was reset (Envoy completes the request before it logs, so
+// the wasm filter's access-log callback always runs; ActiveStream::
+// completeRequest, FilterManager::log). Later events return Ended. Safe to
 // call twice.
 func (s *Stream) Complete() {
 	s.lock()
@@ -527,17 +544,23 @@ func (s *Stream) Complete() {
 	s.complete = true
 	s.ended = true
 	if s.created {
-		if !s.reset {
-			s.logPhase = true
-			s.call(hostcalls.ExportLog, 0, uint64(s.id))
-			s.logPhase = false
-		}
+		s.logPhase = true
+		s.call(hostcalls.ExportLog, 0, uint64(s.id))
+		s.logPhase = false
 		s.call(hostcalls.ExportDone, 1, uint64(s.id))
 		s.call(hostcalls.ExportDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)
 	}
 	vm := s.vm
-	closeNow := vm.active.Add(-1) == 0 && vm.retired && !vm.waitDone
+	closeNow := false
+	if vm.active.Add(-1) == 0 && vm.retired {
+		// The last stream released the plugin: the retired root shuts down.
+		if !vm.shutdown {
+			closeNow = vm.shutdownRoot()
+		} else {
+			closeNow = vm.rootGone
+		}
+	}
 	s.unlock()
 	if closeNow {
 		vm.closeInstance(vm.ctx)

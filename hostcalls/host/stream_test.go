@@ -64,13 +64,14 @@ func TestSetBufferBytes(t *testing.T) {
 			equal(t, "forwarded", string(s.ForwardedRequestBody()), tc.body)
 		})
 	}
-	// setBody itself, including (0, size>0) that drains part of the body.
+	// setBody itself: (0, 0 < size < len) is BAD_ARGUMENT in Envoy's
+	// copyFrom, not a partial drain.
 	for _, tc := range []struct {
 		start, size uint32
 		want        string
 		ok          bool
 	}{
-		{0, 0, "XYabcdef", true}, {0, 2, "XYcdef", true}, {0, 6, "XY", true}, {0, 99, "XY", true},
+		{0, 0, "XYabcdef", true}, {0, 2, "abcdef", false}, {0, 5, "abcdef", false}, {0, 6, "XY", true}, {0, 99, "XY", true},
 		{6, 0, "abcdefXY", true}, {9, 0, "abcdefXY", true}, {1, 0, "abcdef", false}, {5, 1, "abcdef", false},
 	} {
 		got, st := setBody([]byte("abcdef"), tc.start, tc.size, []byte("XY"))
@@ -208,8 +209,9 @@ func TestEndOfStreamOrder(t *testing.T) {
 	equal(t, "on_log", messages(h, 0, "log "), []string{"log ctx=2 path=/a status=0"})
 }
 
-// TestReset: a reset stream (client gone) gets no further callbacks, no
-// on_log, but on_done and on_delete.
+// TestReset: a reset stream (client gone) gets no further callbacks but
+// the end: on_log (Envoy completes the request before it logs), on_done,
+// on_delete.
 func TestReset(t *testing.T) {
 	h := start(t, rawGuestPkg, Options{Transcript: true})
 	s := h.NewStream(0)
@@ -219,6 +221,7 @@ func TestReset(t *testing.T) {
 	s.Complete()
 	equal(t, "callbacks", grep(h.Transcript(0), "--> proxy_on_request", "--> proxy_on_log", "--> proxy_on_done", "--> proxy_on_delete"), []string{
 		"--> proxy_on_request_headers(ctx=2,headers=4,eos=0)",
+		"--> proxy_on_log(ctx=2)",
 		"--> proxy_on_done(ctx=2)",
 		"--> proxy_on_delete(ctx=2)",
 	})

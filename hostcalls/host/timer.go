@@ -53,9 +53,9 @@ func (vm *VM) tickLoop(stop <-chan struct{}) {
 	t.Stop()
 	for {
 		vm.mu.Lock()
-		next, period, retired := vm.nextTick, vm.tickPeriod, vm.retired || vm.failed != nil
+		next, period, gone := vm.nextTick, vm.tickPeriod, vm.rootGone || vm.closed || vm.failed != nil
 		vm.mu.Unlock()
-		if retired {
+		if gone {
 			return
 		}
 		var c <-chan time.Time
@@ -81,7 +81,7 @@ func (vm *VM) tickIfDue() bool {
 	vm.enter()
 	now := vm.h.opts.Clock.Now()
 	ran := false
-	if vm.tickPeriod > 0 && !vm.retired && vm.failed == nil && !now.Before(vm.nextTick) {
+	if vm.tickPeriod > 0 && !vm.rootGone && !vm.closed && vm.failed == nil && !now.Before(vm.nextTick) {
 		vm.nextTick = now.Add(vm.tickPeriod)
 		vm.curID, vm.cur = rootContextID, nil
 		vm.callback(hostcalls.ExportTick, 0, rootContextID)
@@ -91,12 +91,32 @@ func (vm *VM) tickIfDue() bool {
 	return ran
 }
 
+// tickVMs returns the VMs whose timers may fire: the current ones in
+// index order, then the retired ones whose root context still lives
+// (on_done returned false and proxy_done has not come yet).
+func (h *Host) tickVMs() []*VM {
+	h.mu.RLock()
+	vms := append([]*VM(nil), h.vms...)
+	retired := append([]*VM(nil), h.retired...)
+	h.mu.RUnlock()
+	for _, vm := range retired {
+		vm.mu.Lock()
+		live := !vm.rootGone && !vm.closed
+		vm.mu.Unlock()
+		if live {
+			vms = append(vms, vm)
+		}
+	}
+	return vms
+}
+
 // Tick runs proxy_on_tick now on every VM whose timer is armed (period >
-// 0), in VM order, whether due or not, re-arming each timer a period from
-// now. It returns how many ran.
+// 0), current VMs in index order and then retired VMs still waiting for
+// proxy_done, whether due or not, re-arming each timer a period from now.
+// It returns how many ran.
 func (h *Host) Tick() int {
 	n := 0
-	for _, vm := range h.VMs() {
+	for _, vm := range h.tickVMs() {
 		vm.mu.Lock()
 		if vm.tickPeriod > 0 {
 			vm.nextTick = h.opts.Clock.Now()
@@ -109,11 +129,11 @@ func (h *Host) Tick() int {
 	return n
 }
 
-// RunDue runs, in VM order, proxy_on_tick on every VM whose timer is due at
-// the current clock time, once each, and returns how many ran.
+// RunDue runs, in the order of Tick, proxy_on_tick on every VM whose timer
+// is due at the current clock time, once each, and returns how many ran.
 func (h *Host) RunDue() int {
 	n := 0
-	for _, vm := range h.VMs() {
+	for _, vm := range h.tickVMs() {
 		if vm.tickIfDue() {
 			n++
 		}
@@ -133,7 +153,7 @@ func (h *Host) Advance(d time.Duration) int {
 	n := 0
 	for {
 		var next time.Time
-		for _, vm := range h.VMs() {
+		for _, vm := range h.tickVMs() {
 			vm.mu.Lock()
 			if vm.tickPeriod > 0 && vm.failed == nil && (next.IsZero() || vm.nextTick.Before(next)) {
 				next = vm.nextTick

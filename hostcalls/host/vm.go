@@ -65,9 +65,15 @@ type VM struct {
 		code uint32
 		msg  string
 	}
-	rootFS   map[string][]byte
-	active   atomic.Int32
-	retired  bool
+	rootFS  map[string][]byte
+	active  atomic.Int32
+	retired bool // no new streams (replaced by Reconfigure or a failure)
+	// rootGone: the root context was deleted (on_delete(root) ran): no
+	// more ticks or queue notifications, as Envoy finds no root context
+	// for them. A retired VM whose on_done returned false keeps its root,
+	// and so its ticks, until the guest calls proxy_done.
+	rootGone bool
+	shutdown bool // on_done(root) has run
 	closed   bool
 	waitDone bool // on_done returned false: on_delete waits for proxy_done
 	// replaceFailed: the Handler could not replace this failed VM.

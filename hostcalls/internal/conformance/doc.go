@@ -86,7 +86,7 @@
 // buffer request_body|response_body|http_call_response_body|vm_configuration|
 // plugin_configuration; map request_headers|request_trailers|response_headers|
 // response_trailers|http_call_response_headers|http_call_response_trailers;
-// stream request|response; metric counter|gauge|histogram.
+// stream request|response|downstream|upstream; metric counter|gauge|histogram.
 //
 //	call (family)                 fields                       line
 //	log (Log)                     level, msg                   log(level=info msg="m") -> status=OK

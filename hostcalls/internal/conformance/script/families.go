@@ -27,6 +27,7 @@ var (
 	}
 	streams = map[string]hostcalls.StreamType{
 		"request": hostcalls.StreamHTTPRequest, "response": hostcalls.StreamHTTPResponse,
+		"downstream": hostcalls.StreamDownstream, "upstream": hostcalls.StreamUpstream,
 	}
 	metricTypes = map[string]hostcalls.MetricType{
 		"counter": hostcalls.MetricCounter, "gauge": hostcalls.MetricGauge, "histogram": hostcalls.MetricHistogram,
