@@ -171,7 +171,8 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 // BenchmarkProxiedRequest measures one proxied request end to end through
 // the local proxy (the wazero host's Handler, real HTTP on loopback, an
 // upstream that answers at once), plugin.wasm against the pass-through
-// module, interleaved request by request, with 1 KiB and 64 KiB bodies.
+// module, interleaved request by request, with 1 KiB, 64 KiB and 1 MiB
+// bodies.
 // It reports the median latency of each and their ratio (x-p50).
 func BenchmarkProxiedRequest(b *testing.B) {
 	ctx := context.Background()
@@ -203,7 +204,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 	for _, size := range []struct {
 		name string
 		n    int
-	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}} {
+	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
 		body := []byte(chatOfSize(size.n))
 		b.Run(size.name, func(b *testing.B) {
 			post := func(base string) time.Duration {

@@ -103,7 +103,7 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 	var maxTokens, maxCompletion, maxOutput int64 = -1, -1, -1
 	var messages, prompt, input, instructions, tokenIDs int64
 	prev := r.open + 1 // where the previous member's value ended
-	ok = scanObject(body, func(key string, at, end int) {
+	ok = scanMembers(body, func(key string, at, end int, typed bool) {
 		r.empty = false
 		k := skipWS(body, prev)
 		if k < len(body) && body[k] == ',' {
@@ -125,7 +125,13 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 				r.model, r.modelBad = "", true
 			}
 		case "messages":
-			messages = messagesTokens(raw)
+			if typed {
+				messages = messagesTokens(raw)
+			} else {
+				// No content part names a type: messagesTokens
+				// would count every byte, without a second pass.
+				messages = ceil4(len(raw))
+			}
 		case "prompt":
 			prompt, r.prompts = promptTokens(gjson.Parse(bstr(raw)))
 		case "input":

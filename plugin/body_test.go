@@ -337,3 +337,31 @@ func FuzzEstimate(f *testing.F) {
 		}
 	})
 }
+
+// TestMessagesTypeHint checks that inspect, which skips the search for
+// typed content parts when the scan saw no key that may be "type", counts
+// messages exactly as messagesTokens does on its own.
+func TestMessagesTypeHint(t *testing.T) {
+	tests := []string{
+		`[{"role":"user","content":"hi"}]`,
+		`[{"role":"user","content":"say \"type"}]`,
+		`[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:x"}}]}]`,
+		`[{"role":"user","content":[{"t\u0079pe":"image_url","image_url":{"url":"data:xxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}]`,
+		`[{"role":"user","content":[{"\u0074\u0079\u0070\u0065":"input_audio","input_audio":{"data":"xxxxxxxxxxxxxxxxxxxx"}}]}]`,
+		`[{"type":"input_image","image_url":"data:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}]`,
+		`[{"role":"user","content":[{"typ":"image_url","types":"image_url"}]}]`,
+		`[{"role":"user","content":{"nested":{"type":"image"}}}]`,
+		`[]`,
+		`"plain"`,
+	}
+	for _, msgs := range tests {
+		body := []byte(`{"model":"m","messages":` + msgs + `}`)
+		r, ok := inspect(body, 1, false)
+		if !ok {
+			t.Fatalf("inspect(%s) not ok", body)
+		}
+		if want := messagesTokens([]byte(msgs)); r.prompt != want {
+			t.Errorf("inspect(%s).prompt = %d, want messagesTokens = %d", body, r.prompt, want)
+		}
+	}
+}

@@ -23,6 +23,18 @@ func validObject(b []byte) bool { return scanObject(b, nil) }
 // member of the top-level object in order: its key (unescaped; it may refer
 // to b's memory) and the span b[at:end] of its value.
 func scanObject(b []byte, member func(key string, at, end int)) bool {
+	if member == nil {
+		return scanMembers(b, nil)
+	}
+	return scanMembers(b, func(key string, at, end int, _ bool) { member(key, at, end) })
+}
+
+// scanMembers is scanObject whose member callback is also told whether the
+// value may hold a member named "type" at any depth (typed): false means
+// that no key inside the value is "type", escaped or not, so that a reader
+// looking for typed content parts can skip the value without a second pass
+// over its bytes. The test costs a comparison per nested key.
+func scanMembers(b []byte, member func(key string, at, end int, typed bool)) bool {
 	var stackBuf [64]byte
 	stack := stackBuf[:0]
 	i := skipWS(b, 0)
@@ -32,9 +44,10 @@ func scanObject(b []byte, member func(key string, at, end int)) bool {
 	n := len(b)
 	var key string
 	valAt, pending, ks := 0, false, 0
+	types, typesAt := 0, 0 // nested keys that may be "type"; their count at valAt
 value:
 	if len(stack) == 1 {
-		valAt, pending = i, true
+		valAt, pending, typesAt = i, true, types
 	}
 	if i >= n {
 		return false
@@ -101,6 +114,9 @@ key:
 	}
 	if len(stack) == 1 && member != nil {
 		key = keyString(b[ks:i])
+	} else if kl := i - ks; kl == len(`"type"`) && string(b[ks:i]) == `"type"` ||
+		kl > len(`"type"`) && kl <= len(`"\u0074\u0079\u0070\u0065"`) && bytes.IndexByte(b[ks:i], '\\') >= 0 {
+		types++
 	}
 	i = skipWS(b, i)
 	if i >= n || b[i] != ':' {
@@ -112,7 +128,7 @@ after:
 	if pending && len(stack) == 1 {
 		pending = false
 		if member != nil {
-			member(key, valAt, i)
+			member(key, valAt, i, types > typesAt)
 		}
 	}
 	i = skipWS(b, i)
