@@ -21,8 +21,10 @@ import (
 // module in the wazero host (request headers, the body in 32 KiB chunks,
 // response headers, a JSON response with usage, end of stream) for 1 KiB,
 // 64 KiB and 1 MiB bodies, and the same events through a pass-through
-// filter (plugin/internal/passthrough) in the same run: the plugin's cost
-// is the ratio of the two.
+// filter (plugin/internal/passthrough) and through a filter that copies
+// the body into the module and back once (plugin/internal/copybody, the
+// floor for a filter that edits bodies) in the same run: the plugin's cost
+// is its ratio to each.
 func BenchmarkRequestPath(b *testing.B) {
 	ctx := context.Background()
 	mods := map[string]*host.Module{"fairshare": compiled(b)}
@@ -32,13 +34,19 @@ func BenchmarkRequestPath(b *testing.B) {
 	}
 	defer pt.Close(ctx)
 	mods["passthrough"] = pt
+	cp, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/copybody"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cp.Close(ctx)
+	mods["copybody"] = cp
 	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}}`)
 	for _, size := range []struct {
 		name string
 		n    int
 	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
 		body := []byte(chatOfSize(size.n))
-		for _, name := range []string{"passthrough", "fairshare"} {
+		for _, name := range []string{"passthrough", "copybody", "fairshare"} {
 			b.Run(name+"/"+size.name, func(b *testing.B) {
 				h, err := mods[name].Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("bench-%s-%s", name, size.name),
 					PluginConfig: []byte(testConfig), Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), BufferLimit: 16 << 20})
