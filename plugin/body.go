@@ -514,47 +514,57 @@ func (r *request) send(scratch, body []byte, priority int, addUsage bool, replac
 	var edits [8]edit
 	var ins [insertMax]byte
 	es := r.edits(edits[:0], ins[:0], strconv.AppendInt(pr[:0], int64(priority), 10), addUsage)
-	pending := scratch[:0]
-	first := true
-	put := func(b []byte) error {
-		if first {
-			first = false
-			return replace(b)
-		}
-		return add(b)
-	}
-	piece := func(b []byte) error {
-		if len(b) < sendDirect {
-			pending = append(pending, b...)
-			return nil
-		}
-		if len(pending) > 0 {
-			if err := put(pending); err != nil {
-				return err
-			}
-			pending = pending[:0]
-		}
-		return put(b)
-	}
+	w := pieceWriter{pending: scratch[:0], replace: replace, add: add}
 	last := 0
 	for _, e := range es {
-		if err := piece(body[last:e.at]); err != nil {
-			return scratch, err
-		}
-		if err := piece(e.val); err != nil {
-			return scratch, err
-		}
+		w.piece(body[last:e.at])
+		// An edit's value is short (a number, the inserted members):
+		// always joined, so that it never reaches a host call from the
+		// stack memory it is built in.
+		w.pending = append(w.pending, e.val...)
 		last = e.end
 	}
-	if err := piece(body[last:]); err != nil {
-		return scratch, err
+	w.piece(body[last:])
+	if w.err == nil && (len(w.pending) > 0 || w.calls == 0) {
+		w.put(w.pending)
 	}
-	if len(pending) > 0 || first {
-		if err := put(pending); err != nil {
-			return pending[:0], err
-		}
+	return w.pending[:0], w.err
+}
+
+// pieceWriter sends the pieces of a body to the host for send: the first
+// through replace, the others through add, short ones joined in pending.
+// After an error it sends nothing more.
+type pieceWriter struct {
+	pending      []byte
+	replace, add func([]byte) error
+	calls        int
+	err          error
+}
+
+// put sends b.
+func (w *pieceWriter) put(b []byte) {
+	if w.err != nil {
+		return
 	}
-	return pending[:0], nil
+	if w.calls++; w.calls == 1 {
+		w.err = w.replace(b)
+	} else {
+		w.err = w.add(b)
+	}
+}
+
+// piece queues b, or sends it straight from the body with what is pending
+// before it if it is sendDirect bytes or more.
+func (w *pieceWriter) piece(b []byte) {
+	if len(b) < sendDirect {
+		w.pending = append(w.pending, b...)
+		return
+	}
+	if len(w.pending) > 0 {
+		w.put(w.pending)
+		w.pending = w.pending[:0]
+	}
+	w.put(b)
 }
 
 // edit replaces body[at:end] with val.

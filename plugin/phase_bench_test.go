@@ -70,6 +70,7 @@ type phaseTimer struct {
 	total  map[string]time.Duration
 	calls  map[string]int
 	start  map[string][]time.Time
+	sites  map[string]int // allocations (runtime.mallocgc) by first caller outside the runtime
 }
 
 type phaseListener struct {
@@ -77,7 +78,17 @@ type phaseListener struct {
 	name string
 }
 
-func (l phaseListener) Before(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+func (l phaseListener) Before(_ context.Context, _ api.Module, _ api.FunctionDefinition, _ []uint64, si experimental.StackIterator) {
+	if l.name == "mallocgc" && l.t.sites != nil {
+		// Count the allocation under its first caller outside the runtime.
+		for si.Next() {
+			name := si.Function().Definition().Name()
+			if !strings.HasPrefix(name, "runtime.") && !strings.HasPrefix(name, "internal_") && !strings.HasPrefix(name, "internal/") {
+				l.t.sites[name]++
+				break
+			}
+		}
+	}
 	l.t.start[l.name] = append(l.t.start[l.name], time.Now())
 }
 
@@ -154,6 +165,7 @@ func BenchmarkRequestPhases(b *testing.B) {
 			rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
 			clear(pt.total)
 			clear(pt.calls)
+			pt.sites = map[string]int{}
 			ev := map[string]time.Duration{}
 			for b.Loop() {
 				t0 := time.Now()
@@ -193,6 +205,16 @@ func BenchmarkRequestPhases(b *testing.B) {
 				b.ReportMetric(float64(d.Nanoseconds())/n, "ns/"+k)
 			}
 			b.Logf("calls per request: %s", sb.String())
+			sb.Reset()
+			sites := make([]string, 0, len(pt.sites))
+			for k := range pt.sites {
+				sites = append(sites, k)
+			}
+			sort.Slice(sites, func(i, j int) bool { return pt.sites[sites[i]] > pt.sites[sites[j]] })
+			for _, k := range sites {
+				fmt.Fprintf(&sb, "\n\t%.2f %s", float64(pt.sites[k])/n, k)
+			}
+			b.Logf("allocations per request, by caller:%s", sb.String())
 		})
 	}
 }

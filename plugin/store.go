@@ -23,6 +23,13 @@ type sharedStore interface {
 	SetSharedData(key string, value []byte, cas uint32) error
 }
 
+// sharedStoreInto is a sharedStore that can read a value into memory the
+// caller lends (hostcalls.GetSharedDataInto), so that reading a record
+// allocates nothing.
+type sharedStoreInto interface {
+	GetSharedDataInto(dst []byte, key string) (value []byte, cas uint32, err error)
+}
+
 // errRetriesExhausted reports that every compare-and-swap attempt lost
 // against concurrent updates.
 var errRetriesExhausted = errors.New("fairshare: compare-and-swap retries exhausted")
@@ -52,7 +59,30 @@ type record struct {
 	fp   uint64
 	p    *fairshare.Pool // decode target, reused
 	buf  []byte          // encode buffer, reused
+	rbuf []byte          // read buffer, reused (get)
 }
+
+// get reads r's record, into r.rbuf's memory when the store can. The value
+// is valid until the next get of r: update decodes it (the decoder keeps
+// no reference to it) before anything else reads the record.
+func (rs *records) get(r *record) ([]byte, uint32, error) {
+	si, ok := rs.st.(sharedStoreInto)
+	if !ok {
+		return rs.st.GetSharedData(r.key)
+	}
+	if r.rbuf == nil {
+		r.rbuf = make([]byte, 0, recordReadBuffer)
+	}
+	v, cas, err := si.GetSharedDataInto(r.rbuf, r.key)
+	if cap(v) > cap(r.rbuf) && cap(v) <= keepBuffer {
+		r.rbuf = v[:0]
+	}
+	return v, cas, err
+}
+
+// recordReadBuffer is the first size of a record's read buffer: a pool of
+// a few dozen teams encodes in well under 4 KiB.
+const recordReadBuffer = 4 << 10
 
 // newRecord returns the handle of pool name with configuration cfg.
 func newRecord(plugin, name string, cfg fairshare.Config) *record {
@@ -124,7 +154,7 @@ func (rs *records) load(now time.Time, r *record) (uint32, error) {
 func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) (retries int, err error) {
 	created := false
 	for attempt := 0; ; attempt++ {
-		v, cas, gerr := rs.st.GetSharedData(r.key)
+		v, cas, gerr := rs.get(r)
 		if errors.Is(gerr, types.ErrorStatusNotFound) && !created {
 			created = true
 			if err := rs.create(now, r); err != nil {
