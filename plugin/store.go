@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
@@ -80,9 +81,11 @@ func (rs *records) get(r *record) ([]byte, uint32, error) {
 	return v, cas, err
 }
 
-// recordReadBuffer is the first size of a record's read buffer: a pool of
-// a few dozen teams encodes in well under 4 KiB.
-const recordReadBuffer = 4 << 10
+// recordReadBuffer is the first size of a record's read buffer: the size of
+// the allocator's own arena, so that, as before, a record up to 64 KiB is
+// never allocated inside proxy_on_memory_allocate (RATIONALE.md, the guest
+// allocator); a larger one is, once, and its buffer is kept.
+const recordReadBuffer = hostcalls.ArenaSize
 
 // newRecord returns the handle of pool name with configuration cfg.
 func newRecord(plugin, name string, cfg fairshare.Config) *record {
