@@ -19,8 +19,9 @@ import (
 
 // BenchmarkRequestPath measures one scheduled request through the built
 // module in the wazero host (request headers, the body in 32 KiB chunks,
-// response headers, a JSON response with usage, end of stream) for 1 KiB,
-// 64 KiB and 1 MiB bodies, and the same events through a pass-through
+// response headers, a JSON response with usage, end of stream) for chat
+// bodies of 1 KiB, 64 KiB and 1 MiB in short messages, and of 64 KiB and
+// 1 MiB in one message, and the same events through a pass-through
 // filter (plugin/internal/passthrough) and through a filter that copies
 // the body into the module and back once (plugin/internal/copybody, the
 // floor for a filter that edits bodies) in the same run: the plugin's cost
@@ -43,9 +44,10 @@ func BenchmarkRequestPath(b *testing.B) {
 	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}}`)
 	for _, size := range []struct {
 		name string
-		n    int
-	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
-		body := []byte(chatOfSize(size.n))
+		body string
+	}{{"1KiB", chatOfSize(1 << 10)}, {"64KiB", chatOfSize(64 << 10)}, {"1MiB", chatOfSize(1 << 20)},
+		{"64KiB-one-message", longChatOfSize(64 << 10)}, {"1MiB-one-message", longChatOfSize(1 << 20)}} {
+		body := []byte(size.body)
 		for _, name := range []string{"passthrough", "copybody", "fairshare"} {
 			b.Run(name+"/"+size.name, func(b *testing.B) {
 				h, err := mods[name].Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("bench-%s-%s", name, size.name),
@@ -90,6 +92,14 @@ func chatOfSize(n int) string {
 	}
 	sb.WriteString(`]}`)
 	return sb.String()
+}
+
+// longChatOfSize returns a chat request body of about n bytes whose one
+// user message holds it all (a retrieval-augmented prompt).
+func longChatOfSize(n int) string {
+	head, tail := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"`, `"}]}`
+	words := strings.Repeat("lorem ipsum dolor sit amet ", (n-len(head)-len(tail))/27)
+	return head + words + tail
 }
 
 // BenchmarkFlowRequestPath measures, through the built module in the
