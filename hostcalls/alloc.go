@@ -43,6 +43,10 @@ import "unsafe"
 //     anyway); an arena grown beyond ArenaSize for one result is instead
 //     given to the caller whole, so a large body is neither copied twice nor
 //     kept alive by the allocator.
+//   - A caller that keeps a buffer from call to call can lend it for one
+//     call (GetBufferBytesInto, GetSharedDataInto: beginCallInto): the
+//     arena is that buffer for the call, the result is a slice of it and is
+//     neither copied nor allocated, and the arena is given back after.
 //
 // The guest is single-threaded and the host calls the allocator only from
 // inside a host function, so none of this state needs a lock. A callback the
