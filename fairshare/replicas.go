@@ -280,8 +280,9 @@ func SortMembers(members []Member) {
 // Rebalance returns the target of member self (an index into members,
 // sorted by ID) and next, the slice it may apply now: its target, cut
 // down in every budget to what the other members' holds leave (see
-// above). next is never negative; it is below the member's applied slice
-// where it must shrink. Cost: O(members × teams); it allocates.
+// above), its reservations then cut, last team first, to fit its
+// capacities (as Pool.SetSlice would). next is never negative; it is
+// below the member's applied slice where it must shrink. Cost: O(members × teams); it allocates.
 func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	T := len(t.Teams)
 	target = Target(t, members)[self]
@@ -299,7 +300,29 @@ func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	for b := range nv {
 		nv[b] = max(0, min(nv[b], room[b]))
 	}
+	fitVec(nv, T)
 	return target, sliceOf(nv, T)
+}
+
+// fitVec cuts the reservations of v, last team first, until they fit its
+// capacity and tokens (as Pool.SetSlice does), so that within-share
+// requests never outnumber the slice.
+func fitVec(v []int64, T int) {
+	var seq, tok int64
+	for i := range T {
+		seq += v[2+i]
+		tok += v[2+T+i]
+	}
+	for i := T - 1; i >= 0; i-- {
+		if d := min(v[2+i], seq-v[0]); d > 0 {
+			v[2+i] -= d
+			seq -= d
+		}
+		if d := min(v[2+T+i], tok-v[1]); d > 0 {
+			v[2+T+i] -= d
+			tok -= d
+		}
+	}
 }
 
 // SafeSlice returns the slice a replica cut off from the store shrinks
