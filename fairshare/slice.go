@@ -110,6 +110,10 @@ func (p *Pool) fitSlice() {
 	}
 }
 
+// Sliced reports whether the pool decides against a slice (SetSlice).
+// Cost: O(1).
+func (p *Pool) Sliced() bool { return p.sliced }
+
 // Slice returns the slice the pool decides against and true, or false
 // when it decides against the whole pool. It allocates.
 func (p *Pool) Slice() (Slice, bool) {

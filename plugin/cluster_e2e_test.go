@@ -1,0 +1,156 @@
+package plugin_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+)
+
+// The cluster scenarios run several proxies (one Host each: its own
+// shared data, its own VMs) against a real etcd embedded in the test, on
+// the real clock: etcd's leases expire in real time.
+
+// clusterConfig is a pool of 12 with teams a (0.5: 6 reserved) and b
+// (0.25: 3), shared through etcd with a sync every 100 ms and a 2 s lease.
+func clusterConfig(replica string) string {
+	return `{
+  "default_max_tokens": 16,
+  "tick": "100ms",
+  "cluster": {"etcd_cluster": "etcd", "replica": "` + replica + `", "sync_interval": "100ms", "lease_ttl": "2s", "timeout": "100ms"},
+  "pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]
+}`
+}
+
+func startEtcd(t *testing.T) *etcdtest.Server {
+	t.Helper()
+	s, err := etcdtest.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// startReplica starts a proxy named replica with vms VMs syncing through
+// etcd at url.
+func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
+	t.Helper()
+	h, err := compiled(t).Start(context.Background(), host.Options{
+		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
+		PluginConfig: []byte(clusterConfig(replica)), Clusters: map[string]string{"etcd": url},
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", replica, err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+// eventually polls cond until it holds; after a minute it fails the
+// test with what was last seen (a guard against a hang, not a speed
+// requirement).
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+	}
+	t.Fatalf("%s: never happened; last seen %s", what, last)
+}
+
+// slices returns every proxy's slice of pool small.
+func slicesOf(t *testing.T, hs []*host.Host) ([]fairshare.Slice, string) {
+	var out []fairshare.Slice
+	var b strings.Builder
+	for i, h := range hs {
+		s, ok := pool(t, h, "small").Slice()
+		if !ok {
+			fmt.Fprintf(&b, "[%d: not sliced]", i)
+		}
+		fmt.Fprintf(&b, "[%d: %+v]", i, s)
+		out = append(out, s)
+	}
+	return out, b.String()
+}
+
+// whole reports whether the slices add up to the whole pool (12; a 6, b 3).
+func whole(ss []fairshare.Slice) bool {
+	c, a, b := 0, 0, 0
+	for _, s := range ss {
+		if len(s.Reserved) != 2 {
+			return false
+		}
+		c, a, b = c+s.Capacity, a+s.Reserved[0], b+s.Reserved[1]
+	}
+	return c == 12 && a == 6 && b == 3
+}
+
+// TestWasmClusterSlices: three proxies act as one pool. Idle, they split
+// it evenly; when team a's demand is all at one proxy, a's whole
+// reservation moves there and a request of a at another proxy borrows;
+// when a proxy dies, its slice returns to the others once its lease
+// expires; usage charged at one proxy ranks at the others.
+func TestWasmClusterSlices(t *testing.T) {
+	url := startEtcd(t).URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 1), startReplica(t, url, "r2", 1)}
+
+	eventually(t, "idle proxies split the pool evenly", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		for _, s := range ss {
+			if s.Capacity != 4 {
+				return false, seen
+			}
+		}
+		return whole(ss), seen
+	})
+
+	// Five requests of a at r0, held open.
+	var open []*host.Stream
+	for range 5 {
+		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+	}
+	eventually(t, "a's reservation follows its demand to r0", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
+	})
+	s := request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p < fairshare.BorrowBase {
+		t.Errorf("a request of a at r1 while r0 holds a's reservation: priority %d, want borrowing (>= %d)", p, fairshare.BorrowBase)
+	}
+	s = request(hs[0], 1, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's sixth request at r0 (on its other VM): priority %d, want 0 (within r0's slice)", p)
+	}
+	open = append(open, s)
+
+	// Usage charged at r0 reaches r1's ranking.
+	for _, s := range open {
+		respondJSON(s, 100, 50)
+	}
+	eventually(t, "r0's usage merged at r1", func() (bool, string) {
+		u0 := teamStats(t, hs[0], "small")["a"].Usage
+		u1 := teamStats(t, hs[1], "small")["a"].Usage
+		return u0 > 1000 && math.Abs(u0-u1) < 1e-6*u0, fmt.Sprintf("usage of a: r0 %v, r1 %v", u0, u1)
+	})
+
+	// r2 dies: once its lease expires, r0 and r1 hold the whole pool.
+	hs[2].Close(context.Background())
+	eventually(t, "r2's slice returns", func() (bool, string) {
+		ss, seen := slicesOf(t, hs[:2])
+		return whole(ss), seen
+	})
+}
