@@ -4,7 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +159,163 @@ func TestWasmClusterSlices(t *testing.T) {
 	eventually(t, "r2's slice returns", func() (bool, string) {
 		ss, seen := slicesOf(t, hs[:2])
 		return whole(ss), seen
+	})
+}
+
+// cutProxy stands between one proxy and etcd: cut, it answers 503 (a
+// partition between that proxy and etcd).
+type cutProxy struct {
+	srv *httptest.Server
+	cut atomic.Bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = nil
+	p := &cutProxy{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.cut.Load() {
+			http.Error(w, "partitioned", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func capacities(ss []fairshare.Slice) (sum int, each []int) {
+	for _, s := range ss {
+		sum += s.Capacity
+		each = append(each, s.Capacity)
+	}
+	return sum, each
+}
+
+// TestWasmClusterPartition: a proxy cut off from etcd keeps its slice
+// until its lease would have expired, then shrinks to its safe slice
+// (⌊0.5 × 12 / 3⌋ = 2); the two others take the rest; the slices never
+// add up to more than 12 + 2 (the stated bound); healed, it rejoins and
+// the pool is split evenly again.
+func TestWasmClusterPartition(t *testing.T) {
+	url := startEtcd(t).URL()
+	var cuts []*cutProxy
+	var hs []*host.Host
+	for i := range 3 {
+		c := newCutProxy(t, url)
+		cuts = append(cuts, c)
+		hs = append(hs, startReplica(t, c.srv.URL, fmt.Sprint("r", i), 1))
+	}
+	even := func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && each[0] == 4 && each[1] == 4 && each[2] == 4, seen
+	}
+	eventually(t, "an even split", even)
+	bounded := func(ss []fairshare.Slice, seen string) {
+		if sum, _ := capacities(ss); sum > 12+2 {
+			t.Fatalf("slices add up to %d > 12 + 2 (the bound): %s", sum, seen)
+		}
+	}
+	cuts[2].cut.Store(true)
+	eventually(t, "r2 shrinks to its safe slice, r0 and r1 take the rest", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		bounded(ss, seen)
+		return ss[2].Capacity == 2 && ss[2].Reserved[0] == 1 && ss[2].Reserved[1] == 0 && whole(ss[:2]), seen
+	})
+	// A request at r2 is still decided locally, against its safe slice.
+	s := request(hs[2], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's request at the cut-off r2: priority %d, want 0 (its safe slice keeps 1 of a)", p)
+	}
+	respondJSON(s, 1, 1)
+	cuts[2].cut.Store(false)
+	eventually(t, "r2 rejoins: an even split again", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		bounded(ss, seen)
+		ok, _ := even()
+		return ok, seen
+	})
+}
+
+// TestWasmClusterEtcdRestart: with etcd down, every proxy goes on deciding
+// from its local slice (shrunk to its safe slice once its lease would
+// have expired); etcd back, the slices reconverge to the whole pool.
+func TestWasmClusterEtcdRestart(t *testing.T) {
+	etcd := startEtcd(t)
+	url := etcd.URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1)}
+	eventually(t, "the pool split between both", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Capacity > 0 && ss[1].Capacity > 0, seen
+	})
+	etcd.Stop()
+	eventually(t, "both shrink to their safe slice (3)", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return each[0] == 3 && each[1] == 3, seen
+	})
+	s := request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's request while etcd is down: priority %d, want 0 (r0's safe slice keeps 1 of a)", p)
+	}
+	respondJSON(s, 1, 1)
+	if err := etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the slices reconverge", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss), seen
+	})
+}
+
+// TestWasmClusterNoLostUsage: three proxies charge usage concurrently
+// while they all sync (their transactions conflict); once settled, every
+// proxy's record holds the sum of what all of them charged.
+func TestWasmClusterNoLostUsage(t *testing.T) {
+	url := startEtcd(t).URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 2), startReplica(t, url, "r2", 2)}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && !slices.Contains(each, 0), seen
+	})
+	const perVM = 20
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		for vm := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range perVM {
+					s := request(h, vm, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+					respondJSON(s, 10+i, 5)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Each request costs (10+i) × 1 + 5 × 2.
+	want := 0.0
+	for i := range perVM {
+		want += float64(10+i) + 10
+	}
+	want *= float64(len(hs) * 2)
+	eventually(t, "every proxy ranks on the sum of all charges", func() (bool, string) {
+		var seen []float64
+		ok := true
+		for _, h := range hs {
+			u := teamStats(t, h, "small")["a"].Usage
+			seen = append(seen, u)
+			// The default half-life (168 h) decays a few seconds' usage
+			// by less than 1e-4.
+			ok = ok && math.Abs(u-want) <= 1e-4*want
+		}
+		return ok, fmt.Sprintf("usage of a %v, want %v", seen, want)
 	})
 }
