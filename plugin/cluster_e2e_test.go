@@ -35,7 +35,7 @@ func clusterConfig(replica string) string {
 }`
 }
 
-func startEtcd(t *testing.T) *etcdtest.Server {
+func startEtcd(t testing.TB) *etcdtest.Server {
 	t.Helper()
 	s, err := etcdtest.New(t.TempDir())
 	if err != nil {
@@ -66,7 +66,7 @@ func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
 // eventually polls cond until it holds; after a minute it fails the
 // test with what was last seen (a guard against a hang, not a speed
 // requirement).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -80,7 +80,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 }
 
 // slices returns every proxy's slice of pool small.
-func slicesOf(t *testing.T, hs []*host.Host) ([]fairshare.Slice, string) {
+func slicesOf(t testing.TB, hs []*host.Host) ([]fairshare.Slice, string) {
 	var out []fairshare.Slice
 	var b strings.Builder
 	for i, h := range hs {
@@ -318,4 +318,72 @@ func TestWasmClusterNoLostUsage(t *testing.T) {
 		}
 		return ok, fmt.Sprintf("usage of a %v, want %v", seen, want)
 	})
+}
+
+// BenchmarkClusterRequestPath measures one scheduled request (1 KiB body,
+// a JSON response with usage) through the built module on a proxy that
+// shares its pool through etcd (the cluster block, syncing every second
+// on the real clock against an embedded etcd, its record sliced) and on
+// one without the block, interleaved request by request. It reports ns
+// per request of each (medians) and their ratio (x-cluster): decisions
+// stay local, so the ratio should be 1 up to noise.
+func BenchmarkClusterRequestPath(b *testing.B) {
+	ctx := context.Background()
+	url := startEtcd(b).URL()
+	const pools = `"pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]}`
+	start := func(id, cfg string) *host.Host {
+		h, err := compiled(b).Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", b.Name(), id, b),
+			PluginConfig: []byte(cfg), Clusters: map[string]string{"etcd": url}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Close(ctx) })
+		return h
+	}
+	on := start("on", `{"default_max_tokens": 16, "cluster": {"etcd_cluster": "etcd"}, `+pools)
+	off := start("off", `{"default_max_tokens": 16, `+pools)
+	eventually(b, "the proxy holds the whole pool", func() (bool, string) {
+		ss, seen := slicesOf(b, []*host.Host{on})
+		return whole(ss), seen
+	})
+	body := []byte(chatOfSize(1 << 10))
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	one := func(h *host.Host) time.Duration {
+		t0 := time.Now()
+		s := h.NewStream(0)
+		s.RequestHeaders(hdrs, false)
+		s.RequestBody(body, true)
+		s.ResponseHeaders(rh, false)
+		s.ResponseBody(resp, true)
+		s.Complete()
+		d := time.Since(t0)
+		if s.LocalReply() != nil {
+			b.Fatalf("local reply %+v", s.LocalReply())
+		}
+		return d
+	}
+	var dOn, dOff []time.Duration
+	for b.Loop() {
+		// Alternate which goes first, so that neither always finds the
+		// caches the other left.
+		if len(dOn)%2 == 0 {
+			dOff = append(dOff, one(off))
+			dOn = append(dOn, one(on))
+		} else {
+			dOn = append(dOn, one(on))
+			dOff = append(dOff, one(off))
+		}
+	}
+	// Medians: the machine's other load lands on single requests.
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	mOff, mOn := median(dOff), median(dOn)
+	b.ReportMetric(mOff, "ns-off/req")
+	b.ReportMetric(mOn, "ns-on/req")
+	b.ReportMetric(mOn/mOff, "x-cluster")
 }
