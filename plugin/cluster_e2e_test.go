@@ -165,8 +165,17 @@ func TestWasmClusterSlices(t *testing.T) {
 // cutProxy stands between one proxy and etcd: cut, it answers 503 (a
 // partition between that proxy and etcd).
 type cutProxy struct {
-	srv *httptest.Server
-	cut atomic.Bool
+	srv   *httptest.Server
+	cut   atomic.Bool
+	calls sync.Map // path → *atomic.Int64: the calls that reached etcd
+}
+
+// count returns the calls to path that reached etcd.
+func (p *cutProxy) count(path string) int64 {
+	if v, ok := p.calls.Load(path); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -183,6 +192,8 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			http.Error(w, "partitioned", http.StatusServiceUnavailable)
 			return
 		}
+		v, _ := p.calls.LoadOrStore(r.URL.Path, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(p.srv.Close)
@@ -386,4 +397,36 @@ func BenchmarkClusterRequestPath(b *testing.B) {
 	b.ReportMetric(mOff, "ns-off/req")
 	b.ReportMetric(mOn, "ns-on/req")
 	b.ReportMetric(mOn/mOff, "x-cluster")
+}
+
+// TestWasmClusterNoCallPerRequest: a proxy's calls to etcd follow its
+// syncs, not its requests: at steady state one keepalive, one range and
+// one transaction per pool per sync, however many requests it serves.
+func TestWasmClusterNoCallPerRequest(t *testing.T) {
+	url := startEtcd(t).URL()
+	c := newCutProxy(t, url)
+	h := startReplica(t, c.srv.URL, "r0", 2)
+	eventually(t, "the proxy holds the whole pool", func() (bool, string) {
+		ss, seen := slicesOf(t, []*host.Host{h})
+		return whole(ss), seen
+	})
+	snap := func() (ka, rg, tx int64) {
+		return c.count("/v3/lease/keepalive"), c.count("/v3/kv/range"), c.count("/v3/kv/txn")
+	}
+	ka0, rg0, tx0 := snap()
+	for i := range 200 {
+		s := request(h, i%2, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+		respondJSON(s, 10, 5)
+	}
+	// Wait for a few more syncs, then compare.
+	eventually(t, "five more keepalives", func() (bool, string) {
+		ka, _, _ := snap()
+		return ka >= ka0+5, fmt.Sprint(ka - ka0)
+	})
+	ka, rg, tx := snap()
+	dk, dr, dt := ka-ka0, rg-rg0, tx-tx0
+	// A sync may be under way at either snapshot: one call of slack.
+	if dr < dk-1 || dr > dk+1 || dt < dk-1 || dt > dk+1 {
+		t.Errorf("over 200 requests: %d keepalives, %d ranges, %d transactions; want one range and one transaction per keepalive", dk, dr, dt)
+	}
 }
