@@ -18,6 +18,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+	"github.com/tidwall/gjson"
 )
 
 // The cluster scenarios run several proxies (one Host each: its own
@@ -30,6 +31,7 @@ func clusterConfig(replica string) string {
 	return `{
   "default_max_tokens": 16,
   "tick": "100ms",
+  "status_token": "sesame",
   "cluster": {"etcd_cluster": "etcd", "replica": "` + replica + `", "sync_interval": "100ms", "lease_ttl": "2s", "timeout": "100ms"},
   "pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]
 }`
@@ -134,6 +136,13 @@ func TestWasmClusterSlices(t *testing.T) {
 		ss, seen := slicesOf(t, hs)
 		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
 	})
+	// The status of r0 shows its slice and the whole pool.
+	q := hs[0].NewStream(0)
+	q.RequestHeaders([][2]string{{":method", "GET"}, {":path", "/fairshare/status"}, {"authorization", "Bearer sesame"}}, true)
+	if lr := q.LocalReply(); lr == nil || lr.Status != 200 ||
+		gjson.GetBytes(lr.Body, "pools.0.pool_capacity").Int() != 12 || gjson.GetBytes(lr.Body, "pools.0.teams.0.reserved").Int() != 6 {
+		t.Errorf("status of r0 = %+v, want pool_capacity 12 and a's 6 reserved", lr)
+	}
 	s := request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
 	if p := priority(t, s); p < fairshare.BorrowBase {
 		t.Errorf("a request of a at r1 while r0 holds a's reservation: priority %d, want borrowing (>= %d)", p, fairshare.BorrowBase)

@@ -903,6 +903,9 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			st.err = err.Error()
 		} else {
 			st.capacity = ps.rec.p.Capacity()
+			if ps.rec.p.Sliced() {
+				st.whole = ps.cfg.capacity
+			}
 			st.teams = ps.rec.p.Snapshot(now)
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
