@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,21 @@ func TestParseClusterProblems(t *testing.T) {
 				t.Errorf("parse(%s) = %v, want a problem %q", tt.in, err, w)
 			}
 		}
+	}
+}
+
+// TestParseClusterExample: testdata/plugin/cluster.json (example.json
+// with a cluster block, the one envoy.yaml's comment points to) parses.
+func TestParseClusterExample(t *testing.T) {
+	b, err := os.ReadFile("../testdata/plugin/cluster.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parse(b)
+	if err != nil {
+		t.Fatalf("parse(cluster.json) = %v", err)
+	}
+	if c.cluster == nil || c.cluster.etcd != "etcd" || c.cluster.syncInterval != time.Second || c.cluster.leaseTTL != 10*time.Second {
+		t.Errorf("cluster.json cluster block = %+v", c.cluster)
 	}
 }
