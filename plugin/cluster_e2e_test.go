@@ -1,8 +1,10 @@
 package plugin_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -27,12 +29,15 @@ import (
 
 // clusterConfig is a pool of 12 with teams a (0.5: 6 reserved) and b
 // (0.25: 3), shared through etcd with a sync every 100 ms and a 2 s lease.
-func clusterConfig(replica string) string {
+func clusterConfig(replica string) string { return clusterConfigTTL(replica, "2s") }
+
+// clusterConfigTTL is clusterConfig with another lease TTL.
+func clusterConfigTTL(replica, ttl string) string {
 	return `{
   "default_max_tokens": 16,
   "tick": "100ms",
   "status_token": "sesame",
-  "cluster": {"etcd_cluster": "etcd", "replica": "` + replica + `", "sync_interval": "100ms", "lease_ttl": "2s", "timeout": "100ms"},
+  "cluster": {"etcd_cluster": "etcd", "replica": "` + replica + `", "sync_interval": "100ms", "lease_ttl": "` + ttl + `", "timeout": "100ms"},
   "pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]
 }`
 }
@@ -54,9 +59,14 @@ func startEtcd(t testing.TB) *etcdtest.Server {
 // etcd at url.
 func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
 	t.Helper()
+	return startReplicaConfig(t, url, replica, vms, clusterConfig(replica))
+}
+
+func startReplicaConfig(t *testing.T, url, replica string, vms int, cfg string) *host.Host {
+	t.Helper()
 	h, err := compiled(t).Start(context.Background(), host.Options{
 		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
-		PluginConfig: []byte(clusterConfig(replica)), Clusters: map[string]string{"etcd": url},
+		PluginConfig: []byte(cfg), Clusters: map[string]string{"etcd": url},
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", replica, err)
@@ -437,5 +447,81 @@ func TestWasmClusterNoCallPerRequest(t *testing.T) {
 	// A sync may be under way at either snapshot: one call of slack.
 	if dr < dk-1 || dr > dk+1 || dt < dk-1 || dt > dk+1 {
 		t.Errorf("over 200 requests: %d keepalives, %d ranges, %d transactions; want one range and one transaction per keepalive", dk, dr, dt)
+	}
+}
+
+// failoverProxy sends each call to the first etcd member that answers, as
+// an Envoy cluster of three endpoints with outlier detection does.
+func failoverProxy(t *testing.T, members []string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		for _, m := range members {
+			resp, err := http.Post(m+r.URL.Path, "application/json", bytes.NewReader(body))
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			w.WriteHeader(resp.StatusCode)
+			w.Write(b)
+			return
+		}
+		http.Error(w, "no etcd member answers", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestWasmClusterEtcdMemberLoss: three proxies on a 3-member etcd; the
+// member that leads stops: no proxy's slice changes, and slices still follow demand
+// (the two remaining members keep a quorum).
+func TestWasmClusterEtcdMemberLoss(t *testing.T) {
+	ms, err := etcdtest.NewCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdtest.StartAll(ms); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, m := range ms {
+		t.Cleanup(m.Stop)
+		urls = append(urls, m.URL())
+	}
+	url := failoverProxy(t, urls).URL
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		// A lease longer than an etcd leader election (about a second).
+		hs = append(hs, startReplicaConfig(t, url, r, 1, clusterConfigTTL(r, "5s")))
+	}
+	even := func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && slices.Equal(each, []int{4, 4, 4}), seen
+	}
+	eventually(t, "an even split", even)
+	// Stop the Raft leader: the others elect a new one.
+	leader := slices.IndexFunc(ms, (*etcdtest.Server).IsLeader)
+	if leader < 0 {
+		t.Fatal("no etcd member is the leader")
+	}
+	ms[leader].Stop()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok, seen := even(); !ok {
+			t.Fatalf("after an etcd member stopped the slices changed: %s", seen)
+		}
+	}
+	var open []*host.Stream
+	for range 5 {
+		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+	}
+	eventually(t, "a's reservation follows its demand to r1", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[1].Reserved[0] == 6, seen
+	})
+	for _, s := range open {
+		respondJSON(s, 1, 1)
 	}
 }

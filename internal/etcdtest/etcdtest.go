@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -24,8 +25,10 @@ import (
 // New. Its methods are not safe for concurrent use.
 type Server struct {
 	dir     string
+	name    string
 	client  url.URL
 	peer    url.URL
+	initial string // the initial cluster ("name=peer,..."); "" for a single member
 	etcd    *embed.Etcd
 	started bool
 }
@@ -47,9 +50,46 @@ func New(dir string) (*Server, error) {
 	}
 	return &Server{
 		dir:    dir,
+		name:   "fairshare-test",
 		client: url.URL{Scheme: "http", Host: c},
 		peer:   url.URL{Scheme: "http", Host: p},
 	}, nil
+}
+
+// NewCluster returns n stopped servers that form one etcd cluster, each
+// with its data under dir/member-i. Start them together (StartAll): a
+// member is ready only once a quorum is up.
+func NewCluster(dir string, n int) ([]*Server, error) {
+	var ss []*Server
+	var initial []string
+	for i := range n {
+		s, err := New(filepath.Join(dir, fmt.Sprintf("member-%d", i)))
+		if err != nil {
+			return nil, err
+		}
+		s.name = fmt.Sprintf("member-%d", i)
+		initial = append(initial, s.name+"="+s.peer.String())
+		ss = append(ss, s)
+	}
+	for _, s := range ss {
+		s.initial = strings.Join(initial, ",")
+	}
+	return ss, nil
+}
+
+// StartAll starts the servers concurrently and waits for all of them.
+func StartAll(ss []*Server) error {
+	errs := make(chan error, len(ss))
+	for _, s := range ss {
+		go func() { errs <- s.Start() }()
+	}
+	var first error
+	for range ss {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // freePort returns a loopback host:port that was free a moment ago.
@@ -73,13 +113,16 @@ func (s *Server) Start() error {
 		return fmt.Errorf("etcdtest: already started")
 	}
 	cfg := embed.NewConfig()
-	cfg.Name = "fairshare-test"
+	cfg.Name = s.name
 	cfg.Dir = filepath.Join(s.dir, "data")
 	cfg.ListenClientUrls = []url.URL{s.client}
 	cfg.AdvertiseClientUrls = []url.URL{s.client}
 	cfg.ListenPeerUrls = []url.URL{s.peer}
 	cfg.AdvertisePeerUrls = []url.URL{s.peer}
 	cfg.InitialCluster = cfg.Name + "=" + s.peer.String()
+	if s.initial != "" {
+		cfg.InitialCluster = s.initial
+	}
 	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{filepath.Join(s.dir, "etcd.log")}
 	cfg.UnsafeNoFsync = true // tests: durability across a machine crash is not tested
@@ -110,4 +153,10 @@ func (s *Server) Stop() {
 	s.etcd.Close()
 	<-s.etcd.Server.StopNotify()
 	s.etcd, s.started = nil, false
+}
+
+// IsLeader reports whether the server is started and the Raft leader of
+// its cluster.
+func (s *Server) IsLeader() bool {
+	return s.started && s.etcd.Server.Leader() == s.etcd.Server.MemberID()
 }
