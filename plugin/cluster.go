@@ -466,6 +466,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 			applied = fairshare.MinSlice(applied, safe, len(teams))
 		}
 		demand, used := p.Report()
+		if !cs.pc.cfg.holding() {
+			// Without flow control borrowers go whatever the slice's
+			// capacity (as on one proxy, the engine preempts them): only
+			// the reservations bound what a replica runs, so its requests
+			// beyond its capacity hold nothing back from the others.
+			used.Capacity = min(used.Capacity, applied.Capacity)
+			used.KVTokens = min(used.KVTokens, applied.KVTokens)
+		}
 		self := fairshare.Member{ID: st.replica, Demand: demand, Applied: applied, Used: used}
 		all := append(slices.Clone(members), self)
 		fairshare.SortMembers(all)
