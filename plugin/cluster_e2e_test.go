@@ -525,3 +525,53 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 		respondJSON(s, 1, 1)
 	}
 }
+
+// TestWasmClusterFlowControlBound: with flow control, three proxies never
+// have more than the pool's 12 requests in flight between them, while
+// each holds 8 requests (24 in all, none finishing): the slices split the
+// capacity by demand and every request beyond waits at its proxy.
+func TestWasmClusterFlowControlBound(t *testing.T) {
+	url := startEtcd(t).URL()
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		cfg := strings.Replace(clusterConfig(r), `"tick": "100ms",`, `"tick": "100ms", "max_queue_time": "60s",`, 1)
+		hs = append(hs, startReplicaConfig(t, url, r, 1, cfg))
+	}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && !slices.Contains(each, 0), seen
+	})
+	var open []*host.Stream
+	for _, h := range hs {
+		for range 8 {
+			open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "b"}}, chat("m", 10, "")))
+		}
+	}
+	inFlight := func() (int, string) {
+		n := 0
+		var seen []string
+		for i, h := range hs {
+			st := teamStats(t, h, "small")["b"]
+			n += st.InFlight
+			seen = append(seen, fmt.Sprintf("r%d: %d in flight, %d waiting", i, st.InFlight, st.Waiting))
+		}
+		return n, strings.Join(seen, "; ")
+	}
+	eventually(t, "the pool's 12 in flight", func() (bool, string) {
+		n, seen := inFlight()
+		if n > 12 {
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
+		}
+		return n == 12, seen
+	})
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n, seen := inFlight(); n > 12 {
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
+		}
+	}
+	for _, s := range open {
+		s.Reset()
+	}
+}
