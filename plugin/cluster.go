@@ -63,6 +63,9 @@ type poolSync struct {
 	n        int                // members last seen
 	othersAt int64              // others' usage decayed to this time (unix ns)
 	others   map[string]float64 // the other replicas' usage merged into the record
+	// restored: this replica's own contribution, as etcd kept it from
+	// before a restart, is in the record (done once per cluster state).
+	restored bool
 }
 
 // clusterKey is the shared-data key of the cluster state.
@@ -97,6 +100,8 @@ func (s *clusterState) encode() []byte {
 		b = strconv.AppendInt(b, ps.othersAt, 10)
 		b = append(b, `,"others":`...)
 		b = appendUsage(b, ps.others)
+		b = append(b, `,"restored":`...)
+		b = strconv.AppendBool(b, ps.restored)
 		b = append(b, '}')
 	}
 	return append(b, `}}`...)
@@ -140,7 +145,8 @@ func decodeClusterState(b []byte) (*clusterState, bool) {
 	s := &clusterState{leader: uint32(r.Get("leader").Uint()), at: r.Get("at").Int(), replica: r.Get("replica").String(),
 		lease: r.Get("lease").String(), sent: r.Get("sent").Int(), pools: map[string]*poolSync{}}
 	r.Get("pools").ForEach(func(k, v gjson.Result) bool {
-		s.pools[k.String()] = &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others"))}
+		s.pools[k.String()] = &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others")),
+			restored: v.Get("restored").Bool()}
 		return true
 	})
 	return s, s.replica != ""
@@ -431,7 +437,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	}
 	hl := cs.pc.cfg.halfLife
 	var members []fairshare.Member
-	var reports []fairshare.UsageReport
+	var reports, mine []fairshare.UsageReport
 	var teams []string
 	var next fairshare.Slice
 	var put []etcdPut
@@ -440,7 +446,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
 		tot := p.Totals()
 		teams = tot.Teams
-		members, reports, registered = members[:0], reports[:0], false
+		members, reports, mine, registered = members[:0], reports[:0], mine[:0], false
 		for _, kv := range kvs {
 			id, ok := strings.CutPrefix(kv.key, pre+"m/")
 			if ok {
@@ -453,9 +459,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 				}
 				continue
 			}
-			if id, ok := strings.CutPrefix(kv.key, pre+"u/"); ok && id != st.replica && gjson.ValidBytes(kv.value) {
+			if id, ok := strings.CutPrefix(kv.key, pre+"u/"); ok && gjson.ValidBytes(kv.value) {
 				r := gjson.ParseBytes(kv.value)
-				reports = append(reports, fairshare.UsageReport{ID: id, At: time.Unix(0, r.Get("at").Int()), Usage: parseUsage(r.Get("usage"))})
+				rep := fairshare.UsageReport{ID: id, At: time.Unix(0, r.Get("at").Int()), Usage: parseUsage(r.Get("usage"))}
+				if id != st.replica {
+					reports = append(reports, rep)
+				} else if !sync.restored {
+					mine = append(mine, rep)
+				}
 			}
 		}
 		applied, _ := p.Slice()
@@ -492,9 +503,12 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		for t, x := range fairshare.SumUsage(now, hl, reports) {
 			newOthers[t] = x
 		}
+		// After a restart of this replica, its contribution from before
+		// (kept in etcd under its name) is its own again.
+		before := fairshare.SumUsage(now, hl, mine)
 		own := map[string]float64{}
 		for t, x := range cur {
-			own[t] = max(x-sync.others[t]*decay, 0)
+			own[t] = max(x+before[t]-sync.others[t]*decay, 0)
 			if x := own[t] + newOthers[t]; x != cur[t] {
 				p.SetUsage(now, t, x)
 			}
@@ -514,6 +528,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	}
 	sync.n = len(members) + 1
 	sync.others, sync.othersAt = newOthers, now.UnixNano()
+	sync.restored = true
 	return next, put, true
 }
 

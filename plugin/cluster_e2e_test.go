@@ -575,3 +575,52 @@ func TestWasmClusterFlowControlBound(t *testing.T) {
 		s.Reset()
 	}
 }
+
+// TestWasmClusterUsageSurvivesRestart: usage charged on two proxies
+// survives a restart of both (new processes, empty shared data, the same
+// replica names): the new proxies restore it from etcd, each its own
+// contribution and the other's.
+func TestWasmClusterUsageSurvivesRestart(t *testing.T) {
+	url := startEtcd(t).URL()
+	usageOf := func(hs []*host.Host) ([]float64, string) {
+		var us []float64
+		for _, h := range hs {
+			us = append(us, teamStats(t, h, "small")["a"].Usage)
+		}
+		return us, fmt.Sprint(us)
+	}
+	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1)}
+	eventually(t, "both registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Capacity > 0 && ss[1].Capacity > 0, seen
+	})
+	for i, h := range hs {
+		for range 3 * (i + 1) {
+			respondJSON(request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")), 100, 50)
+		}
+	}
+	const want = 9 * 200.0 // 9 requests of 100 + 2 × 50
+	merged := func(hs []*host.Host) func() (bool, string) {
+		return func() (bool, string) {
+			us, seen := usageOf(hs)
+			for _, u := range us {
+				if math.Abs(u-want) > 1e-4*want {
+					return false, seen
+				}
+			}
+			return true, seen
+		}
+	}
+	eventually(t, "usage merged on both", merged(hs))
+	for _, h := range hs {
+		h.Close(context.Background())
+	}
+	// New processes: new VM ids (empty shared data), the same names.
+	restarted := []*host.Host{startReplicaConfig(t, url, "r0", 1, clusterConfig("r0")), startReplicaConfig(t, url, "r1", 1, clusterConfig("r1"))}
+	eventually(t, "usage restored on both", merged(restarted))
+	// And it stays (a restored contribution is published again, not lost).
+	time.Sleep(500 * time.Millisecond)
+	if ok, seen := merged(restarted)(); !ok {
+		t.Errorf("usage after a few more syncs = %s, want %v on both", seen, want)
+	}
+}
