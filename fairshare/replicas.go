@@ -27,14 +27,17 @@ import (
 // A slice divides the pool's budgets: its capacity C in sequences, its KV
 // tokens K, and every team's reservation in both (Totals).
 //
-// The slice rule (Target). Each team's reservation goes to the replicas in
-// proportion to their demand of that team (an idle team's reservation
-// evenly). The room that no reservation holds (C − Σ reservations) goes
+// The slice rule (Target). Each team's reservation goes first to the
+// replicas' demand of that team, the rest evenly (headroom at every
+// replica for a burst before the next sync; an idle team's reservation is
+// all headroom); a team whose demand exceeds its reservation has it split
+// in proportion to demand. The team's token reservation follows its
+// sequences. The room that no reservation holds (C − Σ reservations) goes
 // in proportion to each replica's demand beyond its reservations (then
-// its whole demand, then evenly, when those are all 0). Tokens follow the
-// same proportions. Every split is a largest-remainder split in exact
-// integer arithmetic, ties to the replica whose ID sorts first, so the
-// targets sum to the totals exactly and every replica computes the same.
+// its whole demand, then evenly, when those are all 0). Every split is a
+// largest-remainder split in exact integer arithmetic, ties to the
+// replica whose ID sorts first, so the targets sum to the totals exactly
+// and every replica computes the same.
 //
 // Growing into room only (Rebalance). A replica never applies more than
 // what the others leave: for every budget b,
@@ -217,17 +220,35 @@ func Target(t Totals, members []Member) []Slice {
 	}
 	w := make([]int64, n)
 	part := make([]int64, n)
+	ones := make([]int64, n)
+	extra := make([]int64, n)
 	for i := range T {
+		var d int64
 		for r := range n {
 			w[r] = demand(r, i)
+			d += w[r]
 		}
-		split(whole[2+i], w, part)
+		if d >= whole[2+i] {
+			split(whole[2+i], w, part)
+		} else {
+			// Every replica's demand, then the rest evenly: headroom for
+			// a burst at any replica until the next sync.
+			clear(ones)
+			for r := range n {
+				ones[r] = 1
+			}
+			split(whole[2+i]-d, ones, extra)
+			for r := range n {
+				part[r] = w[r] + extra[r]
+			}
+		}
 		for r := range n {
 			out[r][2+i] = part[r]
 		}
-		split(whole[2+T+i], w, part)
+		// Tokens follow the sequences (evenly when the team reserves none).
+		split(whole[2+T+i], part, extra)
 		for r := range n {
-			out[r][2+T+i] = part[r]
+			out[r][2+T+i] = extra[r]
 		}
 	}
 	var resSeq, resTok int64

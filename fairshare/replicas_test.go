@@ -73,6 +73,18 @@ func TestTarget(t *testing.T) {
 				{Capacity: 12, KVTokens: 1200, Reserved: []int{3, 6, 1}, ReservedTokens: []int64{300, 600, 100}},
 			},
 		},
+		{
+			// a's demand (2) is below its reservation (10): r0 gets its 2,
+			// the other 8 go evenly (headroom at both); the room goes by
+			// demand (no demand beyond a reservation: all demand), all to
+			// r0. Tokens follow the sequences.
+			name:    "demand first, then the rest of a reservation evenly",
+			demands: [][]int{{2, 0, 0}, {0, 0, 0}},
+			want: []Slice{
+				{Capacity: 12, KVTokens: 1200, Reserved: []int{6, 3, 1}, ReservedTokens: []int64{600, 300, 100}},
+				{Capacity: 8, KVTokens: 800, Reserved: []int{4, 3, 1}, ReservedTokens: []int64{400, 300, 100}},
+			},
+		},
 	}
 	for _, tt := range tests {
 		ms := make([]Member, len(tt.demands))

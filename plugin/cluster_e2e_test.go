@@ -144,6 +144,8 @@ func TestWasmClusterSlices(t *testing.T) {
 	for range 5 {
 		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
+	// a's demand (5) at r0, and the rest of its 6 as headroom, to r0
+	// too (ties go to the first ID).
 	eventually(t, "a's reservation follows its demand to r0", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
 		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
@@ -519,9 +521,11 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 	for range 5 {
 		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
+	// a's demand (5) at r1, the rest of its 6 as headroom (to r0: ties go
+	// to the first ID).
 	eventually(t, "a's reservation follows its demand to r1", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
-		return whole(ss) && ss[1].Reserved[0] == 6, seen
+		return whole(ss) && ss[1].Reserved[0] == 5 && ss[0].Reserved[0] == 1, seen
 	})
 	for _, s := range open {
 		respondJSON(s, 1, 1)
