@@ -542,11 +542,22 @@ func TestRandomOperations(t *testing.T) {
 	if testing.Short() {
 		n = 20
 	}
-	for seed := range n {
+	// 228 left a request counted after every release until uncount
+	// learnt to find a count re-windowed by a RequestTimeout change.
+	for _, seed := range append(seq(n), 228) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000}, false)
 		})
 	}
+}
+
+// seq returns 0, 1, …, n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }
 
 // TestRandomOperationsSliced is TestRandomOperations with replica slices
@@ -556,7 +567,8 @@ func TestRandomOperationsSliced(t *testing.T) {
 	if testing.Short() {
 		n = 20
 	}
-	for seed := range n {
+	// 104, 259, 435 and 515 failed as 228 did (see TestRandomOperations).
+	for _, seed := range append(seq(n), 104, 259, 435, 515) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 43)), left: 2000}, true)
 		})
