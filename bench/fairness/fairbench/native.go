@@ -22,11 +22,21 @@ func (s *Scenario) halfLife() time.Duration {
 	return DefaultHalfLife
 }
 
+// DefaultMaxTokens is the plugin's completion estimate of a request
+// without max_tokens (its default_max_tokens).
+const DefaultMaxTokens = 512
+
 // Estimate returns the plugin's cost estimate of a request at admission,
-// in cost units: prompt tokens weigh 1 and the requested max_tokens 2 (the
-// plugin's default cost weights; the benchmark sends max_tokens = the
-// request's output length).
-func Estimate(r *Request) float64 { return ServiceUnits(r.Prompt, r.Output) }
+// in cost units: prompt tokens weigh 1 and the max_tokens the client sent
+// 2 (the plugin's default cost weights; DefaultMaxTokens if none). The real
+// output length is not known at admission.
+func Estimate(r *Request) float64 {
+	out := r.MaxTokens
+	if out <= 0 {
+		out = DefaultMaxTokens
+	}
+	return ServiceUnits(r.Prompt, out)
+}
 
 // AblationNoEntryPenalty is the native plugin policy with the entry
 // penalty off: a request's cost is charged only when it completes.

@@ -137,7 +137,13 @@ func describeWorkload(w WorkloadSpec) string {
 	case KindBurst:
 		d = fmt.Sprintf("burst of %d", w.Count)
 	}
-	d += fmt.Sprintf(", prompt %s, output %s, %.0f%% interactive", describeDist(w.Prompt), describeDist(w.Output), 100*w.Interactive)
+	d += fmt.Sprintf(", prompt %s, output %s", describeDist(w.Prompt), describeDist(w.Output))
+	if w.MaxTokens > 0 {
+		d += fmt.Sprintf(" (max_tokens %d)", w.MaxTokens)
+	} else {
+		d += " (no max_tokens)"
+	}
+	d += fmt.Sprintf(", %.0f%% interactive", 100*w.Interactive)
 	if w.Kind == KindBurst {
 		d += fmt.Sprintf(", at %.0f s", w.Start)
 	} else if w.Start > 0 || w.Stop > 0 {

@@ -118,6 +118,12 @@ type WorkloadSpec struct {
 	// Prompt and Output are the length distributions in tokens.
 	Prompt LengthDist `json:"prompt"`
 	Output LengthDist `json:"output"`
+	// MaxTokens is the max_tokens every request of the generator carries,
+	// as a client sets a cap (512 for a chat front end, 4096 for a batch
+	// job); the real output is drawn from Output and cut at this cap. It
+	// is lowered to max_model_len − prompt for requests that would not
+	// fit, as a client would. 0: the requests carry no max_tokens.
+	MaxTokens int `json:"max_tokens,omitempty"`
 	// Interactive is the fraction of requests of class interactive, in
 	// [0, 1]; the rest are batch.
 	Interactive float64 `json:"interactive"`
@@ -290,6 +296,9 @@ func (s *Scenario) Validate() error {
 		}
 		if w.Start < 0 || (w.Stop != 0 && w.Stop <= w.Start) {
 			bad(p+".start_s", "start %v and stop %v: need 0 <= start < stop", w.Start, w.Stop)
+		}
+		if w.MaxTokens < 0 {
+			bad(p+".max_tokens", "must be >= 0, got %d", w.MaxTokens)
 		}
 		if w.Interactive < 0 || w.Interactive > 1 {
 			bad(p+".interactive", "must be in [0, 1], got %v", w.Interactive)

@@ -133,8 +133,9 @@ func (g *Gateway) sync() {
 var filler = strings.Repeat("lorem ipsum dolor sit amet ", 1024)
 
 // requestBody returns a chat completion request of about prompt tokens
-// (by the plugin's bytes/4 estimate) asking for output tokens.
-func requestBody(prompt, output int) []byte {
+// (by the plugin's bytes/4 estimate) with the client's max_tokens (none if
+// 0): what a client sends, not how long the answer will be.
+func requestBody(prompt, maxTokens int) []byte {
 	n := 4 * prompt
 	for n > len(filler) {
 		n = len(filler)
@@ -143,18 +144,26 @@ func requestBody(prompt, output int) []byte {
 	b.Grow(n + 128)
 	b.WriteString(`{"model":"bench","messages":[{"role":"user","content":"`)
 	b.WriteString(filler[:n])
-	b.WriteString(`"}],"max_tokens":`)
-	b.WriteString(strconv.Itoa(output))
+	b.WriteString(`"}]`)
+	if maxTokens > 0 {
+		b.WriteString(`,"max_tokens":`)
+		b.WriteString(strconv.Itoa(maxTokens))
+	}
 	b.WriteString(`}`)
 	return []byte(b.String())
 }
 
-// responseBody returns a vLLM chat completion response with usage.
-func responseBody(id int64, prompt, output int) []byte {
+// responseBody returns a vLLM chat completion response with usage; its
+// finish_reason is "length" if the output reached maxTokens, else "stop".
+func responseBody(id int64, prompt, output, maxTokens int) []byte {
+	reason := "stop"
+	if maxTokens > 0 && output >= maxTokens {
+		reason = "length"
+	}
 	return fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1767225600,"model":"bench",`+
-		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":"length","stop_reason":null}],`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":%q,"stop_reason":null}],`+
 		`"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null}}`,
-		id, prompt, prompt+output, output)
+		id, reason, prompt, prompt+output, output)
 }
 
 func (g *Gateway) fail(err error) {
@@ -173,7 +182,7 @@ func (g *Gateway) Arrive(r *fairbench.Request) {
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
 	}, false)
-	s.RequestBody(requestBody(r.Prompt, r.Output), true)
+	s.RequestBody(requestBody(r.Prompt, r.MaxTokens), true)
 	prio := 0
 	if lr := s.LocalReply(); lr != nil {
 		g.fail(fmt.Errorf("wasmgw: request %d: local reply %d %s", r.ID, lr.Status, lr.Body))
@@ -198,7 +207,7 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 	delete(g.open, r.ID)
 	g.sync()
 	s.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
-	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output), true)
+	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens), true)
 	s.Complete()
 }
 

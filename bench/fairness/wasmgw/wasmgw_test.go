@@ -47,9 +47,18 @@ func TestBodies(t *testing.T) {
 	if got := gjson.GetBytes(b, "max_tokens").Int(); got != 77 {
 		t.Errorf("max_tokens = %d, want 77", got)
 	}
-	r := responseBody(5, 300, 77)
+	if b := requestBody(10, 0); gjson.GetBytes(b, "max_tokens").Exists() {
+		t.Errorf("requestBody(10, 0) = %.80s: has max_tokens, want none", b)
+	}
+	r := responseBody(5, 300, 40, 77)
 	u := gjson.GetBytes(r, "usage")
-	if u.Get("prompt_tokens").Int() != 300 || u.Get("completion_tokens").Int() != 77 || u.Get("total_tokens").Int() != 377 {
-		t.Errorf("usage = %s, want 300 / 77 / 377", u.Raw)
+	if u.Get("prompt_tokens").Int() != 300 || u.Get("completion_tokens").Int() != 40 || u.Get("total_tokens").Int() != 340 {
+		t.Errorf("usage = %s, want 300 / 40 / 340 (the real output, not max_tokens)", u.Raw)
+	}
+	if f := gjson.GetBytes(r, "choices.0.finish_reason").String(); f != "stop" {
+		t.Errorf("finish_reason = %q for 40 of 77 tokens, want stop", f)
+	}
+	if f := gjson.GetBytes(responseBody(5, 300, 77, 77), "choices.0.finish_reason").String(); f != "length" {
+		t.Errorf("finish_reason = %q at max_tokens, want length", f)
 	}
 }
