@@ -137,3 +137,19 @@ func TestSameSeedSameResults(t *testing.T) {
 		t.Errorf("runs of %s with seeds %d and %d are identical: the seed is not used", s1.Name, s1.Seed, s1.Seed+1)
 	}
 }
+
+// TestKVScenarioBindsOnKV checks that S7 is what it claims: under FCFS the
+// KV cache is nearly full and the engine preempts for it while most
+// sequence slots stay free, so KV blocks, not max_num_seqs, bind.
+func TestKVScenarioBindsOnKV(t *testing.T) {
+	s := reduced(t, "s7-kv", 0.5)
+	for _, mode := range fairbench.Modes {
+		fcfs := runOne(t, s, fairbench.NewFCFS(), mode)
+		p := fcfs.Pool
+		if p.KVUtil < 0.8 || p.SlotUtil > 0.6 || p.Preemptions == 0 {
+			t.Errorf("%s: KV blocks busy %.3f, slots busy %.3f, %d preemptions: want KV >= 0.8, slots <= 0.6 and preemptions (KV binds first)",
+				mode, p.KVUtil, p.SlotUtil, p.Preemptions)
+		}
+		t.Logf("%s: KV blocks busy %.3f, slots busy %.3f, %d preemptions", mode, p.KVUtil, p.SlotUtil, p.Preemptions)
+	}
+}
