@@ -29,7 +29,7 @@ func plugin(t *testing.T) fairbench.NewGateway {
 	if modErr != nil {
 		t.Fatalf("compile plugin.wasm: %v", modErr)
 	}
-	return wasmgw.New(mod, wasmgw.DefaultVMs)
+	return wasmgw.New(mod, wasmgw.Options{})
 }
 
 // reduced loads a scenario of testdata/scenarios and scales its times by f.

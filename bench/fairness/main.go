@@ -5,7 +5,7 @@
 // writes per-scenario markdown tables and PNG charts plus a summary into
 // docs/results.
 //
-//	go run ./bench/fairness [-scenarios dir] [-out dir] [-seed n] [-quick] [-plugin wasm|native]
+//	go run ./bench/fairness [-scenarios dir] [-out dir] [-seed n] [-quick] [-plugin wasm|native] [-flow]
 //
 // The same seed gives the same numbers on every run.
 package main
@@ -31,20 +31,21 @@ func main() {
 	wasmFile := flag.String("wasm", "", "prebuilt plugin.wasm (default: $FAIRSHARE_WASM, else build ./cmd/plugin)")
 	only := flag.String("only", "", "comma-separated scenario names to run (default all)")
 	par := flag.Int("j", 0, "runs in parallel (0: GOMAXPROCS)")
+	flow := flag.Bool("flow", flowInPlugin, "run the plugin column with flow control (holding, kv_tokens, lending limits) and its ablations plugin-nohold, plugin-nokv, plugin-nolend")
 	flag.Parse()
-	if err := run(*dir, *out, *seed, *quick, *plugin, *wasmFile, *only, *par); err != nil {
+	if err := run(*dir, *out, *seed, *quick, *plugin, *wasmFile, *only, *par, *flow); err != nil {
 		fmt.Fprintln(os.Stderr, "fairness:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string, par int) error {
+func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string, par int, flow bool) error {
 	start := time.Now()
 	scenarios, err := fairbench.LoadScenarios(dir)
 	if err != nil {
 		return err
 	}
-	pluginGW, path, err := pluginGateway(plugin, wasmFile)
+	pluginGW, variants, path, err := pluginGateway(plugin, wasmFile, flow)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 			s = s.Scaled(1.0 / 3)
 		}
 		t0 := time.Now()
-		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies, Seed: seed, PluginPath: path, Parallel: par})
+		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies, Seed: seed, PluginPath: path, Parallel: par, Variants: variants})
 		if err != nil {
 			return err
 		}

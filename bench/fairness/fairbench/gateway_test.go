@@ -14,6 +14,9 @@ type fakeDispatcher struct {
 
 func (f *fakeDispatcher) Now() time.Duration { return f.now }
 func (f *fakeDispatcher) InFlight() int      { return f.inflight }
+func (f *fakeDispatcher) After(time.Duration, func()) {
+	panic("fakeDispatcher: After is not used by the gateways under test")
+}
 func (f *fakeDispatcher) Submit(r *Request, prio int) {
 	r.Priority = prio
 	f.inflight++

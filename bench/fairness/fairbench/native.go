@@ -42,6 +42,26 @@ func Estimate(r *Request) float64 {
 // penalty off: a request's cost is charged only when it completes.
 const AblationNoEntryPenalty = "no-entry-penalty"
 
+// Variant is an extra column of the ablation tables: a gateway and what it
+// is.
+type Variant struct {
+	// New constructs the gateway.
+	New NewGateway
+	// Note says what the variant changes, for the report.
+	Note string
+}
+
+// AblationNote returns what a named native ablation is, for the report.
+func AblationNote(name string) string {
+	switch name {
+	case AblationNoEntryPenalty:
+		return "the plugin's algorithm run natively on package fairshare without the entry penalty"
+	case AblationGatewayHold:
+		return "a native prototype of holding on package fairshare: a borrower is held at the gateway while C requests are in flight, FIFO per team, no KV resource (not plugin.wasm)"
+	}
+	return ""
+}
+
 // NewAblation returns the constructor of a named ablation (see
 // Scenario.Ablations), or nil if the name is unknown.
 func NewAblation(name string) NewGateway {

@@ -37,8 +37,11 @@ type Report struct {
 	Modes   []string
 	Results map[string][]*Result
 	// Ablations[mode] holds the runs of the scenario's ablations, in
-	// Scenario.Ablations order.
+	// Scenario.Ablations order, then the suite's extra variants.
 	Ablations map[string][]*Result
+	// AblationNotes say what each ablation column is, in the order of
+	// Ablations[mode].
+	AblationNotes []string
 	// Alone is the Alone team's workloads run alone under FCFS (nil if
 	// the scenario has no Alone team).
 	Alone *Result
@@ -361,7 +364,15 @@ func (rep *Report) WriteCharts(dir, mode string) ([]string, error) {
 // team.
 func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result) {
 	rs := append([]*Result{plug}, ab...)
-	b.WriteString("### Ablation\n\nThe plugin column against variants of the same algorithm run natively on package fairshare (see docs/fairness.md): `plugin-no-penalty` without the entry penalty, `plugin-hold` holding borrowers at the gateway beyond C (a prototype, not in plugin.wasm).\n\n")
+	b.WriteString("### Ablation\n\nThe plugin column against variants (see docs/fairness.md):\n\n")
+	for i, r := range ab {
+		note := ""
+		if i < len(rep.AblationNotes) {
+			note = rep.AblationNotes[i]
+		}
+		fmt.Fprintf(b, "- `%s`: %s\n", r.Policy, note)
+	}
+	b.WriteString("\n")
 	header(b, []string{"team", "measure"}, rs)
 	for i, t := range plug.Teams {
 		rows := []struct {

@@ -268,6 +268,9 @@ func (r *runner) at(t time.Duration, f func()) {
 
 func (r *runner) after(d time.Duration, f func()) { r.at(r.now+d, f) }
 
+// After implements Dispatcher.
+func (r *runner) After(d time.Duration, f func()) { r.after(max(d, 0), f) }
+
 // advance runs the engines of a lockstep run up to t.
 func (r *runner) advance(t time.Duration) {
 	for r.now < t {

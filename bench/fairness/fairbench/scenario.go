@@ -83,6 +83,10 @@ type TeamSpec struct {
 	Share float64 `json:"share"`
 	// Weight multiplies the team's standing among borrowers (0 means 1).
 	Weight float64 `json:"weight,omitempty"`
+	// LendingLimit, if set, is the fraction of the team's reservation it
+	// lends while idle (the plugin's lending_limit, written only when the
+	// plugin column runs with flow control; nil: lends all).
+	LendingLimit *float64 `json:"lending_limit,omitempty"`
 }
 
 // Generator kinds of a WorkloadSpec.
@@ -259,6 +263,9 @@ func (s *Scenario) Validate() error {
 		teams[t.Name] = true
 		if !(t.Share > 0 && t.Share <= 1) {
 			bad(p+".share", "must be in (0, 1], got %v", t.Share)
+		}
+		if l := t.LendingLimit; l != nil && !(*l >= 0 && *l <= 1) {
+			bad(p+".lending_limit", "must be in [0, 1], got %v", *l)
 		}
 		if t.Weight < 0 || math.IsNaN(t.Weight) {
 			bad(p+".weight", "must be >= 0, got %v", t.Weight)

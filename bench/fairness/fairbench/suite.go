@@ -31,6 +31,9 @@ type SuiteOptions struct {
 	PluginPath string
 	// Parallel bounds the runs in flight (default GOMAXPROCS).
 	Parallel int
+	// Variants are extra columns of the ablation tables, run for every
+	// scenario after the scenario's own ablations.
+	Variants []Variant
 }
 
 // RunScenario runs s under every mode and policy (and its Alone run) and
@@ -60,10 +63,18 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 			jobs = append(jobs, job{m, i, s, p})
 		}
 	}
+	variants := make([]Variant, 0, len(s.Ablations)+len(opt.Variants))
+	for _, a := range s.Ablations {
+		variants = append(variants, Variant{New: NewAblation(a), Note: AblationNote(a)})
+	}
+	variants = append(variants, opt.Variants...)
+	for _, v := range variants {
+		rep.AblationNotes = append(rep.AblationNotes, v.Note)
+	}
 	for _, m := range modes {
-		rep.Ablations[m] = make([]*Result, len(s.Ablations))
-		for i, a := range s.Ablations {
-			jobs = append(jobs, job{"ablation/" + m, i, s, NewAblation(a)})
+		rep.Ablations[m] = make([]*Result, len(variants))
+		for i, v := range variants {
+			jobs = append(jobs, job{"ablation/" + m, i, s, v.New})
 		}
 	}
 	if a := s.AloneScenario(); a != nil {
