@@ -43,6 +43,18 @@ func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []s
 	return plugin, ablations, notes
 }
 
+// nativeFlowVariants are the ablation columns while plugin.wasm has no
+// flow control: the core's flow control run natively, with and without
+// kv_tokens and lending limits, as a forecast of the plugin column.
+func nativeFlowVariants() []fairbench.Variant {
+	return []fairbench.Variant{
+		fairbench.AblationVariant(fairbench.AblationNativeFlow),
+		fairbench.AblationVariant(fairbench.AblationNativeFlowNoKV),
+		fairbench.AblationVariant(fairbench.AblationNativeFlowNoLend),
+		fairbench.AblationVariant(fairbench.AblationNativeFlowMaxTokens),
+	}
+}
+
 // pluginGateway returns the constructor of the plugin column, the extra
 // plugin columns of the ablation tables, and the column's label: "wasm"
 // builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
@@ -56,7 +68,7 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 		if flow {
 			return nil, nil, "", fmt.Errorf("-flow needs -plugin wasm")
 		}
-		return fairbench.NewNativePlugin, nil, "native (package fairshare, no Wasm)", nil
+		return fairbench.NewNativePlugin, nativeFlowVariants(), "native (package fairshare, no Wasm)", nil
 	case "wasm":
 		if wasmFile == "" {
 			wasmFile = os.Getenv("FAIRSHARE_WASM")
@@ -77,13 +89,14 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 		}
 		label := fmt.Sprintf("wasm (plugin.wasm in the wazero host, %d VMs, virtual clock", wasmgw.DefaultVMs)
 		if !flow {
-			return wasmgw.New(mod, wasmgw.Options{}), nil, label + ", no flow control)", nil
+			return wasmgw.New(mod, wasmgw.Options{}), nativeFlowVariants(), label + ", no flow control)", nil
 		}
 		p, abl, notes := flowOptions()
 		var vs []fairbench.Variant
 		for i, o := range abl {
 			vs = append(vs, fairbench.Variant{New: wasmgw.New(mod, o), Note: notes[i]})
 		}
+		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, kv_tokens, lending limits)",
 			label, queueTime, wasmgw.DefaultDispatchTick), nil
 	}

@@ -51,13 +51,25 @@ type Variant struct {
 	Note string
 }
 
+// AblationVariant returns the named native ablation as a Variant (New is
+// nil if the name is unknown).
+func AblationVariant(name string) Variant {
+	return Variant{New: NewAblation(name), Note: AblationNote(name)}
+}
+
 // AblationNote returns what a named native ablation is, for the report.
 func AblationNote(name string) string {
 	switch name {
 	case AblationNoEntryPenalty:
 		return "the plugin's algorithm run natively on package fairshare without the entry penalty"
-	case AblationGatewayHold:
-		return "a native prototype of holding on package fairshare: a borrower is held at the gateway while C requests are in flight, FIFO per team, no KV resource (not plugin.wasm)"
+	case AblationNativeFlow:
+		return "the core's flow control run natively on package fairshare (what plugin.wasm with flow control decides, on one VM): borrowers held at the gateway, kv_tokens, the scenario's lending limits; KV demand = prompt + the team's running mean of completions (capped by max_tokens)"
+	case AblationNativeFlowMaxTokens:
+		return "`native-flow` with KV demand = prompt + max_tokens (the client's cap) instead of the team's mean completion"
+	case AblationNativeFlowNoKV:
+		return "`native-flow` without kv_tokens"
+	case AblationNativeFlowNoLend:
+		return "`native-flow` without lending limits"
 	}
 	return ""
 }
@@ -68,8 +80,14 @@ func NewAblation(name string) NewGateway {
 	switch name {
 	case AblationNoEntryPenalty:
 		return func() Gateway { return &native{name: "plugin-no-penalty", noPenalty: true} }
-	case AblationGatewayHold:
-		return newHold
+	case AblationNativeFlow:
+		return newNativeFlow(name, true, true, false)
+	case AblationNativeFlowNoKV:
+		return newNativeFlow(name, false, true, false)
+	case AblationNativeFlowNoLend:
+		return newNativeFlow(name, true, false, false)
+	case AblationNativeFlowMaxTokens:
+		return newNativeFlow(name, true, true, true)
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		rep.writeLatency(&b, rs, "Batch end-to-end latency p50 / p99 (s)", Batch, false)
 		rep.writePool(&b, rs)
 		if ab := rep.Ablations[mode]; len(ab) > 0 {
-			rep.writeAblations(&b, rs[len(rs)-1], ab)
+			rep.writeAblations(&b, rs[0], rs[len(rs)-1], ab)
 		}
 		for _, c := range rep.Charts[mode] {
 			fmt.Fprintf(&b, "![%s](%s)\n\n", filepath.Base(c), filepath.Base(c))
@@ -361,8 +361,8 @@ func (rep *Report) WriteCharts(dir, mode string) ([]string, error) {
 }
 
 // writeAblations compares the plugin column with the ablation runs, team by
-// team.
-func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result) {
+// team, then pool-wide (service against fcfs, the reference column).
+func (rep *Report) writeAblations(b *strings.Builder, fcfs, plug *Result, ab []*Result) {
 	rs := append([]*Result{plug}, ab...)
 	b.WriteString("### Ablation\n\nThe plugin column against variants (see docs/fairness.md):\n\n")
 	for i, r := range ab {
@@ -401,6 +401,18 @@ func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result
 				}
 				return secs(c.E2Ep50) + " / " + secs(c.E2Ep99)
 			}},
+			{"within-share interactive TTFT p50 (s)", func(r *Result) string {
+				c := r.Teams[i].Class[Interactive]
+				if c.Within == 0 {
+					return "—"
+				}
+				return secs(c.WithinTTFTp50)
+			}},
+			{"held at the gateway (requests; wait p99, s)", func(r *Result) string {
+				t := r.Teams[i]
+				n := t.Class[0].Held + t.Class[1].Held
+				return fmt.Sprintf("%d; %s", n, secs(max(t.Class[0].Waitp99, t.Class[1].Waitp99)))
+			}},
 			{"borrowing requests", func(r *Result) string { return fmt.Sprintf("%d", r.Teams[i].Borrowing) }},
 		}
 		for _, row := range rows {
@@ -410,6 +422,32 @@ func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result
 			}
 			b.WriteString("\n")
 		}
+	}
+	pool := []struct {
+		name string
+		f    func(*Result) string
+	}{
+		{"worst p99 TTFT of any team and class (s)", func(r *Result) string { return secs(r.WorstTTFTp99()) }},
+		{"max share error (pp) / Jain", func(r *Result) string {
+			return fmt.Sprintf("%.1f / %.3f", 100*r.MaxShareError(), r.Pool.Jain)
+		}},
+		{"service rate vs fcfs", func(r *Result) string {
+			if fcfs.Pool.ServiceRate == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.3f", r.Pool.ServiceRate/fcfs.Pool.ServiceRate)
+		}},
+		{"KV blocks / slots busy", func(r *Result) string {
+			return fmt.Sprintf("%.1f%% / %.1f%%", 100*r.Pool.KVUtil, 100*r.Pool.SlotUtil)
+		}},
+		{"preemptions", func(r *Result) string { return fmt.Sprintf("%d", r.Pool.Preemptions) }},
+	}
+	for _, row := range pool {
+		fmt.Fprintf(b, "| pool | %s |", row.name)
+		for _, r := range rs {
+			fmt.Fprintf(b, " %s |", row.f(r))
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 }

@@ -38,7 +38,8 @@ func (c *capacityCheck) Arrive(r *Request) {
 func TestRunCompletesEveryRequest(t *testing.T) {
 	s := smallScenario()
 	for _, mode := range Modes {
-		for _, ng := range append(Baselines(), NewNativePlugin, NewAblation(AblationNoEntryPenalty), NewAblation(AblationGatewayHold)) {
+		for _, ng := range append(Baselines(), NewNativePlugin, NewAblation(AblationNoEntryPenalty),
+			NewAblation(AblationNativeFlow), NewAblation(AblationNativeFlowNoKV), NewAblation(AblationNativeFlowNoLend)) {
 			gw := &capacityCheck{Gateway: ng()}
 			res, err := Run(s, gw, RunOptions{Mode: mode})
 			if err != nil {

@@ -50,7 +50,9 @@ type Scenario struct {
 	Alone string `json:"alone,omitempty"`
 	// Ablations lists variants of the native plugin policy also run for
 	// this scenario, each reported in its own table next to the plugin
-	// column: AblationNoEntryPenalty, AblationGatewayHold.
+	// column: AblationNoEntryPenalty, AblationNativeFlow,
+	// AblationNativeFlowNoKV, AblationNativeFlowNoLend,
+	// AblationNativeFlowMaxTokens.
 	Ablations []string `json:"ablations,omitempty"`
 	// Saturated lists the teams expected to be backlogged for the whole
 	// measured part: the throughput-share and Jain columns compare them
@@ -336,7 +338,8 @@ func (s *Scenario) Validate() error {
 	}
 	for i, a := range s.Ablations {
 		if NewAblation(a) == nil {
-			bad(fmt.Sprintf("ablations[%d]", i), "must be %q or %q, got %q", AblationNoEntryPenalty, AblationGatewayHold, a)
+			bad(fmt.Sprintf("ablations[%d]", i), "must be %q, %q, %q, %q or %q, got %q",
+				AblationNoEntryPenalty, AblationNativeFlow, AblationNativeFlowNoKV, AblationNativeFlowNoLend, AblationNativeFlowMaxTokens, a)
 		}
 	}
 	if s.Alone != "" && !teams[s.Alone] {

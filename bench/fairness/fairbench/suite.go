@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Baselines returns the constructors of the four baseline gateways, in
@@ -133,6 +134,20 @@ func (r *Result) MaxShareError() float64 {
 		}
 	}
 	return e
+}
+
+// WorstTTFTp99 returns the largest TTFT p99 over every team and class of
+// r that had requests.
+func (r *Result) WorstTTFTp99() time.Duration {
+	var w time.Duration
+	for _, t := range r.Teams {
+		for _, c := range t.Class {
+			if c.Requests > 0 {
+				w = max(w, c.TTFTp99)
+			}
+		}
+	}
+	return w
 }
 
 // Team returns the measures of the named team (nil if absent).
