@@ -153,3 +153,69 @@ func TestKVScenarioBindsOnKV(t *testing.T) {
 		t.Logf("%s: KV blocks busy %.3f, slots busy %.3f, %d preemptions", mode, p.KVUtil, p.SlotUtil, p.Preemptions)
 	}
 }
+
+// flowPlugin returns the flow-control plugin column (the options of
+// `make fairness -flow`) on the real plugin.wasm.
+func flowPlugin(t *testing.T) fairbench.NewGateway {
+	t.Helper()
+	plugin(t) // compiles the module
+	p, _, _ := flowOptions()
+	return wasmgw.New(mod, p)
+}
+
+// needFlow stops a flow-control test while plugin.wasm has no flow
+// control (it would reject the configuration).
+func needFlow(t *testing.T) {
+	t.Helper()
+	if !flowInPlugin {
+		t.Skip("flow control is not yet in plugin.wasm (flowInPlugin = false): prepared, not run")
+	}
+}
+
+// TestFlowHoldsBorrowersOnly runs S1 at half length with flow control:
+// some of flood's borrowers must be held at the gateway, none of chat's
+// requests (within share) may be, and nothing may stay held at the end.
+func TestFlowHoldsBorrowersOnly(t *testing.T) {
+	needFlow(t)
+	s := reduced(t, "s1-flood", 0.5)
+	for _, mode := range fairbench.Modes {
+		gw := flowPlugin(t)().(*wasmgw.Gateway)
+		res := runOne(t, s, gw, mode)
+		f, c := res.Team("flood"), res.Team("chat")
+		if n := f.Class[0].Held + f.Class[1].Held; n == 0 {
+			t.Errorf("%s: no flood request held at the gateway, want its borrowers held while the pool is full", mode)
+		}
+		if n := c.Class[fairbench.Interactive].Held; n != 0 {
+			t.Errorf("%s: %d of chat's requests held, want none (within share)", mode, n)
+		}
+		if gw.Held() != 0 {
+			t.Errorf("%s: %d requests still held after the run", mode, gw.Held())
+		}
+	}
+}
+
+// TestFlowControlAcceptance asserts issue 10's acceptance targets
+// (fairbench.FlowTargets) on the flow-control plugin column, every
+// scenario at full length, both engine behaviours, as `make fairness
+// -flow` measures them.
+func TestFlowControlAcceptance(t *testing.T) {
+	needFlow(t)
+	scenarios, err := fairbench.LoadScenarios(filepath.Join("..", "..", "testdata", "scenarios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := append(fairbench.Baselines(), flowPlugin(t))
+	for _, s := range scenarios {
+		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range fairbench.FlowTargets(rep, "plugin") {
+			if tg.OK() {
+				t.Log(tg)
+			} else {
+				t.Error(tg)
+			}
+		}
+	}
+}

@@ -88,6 +88,15 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 	if err := fairbench.WriteSummary(&b, reps); err != nil {
 		return err
 	}
+	cols := []string{"plugin"}
+	if reps[0].Column(reps[0].Modes[0], fairbench.AblationNativeFlow) != nil {
+		cols = append(cols, fairbench.AblationNativeFlow)
+	}
+	fmt.Fprintf(&b, "### Flow-control acceptance targets (issue 10)\n\nEvery target of issue 10 measured on the `plugin` column (%s) and, where run, on `%s` (the core's flow control run natively). ✓ holds, ✗ fails.\n\n",
+		path, fairbench.AblationNativeFlow)
+	if err := fairbench.WriteTargets(&b, reps, cols); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(out, "README.md"), bytes.ReplaceAll(b.Bytes(), []byte("(results/"), []byte("(")), 0o644); err != nil {
 		return err
 	}

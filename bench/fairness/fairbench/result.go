@@ -69,9 +69,10 @@ type ClassResult struct {
 	NoToken int
 	// TTFT and E2E percentiles.
 	TTFTp50, TTFTp99, E2Ep50, E2Ep99 time.Duration
-	// Within counts the requests the gateway sent within their team's
-	// share (not Borrowing; every request under a gateway without
-	// shares), and WithinTTFTp50 is their median TTFT.
+	// Within counts the requests that were within their team's share on
+	// arrival: sent to the engine at once and not as borrowers (under a
+	// gateway without shares, every request it does not queue), and
+	// WithinTTFTp50 is their median TTFT.
 	Within        int
 	WithinTTFTp50 time.Duration
 	// Held counts the requests that waited at the gateway (submitted after
@@ -260,7 +261,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			fin = end
 		}
 		ttft[i][r.Class] = append(ttft[i][r.Class], ft-r.Arrival)
-		if !r.Borrowing {
+		if !r.Borrowing && r.Submitted == r.Arrival {
 			within[i][r.Class] = append(within[i][r.Class], ft-r.Arrival)
 		}
 		sub := r.Submitted
