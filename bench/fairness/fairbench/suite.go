@@ -208,7 +208,7 @@ func WriteSummary(w io.Writer, reps []*Report) error {
 		return fmt.Sprintf("%.3f", r.Pool.Jain)
 	})
 	table("Interactive TTFT p99 of the protected team, s (× running alone)",
-		"The protected team is the scenario's `alone` team (S1 `chat`, S4 `chat`, S5 `owner`); other scenarios show the worst interactive p99 over teams.",
+		"The protected team is the scenario's `alone` team (S1 `chat`, S4 `chat`, S5 `owner`, S7 `rag`); other scenarios show the worst interactive p99 over teams.",
 		func(rep *Report, r *Result) string {
 			name := rep.headlineTeam()
 			var p99 float64
