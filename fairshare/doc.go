@@ -131,7 +131,8 @@
 // it took, and Release gives back exactly those; a dead holder's grants
 // keep theirs as phantoms until they expire. Borrowers are still ranked
 // by one usage, the decayed consumption in cost units (weighted tokens),
-// not by a dominant resource share: see FLOW.md.
+// not by a dominant resource share: see RATIONALE.md ("Why does ranking
+// keep one usage instead of a dominant resource share?").
 //
 // Limits (per team, in every resource, Kueue's lendingLimit and
 // borrowingLimit): TeamConfig.LendingLimit is the fraction of its

@@ -1,8 +1,14 @@
 package plugin_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,4 +82,162 @@ func chatOfSize(n int) string {
 	}
 	sb.WriteString(`]}`)
 	return sb.String()
+}
+
+// BenchmarkFlowRequestPath measures, through the built module in the
+// wazero host, one request admitted at once ("admitted": the pool has
+// room) and one held at the gateway and dispatched when the request before
+// it finishes ("held": the previous request's release dispatches it, on
+// the same VM), with 1 KiB and 64 KiB bodies, against the same events
+// through the pass-through filter, interleaved request by request so that
+// the three share the machine's load. It reports ns per request of each
+// and the ratios to the pass-through (x-admitted, x-held).
+func BenchmarkFlowRequestPath(b *testing.B) {
+	ctx := context.Background()
+	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pt.Close(ctx)
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	// Capacity 1, team a owns it: a's first request runs within share,
+	// every later one borrows and finds the pool full.
+	const heldCfg = `{"max_queue_time":"60s","dispatch_tick":"20ms","default_max_tokens":16,"half_life":"0s",
+	  "pools":[{"name":"p","capacity":1,"models":["m"],"teams":{"a":{"share":1}}}]}`
+	const roomCfg = `{"max_queue_time":"60s","dispatch_tick":"20ms","default_max_tokens":16,"half_life":"0s",
+	  "pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":1}}}]}`
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}} {
+		body := []byte(chatOfSize(size.n))
+		b.Run(size.name, func(b *testing.B) {
+			clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+			startH := func(m *host.Module, id, cfg string) *host.Host {
+				h, err := m.Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: id + "-" + size.name, PluginConfig: []byte(cfg),
+					Clock: clock, BufferLimit: 16 << 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { h.Close(ctx) })
+				return h
+			}
+			hp, ha, hh := startH(pt, "flow-pt", roomCfg), startH(compiled(b), "flow-admit", roomCfg), startH(compiled(b), "flow-held", heldCfg)
+			hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+				{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+			send := func(h *host.Host) *host.Stream {
+				s := h.NewStream(0)
+				s.RequestHeaders(hdrs, false)
+				for i := 0; i < len(body); i += 32 << 10 {
+					j := min(i+32<<10, len(body))
+					s.RequestBody(body[i:j], j == len(body))
+				}
+				return s
+			}
+			finish := func(s *host.Stream) {
+				s.ResponseHeaders(rh, false)
+				s.ResponseBody(resp, true)
+				s.Complete()
+			}
+			blocker := send(hh) // within share: the pool is full from now on
+			var tp, ta, th time.Duration
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				t0 := time.Now()
+				finish(send(hp))
+				t1 := time.Now()
+				finish(send(ha))
+				t2 := time.Now()
+				s := send(hh)   // held
+				finish(blocker) // its release dispatches s
+				t3 := time.Now()
+				if len(s.ForwardedRequestBody()) == 0 {
+					b.Fatal("the held request was not dispatched by the release")
+				}
+				blocker = s
+				tp, ta, th = tp+t1.Sub(t0), ta+t2.Sub(t1), th+t3.Sub(t2)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(tp.Nanoseconds())/n, "ns/passthrough")
+			b.ReportMetric(float64(ta.Nanoseconds())/n, "ns/admitted")
+			b.ReportMetric(float64(th.Nanoseconds())/n, "ns/held")
+			b.ReportMetric(float64(ta)/float64(tp), "x-admitted")
+			b.ReportMetric(float64(th)/float64(tp), "x-held")
+		})
+	}
+}
+
+// BenchmarkProxiedRequest measures one proxied request end to end through
+// the local proxy (the wazero host's Handler, real HTTP on loopback, an
+// upstream that answers at once), plugin.wasm against the pass-through
+// module, interleaved request by request, with 1 KiB and 64 KiB bodies.
+// It reports the median latency of each and their ratio (x-p50).
+func BenchmarkProxiedRequest(b *testing.B) {
+	ctx := context.Background()
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-type", "application/json")
+		_, _ = w.Write(resp)
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pt.Close(ctx)
+	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":1}}}]}`
+	serve := func(m *host.Module, id string) *httptest.Server {
+		h, err := m.Start(ctx, host.Options{VMs: 2, PluginName: pluginName, VMID: id, PluginConfig: []byte(cfg), BufferLimit: 16 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(h.Handler(u))
+		b.Cleanup(func() { srv.Close(); h.Close(ctx) })
+		return srv
+	}
+	sp, sf := serve(pt, "proxied-pt"), serve(compiled(b), "proxied-plugin")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}} {
+		body := []byte(chatOfSize(size.n))
+		b.Run(size.name, func(b *testing.B) {
+			post := func(base string) time.Duration {
+				req, _ := http.NewRequest("POST", base+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("content-type", "application/json")
+				req.Header.Set("x-team", "a")
+				t0 := time.Now()
+				r, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+				if r.StatusCode != 200 {
+					b.Fatalf("status %d", r.StatusCode)
+				}
+				return time.Since(t0)
+			}
+			var lp, lf []time.Duration
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				lp = append(lp, post(sp.URL))
+				lf = append(lf, post(sf.URL))
+			}
+			mp, mf := median(lp), median(lf)
+			b.ReportMetric(float64(mp.Nanoseconds()), "ns-p50/passthrough")
+			b.ReportMetric(float64(mf.Nanoseconds()), "ns-p50/plugin")
+			b.ReportMetric(float64(mf)/float64(mp), "x-p50")
+		})
+	}
+}
+
+// median returns the median of d (sorted in place).
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
 }

@@ -2,13 +2,17 @@ package plugin_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
@@ -377,4 +381,54 @@ func fastAPIJSON(ct string) bool {
 	}
 	ct = strings.ToLower(strings.TrimSpace(ct))
 	return ct == "" || ct == "application/json" || strings.HasPrefix(ct, "application/") && strings.HasSuffix(ct, "+json")
+}
+
+func TestWasmRewriteRefusedIs500AndLeaksNothing(t *testing.T) {
+	var refuse atomic.Bool
+	h, err := compiled(t).Start(context.Background(), host.Options{
+		VMs: 1, PluginName: pluginName, VMID: t.Name(), PluginConfig: []byte(flowConfig),
+		Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)),
+		BufferFault: func(_ int, bt hostcalls.BufferType) hostcalls.Status {
+			if refuse.Load() && bt == hostcalls.BufferHTTPRequestBody {
+				return hostcalls.StatusInternalFailure
+			}
+			return hostcalls.StatusOK
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	// Admitted at once: the body cannot be rewritten, so the client's
+	// priority must not go: 500, and the grant released.
+	refuse.Store(true)
+	s := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 4, `,"priority":-1000`))
+	jsonError(t, s, 500)
+	if len(s.ForwardedRequestBody()) != 0 {
+		t.Errorf("forwarded %q with the client's priority", s.ForwardedRequestBody())
+	}
+	s.Complete()
+	checkIdle(t, h, "p")
+	// An unscheduled path whose priority cannot be stripped: 500 too.
+	s = request(h, 0, "/v1/messages", nil, `{"priority":-1000}`)
+	jsonError(t, s, 500)
+	s.Complete()
+	// Held, then dispatched into a body that cannot be rewritten.
+	refuse.Store(false)
+	run := fill(t, h)
+	held := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 4, `,"priority":-1000`))
+	refuse.Store(true)
+	respondJSON(run[1], 1, 1)
+	h.Advance(20 * time.Millisecond)
+	jsonError(t, held, 500)
+	if len(held.ForwardedRequestBody()) != 0 {
+		t.Errorf("held request forwarded %q", held.ForwardedRequestBody())
+	}
+	held.Complete()
+	refuse.Store(false)
+	respondJSON(run[0], 1, 1)
+	checkIdle(t, h, "p")
+	if n := waiting(t, h, "p"); n != 0 {
+		t.Errorf("waiting %d, want 0", n)
+	}
 }

@@ -71,6 +71,18 @@ const (
 	// DefaultStatusPath is where GET answers the JSON status (status_path;
 	// "" disables it). It answers only with status_token or status_public.
 	DefaultStatusPath = "/fairshare/status"
+	// DefaultMaxQueueTime is how long a borrower that finds the pool full is
+	// held at the gateway before a 429 (max_queue_time). Zero, the default
+	// for now, turns holding off: borrowers are forwarded at once at their
+	// borrowing priority. Set it (e.g. "30s") to turn flow control on.
+	DefaultMaxQueueTime = 0
+	// DefaultQueueLimit bounds the requests waiting in a pool
+	// (queue_limit); beyond it, 429.
+	DefaultQueueLimit = 1024
+	// DefaultDispatchTick is the tick period of a VM that holds requests
+	// (dispatch_tick): a request waits at most this long after capacity
+	// frees when no release wakes its VM at once.
+	DefaultDispatchTick = 20 * time.Millisecond
 	// DefaultUnscheduled is what happens to a top-level "priority" in the
 	// JSON body of a request the plugin does not schedule (unscheduled):
 	// "strip" removes it, "reject" answers 400.
@@ -140,7 +152,15 @@ type config struct {
 	// lowestUnknownModel forwards a request whose model no pool lists at
 	// the lowest borrowing priority instead of answering 404.
 	lowestUnknownModel bool
-	pools              []poolConfig
+	// maxQueueTime bounds how long a borrower is held at the gateway
+	// (0: holding off); queueLimit and teamQueueLimit bound the waiting
+	// requests of a pool and of a team (0: no team limit).
+	maxQueueTime   time.Duration
+	queueLimit     int
+	teamQueueLimit int
+	// dispatchTick is the tick period while this VM holds requests.
+	dispatchTick time.Duration
+	pools        []poolConfig
 }
 
 // costWeights are the cost units of one token of each kind.
@@ -152,6 +172,7 @@ type costWeights struct {
 type poolConfig struct {
 	name     string
 	capacity int
+	kvTokens int64 // KV capacity in tokens; 0: sequences only
 	models   []string
 	teams    []fairshare.TeamConfig
 }
@@ -165,8 +186,24 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 		EntryPenalty:   c.entryPenalty,
 		HolderTimeout:  c.holderTimeout,
 		RequestTimeout: c.requestTimeout,
+		KVTokens:       p.kvTokens,
+		QueueLimit:     c.coreQueueLimit(),
+		TeamQueueLimit: c.teamQueueLimit,
+		MaxQueueTime:   c.maxQueueTime,
 	}
 }
+
+// coreQueueLimit is the pool's queue limit: 0 (no queue, borrowers go at
+// once) when holding is off.
+func (c *config) coreQueueLimit() int {
+	if c.maxQueueTime <= 0 {
+		return 0
+	}
+	return c.queueLimit
+}
+
+// holding reports whether borrowers that find no room are held.
+func (c *config) holding() bool { return c.maxQueueTime > 0 && c.queueLimit > 0 }
 
 // fingerprint identifies the configuration of every pool (the fairshare
 // fingerprints of the pools, in order, with their names).
@@ -232,6 +269,9 @@ func defaultConfig() config {
 		casRetries:       DefaultCASRetries,
 		responseHeaders:  DefaultResponseHeaders,
 		statusPath:       DefaultStatusPath,
+		maxQueueTime:     DefaultMaxQueueTime,
+		queueLimit:       DefaultQueueLimit,
+		dispatchTick:     DefaultDispatchTick,
 	}
 }
 
@@ -338,6 +378,14 @@ func parse(data []byte) (config, error) {
 			if s, ok := str(&ps, key, v); ok {
 				c.statusToken = s
 			}
+		case "max_queue_time":
+			c.maxQueueTime = duration(&ps, key, v, 0)
+		case "queue_limit":
+			c.queueLimit = integer(&ps, key, v, 0, 1<<16, c.queueLimit)
+		case "team_queue_limit":
+			c.teamQueueLimit = integer(&ps, key, v, 0, 1<<16, c.teamQueueLimit)
+		case "dispatch_tick":
+			c.dispatchTick = duration(&ps, key, v, time.Millisecond)
 		case "status_public":
 			c.statusPublic = boolean(&ps, key, v, c.statusPublic)
 		case "unscheduled":
@@ -646,6 +694,8 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				}
 			case "capacity":
 				p.capacity = integer(ps, fp, f, 1, 1<<20, 0)
+			case "kv_tokens":
+				p.kvTokens = int64(integer(ps, fp, f, 0, 1<<40, 0))
 			case "models":
 				if !f.IsArray() {
 					ps.add(fp, "must be an array of model names, got %s", typeName(f))
@@ -750,6 +800,22 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 						return true
 					}
 					t.Weight = f
+				}
+			case "lending_limit":
+				if f, ok := number(ps, fp, fv, 0); ok {
+					if !(f >= 0 && f <= 1) {
+						ps.add(fp, "must be in [0, 1] (the part of the reservation lent while idle), got %s", fv.Raw)
+						return true
+					}
+					t.LendingLimit = fairshare.Limit(f)
+				}
+			case "borrowing_limit":
+				if f, ok := number(ps, fp, fv, 0); ok {
+					if !(f >= 0 && f <= 1) {
+						ps.add(fp, "must be in [0, 1] (the part of the pool borrowed above the reservation), got %s", fv.Raw)
+						return true
+					}
+					t.BorrowingLimit = fairshare.Limit(f)
 				}
 			default:
 				ps.add(fp, "unknown field")

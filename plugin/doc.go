@@ -33,6 +33,11 @@
 // compare-and-swap; see records. A request forwarded without a grant
 // (failure_mode "open") is charged its usage all the same.
 //
+// Flow control (flow.go; max_queue_time > 0): a borrower that finds no
+// room is held, its stream paused with its body buffered, and dispatched
+// by its own VM in the pool's standing order when capacity frees, its
+// priority decided then; see flow.go's picture.
+//
 // Every other request with a body that vLLM could read as JSON is buffered
 // and its top-level "priority" blanked out in place (unscheduled "strip")
 // or refused (unscheduled "reject"): every request forwarded upstream
@@ -70,6 +75,10 @@
 //	unscheduled        "strip"             priority in other JSON bodies: "strip" or "reject" (400)
 //	default_model      ""                  model of a scheduled request without one ("": 400)
 //	unknown_model      "reject"            model of no pool: "reject" (404) or "lowest" (uncounted)
+//	max_queue_time     "0s"                hold borrowers that find no room this long ("0s": off)
+//	queue_limit        1024                held requests per pool (429 beyond)
+//	team_queue_limit   0                   held requests per team (0: no limit)
+//	dispatch_tick      "20ms"              tick period while holding is on
 //	request_timeout    "10m"               how long a dead VM's requests stay counted (phantoms)
 //	tick               "1s"                heartbeats, phantom expiry, gauges
 //	holder_timeout     5 × tick            a VM not seen for this long is presumed dead
@@ -81,7 +90,8 @@
 //	status_token       ""                  bearer token required by status_path
 //	                                       ("Authorization: Bearer <token>", scheme in any case)
 //	status_public      false               serve status_path without a token
-//	pools              (required)          [{name, capacity, models, teams: {name: {share, weight}}}]
+//	pools              (required)          [{name, capacity, kv_tokens, models,
+//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
 //
 // Pool and team names are 1 to 64 characters of [A-Za-z0-9_-] (they are
 // segments of metric names); shares are in (0, 1] and sum to at most 1 per

@@ -20,17 +20,19 @@ type apiError struct {
 var (
 	errNoTeam = apiError{401, "authentication_error", "", "missing team: the request has no team header and no default team is configured", "no_team"}
 	// errUnknownTeam, errBadClass and errBadModel are completed per request.
-	errTooLarge    = apiError{413, "invalid_request_error", "", "request body too large", "body_too_large"}
-	errNotObject   = apiError{400, "invalid_request_error", "", "request body must be a JSON object", "bad_body"}
-	errBadModel    = apiError{400, "invalid_request_error", "model", "model must be a string", "bad_body"}
-	errUnavailable = apiError{503, "service_unavailable", "", "fair-share scheduler unavailable, retry later", "unavailable"}
-	errStatusAuth  = apiError{401, "authentication_error", "", "missing or wrong bearer token for the status endpoint", "status_auth"}
-	errStatusVerb  = apiError{405, "invalid_request_error", "", "the status endpoint answers GET only", "status_method"}
-	errStatusOff   = apiError{403, "permission_error", "", "the status endpoint is off: configure status_token (or status_public)", "status_auth"}
-	errNoModel     = apiError{400, "invalid_request_error", "model", "model is required: the request names no model and no default_model is configured", "no_model"}
-	errBodyRead    = apiError{500, "internal_error", "", "fair-share scheduler could not read the request body", "body_read"}
-	errRewrite     = apiError{500, "internal_error", "", "fair-share scheduler could not rewrite the request body", "rewrite"}
-	errUnreadable  = apiError{400, "invalid_request_error", "", "request body must be valid UTF-8 JSON", "bad_body"}
+	errTooLarge     = apiError{413, "invalid_request_error", "", "request body too large", "body_too_large"}
+	errNotObject    = apiError{400, "invalid_request_error", "", "request body must be a JSON object", "bad_body"}
+	errBadModel     = apiError{400, "invalid_request_error", "model", "model must be a string", "bad_body"}
+	errUnavailable  = apiError{503, "service_unavailable", "", "fair-share scheduler unavailable, retry later", "unavailable"}
+	errStatusAuth   = apiError{401, "authentication_error", "", "missing or wrong bearer token for the status endpoint", "status_auth"}
+	errStatusVerb   = apiError{405, "invalid_request_error", "", "the status endpoint answers GET only", "status_method"}
+	errStatusOff    = apiError{403, "permission_error", "", "the status endpoint is off: configure status_token (or status_public)", "status_auth"}
+	errNoModel      = apiError{400, "invalid_request_error", "model", "model is required: the request names no model and no default_model is configured", "no_model"}
+	errBodyRead     = apiError{500, "internal_error", "", "fair-share scheduler could not read the request body", "body_read"}
+	errRewrite      = apiError{500, "internal_error", "", "fair-share scheduler could not rewrite the request body", "rewrite"}
+	errQueueFull    = apiError{429, "rate_limit_error", "", "the pool's queue is full: retry after the time in Retry-After", "queue_full"}
+	errQueueTimeout = apiError{429, "rate_limit_error", "", "the request waited max_queue_time at the gateway without capacity: retry after the time in Retry-After", "queue_timeout"}
+	errUnreadable   = apiError{400, "invalid_request_error", "", "request body must be valid UTF-8 JSON", "bad_body"}
 	// errUnscheduledPriority answers a priority on a path the plugin does
 	// not schedule, with unscheduled "reject".
 	errUnscheduledPriority = apiError{400, "invalid_request_error", "priority", "priority is set by the gateway and must not be sent on this path", "client_priority"}

@@ -31,6 +31,9 @@ type faults struct {
 	crashVM        atomic.Int32
 	crashed        atomic.Bool
 	recordSetCalls atomic.Int64 // set calls on pool records, faulted or not
+	// conflictEvery > 0 makes every conflictEvery-th set of a pool record
+	// fail with a CAS mismatch, as a concurrent writer would.
+	conflictEvery atomic.Int64
 }
 
 func (f *faults) hook(vm int, op, key string) hostcalls.Status {
@@ -49,7 +52,11 @@ func (f *faults) hook(vm int, op, key string) hostcalls.Status {
 		}
 	case host.SharedDataSet:
 		if strings.Contains(key, "/fairshare/pool/") {
-			f.recordSetCalls.Add(1)
+			n := f.recordSetCalls.Add(1)
+			if e := f.conflictEvery.Load(); e > 0 && n%e == 0 {
+				f.sets.Add(1)
+				return hostcalls.StatusCASMismatch
+			}
 		}
 		if st := hostcalls.Status(f.set.Load()); st != hostcalls.StatusOK {
 			f.sets.Add(1)

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"math"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 )
@@ -41,6 +42,10 @@ const (
 	mLevel        = "level_fairshare"         // gauge, pool/team, milli, capped at levelFairshareCap
 	mPhantoms     = "phantoms"                // gauge, pool/team
 	mCapacity     = "capacity"                // gauge, pool
+	mWaiting      = "waiting"                 // gauge, pool and pool/team: requests held at the gateway
+	mDispatched   = "dispatched_total"        // counter, pool/team: held requests dispatched
+	mQueueTimeout = "queue_timeouts_total"    // counter, pool/team: held requests answered 429 at max_queue_time
+	mQueueTime    = "queue_time_ms"           // histogram, pool/team: time held before dispatch
 )
 
 // rejectedName is the counter of requests answered with an error for
@@ -101,8 +106,9 @@ func appendRequestMetric(b []byte, pool, team string, class fairshare.Class, bor
 type metricKind uint32
 
 const (
-	counterKind metricKind = 0
-	gaugeKind   metricKind = 1
+	counterKind   metricKind = 0
+	gaugeKind     metricKind = 1
+	histogramKind metricKind = 2
 )
 
 // metricHost is the proxy-wasm metrics API.
@@ -208,10 +214,12 @@ const levelFairshareCap = 1e6
 
 // gauges records the gauges of one pool from a snapshot.
 func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) {
-	total := 0
+	total, waiting := 0, 0
 	for i := range stats {
 		s := &stats[i]
 		total += s.InFlight + s.Phantoms
+		waiting += s.Waiting
+		m.teamGauge(pool, s.Team, mWaiting, int64(s.Waiting))
 		m.teamGauge(pool, s.Team, mInFlight, int64(s.InFlight))
 		m.teamGauge(pool, s.Team, mBorrowing, int64(s.Borrowing))
 		m.teamGauge(pool, s.Team, mReserved, int64(s.Reserved))
@@ -224,6 +232,18 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 	m.set(int64(total))
 	m.buf = appendPoolMetric(m.buf[:0], pool, mCapacity)
 	m.set(int64(capacity))
+	m.buf = appendPoolMetric(m.buf[:0], pool, mWaiting)
+	m.set(int64(waiting))
+}
+
+// queueTime records a held request's time at the gateway (milliseconds)
+// in the team's histogram, and counts it dispatched.
+func (m *metrics) queueTime(pool, team string, d time.Duration) {
+	m.teamCounter(pool, team, mDispatched, 1)
+	m.buf = appendTeamMetric(m.buf[:0], pool, team, mQueueTime)
+	if id, ok := m.id(histogramKind); ok {
+		_ = m.host.recordMetric(id, d.Milliseconds())
+	}
 }
 
 func (m *metrics) teamGauge(pool, team, metric string, v int64) {

@@ -24,6 +24,9 @@ const (
 	HeaderPool      = "x-fairshare-pool"
 	HeaderPriority  = "x-fairshare-priority"
 	HeaderBorrowing = "x-fairshare-borrowing"
+	// HeaderQueueTime is the time the request was held at the gateway, in
+	// seconds with millisecond precision ("0.000" when it went at once).
+	HeaderQueueTime = "x-fairshare-queue-time"
 	headerPrefix    = "x-fairshare-"
 )
 
@@ -48,12 +51,24 @@ type pluginContext struct {
 	met     *metrics
 	body    []byte           // rewrite buffer, reused
 	pending []pendingRelease // releases and charges that failed, retried on tick
+
+	// Flow control (flow.go): the requests this VM holds, by id; the last
+	// id given; the wake-up queues of other holders, resolved; when the
+	// pools were last heartbeaten (the tick runs at dispatch_tick while
+	// holding is on).
+	held     map[uint64]*httpContext
+	nextID   uint64
+	queues   map[uint32]uint32
+	wakeQ    uint32
+	lastBeat time.Time
 }
 
 // poolState is a configured pool and its shared record.
 type poolState struct {
 	cfg *poolConfig
 	rec *record
+	// waiters is the pool's queue length as this VM last saw it.
+	waiters int
 }
 
 // pendingRelease is a release (or, for a request forwarded without a
@@ -115,6 +130,17 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	if pc.met == nil {
 		pc.met = newMetrics(hostMetrics{})
 	}
+	if pc.held == nil {
+		pc.held = map[uint64]*httpContext{}
+		pc.queues = map[uint32]uint32{}
+	}
+	if pc.wakeQ == 0 && cfg.holding() {
+		if id, err := hostcalls.RegisterSharedQueue(wakeQueueName(pc.holder)); err != nil {
+			hostcalls.LogWarnf("fairshare: register wake-up queue: %v (held requests are dispatched on ticks)", err)
+		} else {
+			pc.wakeQ = id
+		}
+	}
 	pc.cfg = cfg
 	pc.rs = records{
 		st:       hostStore{},
@@ -136,7 +162,12 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	for _, ps := range pc.pools {
 		pc.heartbeat(now, ps)
 	}
-	if err := hostcalls.SetTickPeriodMilliSeconds(uint32(cfg.tick / time.Millisecond)); err != nil {
+	pc.lastBeat = now
+	period := cfg.tick
+	if cfg.holding() && cfg.dispatchTick < period {
+		period = cfg.dispatchTick
+	}
+	if err := hostcalls.SetTickPeriodMilliSeconds(uint32(period / time.Millisecond)); err != nil {
 		hostcalls.LogWarnf("fairshare: set tick period: %v", err)
 	}
 	hostcalls.LogInfof("fairshare: started %s holder %x with %d pools", pc.name, pc.holder, len(pc.pools))
@@ -157,10 +188,16 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	pc.met.gauges(ps.cfg.name, p.Capacity(), p.Snapshot(now))
 }
 
-// OnTick retries failed releases, then heartbeats every pool and records
-// its gauges.
+// OnTick answers held requests past their deadline and dispatches the
+// others whose turn has come, retries failed releases, and every tick
+// period heartbeats every pool and records its gauges. With holding on it
+// runs every dispatch_tick.
 func (pc *pluginContext) OnTick() {
 	now := time.Now()
+	if len(pc.held) > 0 {
+		pc.expire(now)
+		pc.dispatchHeld(now)
+	}
 	if len(pc.pending) > 0 {
 		kept := pc.pending[:0]
 		for _, r := range pc.pending {
@@ -171,6 +208,10 @@ func (pc *pluginContext) OnTick() {
 		clear(pc.pending[len(kept):])
 		pc.pending = kept
 	}
+	if now.Sub(pc.lastBeat) < pc.cfg.tick-pc.cfg.tick/8 {
+		return
+	}
+	pc.lastBeat = now
 	for _, ps := range pc.pools {
 		pc.heartbeat(now, ps)
 	}
@@ -184,6 +225,7 @@ func (pc *pluginContext) release(now time.Time, ps *poolState, g *fairshare.Gran
 		gc := *g
 		p.Release(now, &gc, consumed)
 		done = gc
+		ps.waiters = p.Waiters()
 	})
 	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
@@ -235,8 +277,8 @@ func (pc *pluginContext) scheduled(path string) bool {
 }
 
 // NewHttpContext implements types.PluginContext.
-func (pc *pluginContext) NewHttpContext(uint32) types.HttpContext {
-	return &httpContext{pc: pc}
+func (pc *pluginContext) NewHttpContext(id uint32) types.HttpContext {
+	return &httpContext{pc: pc, ctxID: id}
 }
 
 // streamState is where a stream is in its life.
@@ -255,6 +297,9 @@ const (
 	stGranted
 	// stForwarded: forwarded without a grant (failure_mode open).
 	stForwarded
+	// stHeld: waiting in the pool's queue, the stream paused with its
+	// body buffered (flow.go).
+	stHeld
 	// stDone: released (or rejected).
 	stDone
 )
@@ -263,6 +308,10 @@ const (
 type httpContext struct {
 	types.DefaultHttpContext
 	pc        *pluginContext
+	ctxID     uint32        // the stream's context id, to make it effective from a tick
+	reqID     uint64        // the holder-local id of a request that waited
+	deadline  int64         // a held request's deadline (unix ns)
+	queued    time.Duration // time held at the gateway
 	state     streamState
 	team      string
 	class     fairshare.Class
@@ -525,14 +574,23 @@ func (h *httpContext) decide(size int) types.Action {
 	h.prompt = prompt
 	w := pc.cfg.cost
 	estimate := w.prompt*float64(prompt) + w.completion*float64(completion)
-	g, err := pc.acquire(now, ps, h.team, h.class, estimate)
+	pc.nextID++
+	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
+		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
+		Tokens: satAdd(prompt, completion), Estimate: estimate,
+	})
 	h.pool = ps
+	h.hide = req.stream && !req.includeUsage
 	switch {
-	case err == nil:
+	case err == nil && outcome == fairshare.Granted:
 		h.state = stGranted
 		h.grant = g
 		h.prio = g.Priority
 		h.borrowing = g.Borrowing
+	case err == nil && outcome == fairshare.Queued:
+		return pc.hold(h, wait)
+	case err == nil:
+		return h.tooMany(errQueueFull, retry, ps.cfg.name)
 	case pc.cfg.failClosed:
 		return h.reply(errUnavailable, ps.cfg.name)
 	default:
@@ -540,7 +598,6 @@ func (h *httpContext) decide(size int) types.Action {
 		h.prio = failOpenPriority(h.class)
 		h.borrowing = true
 	}
-	h.hide = req.stream && !req.includeUsage
 	out := req.rewrite(pc.body, body, h.prio, h.hide)
 	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
 		// The body still holds the client's priority: it must not go.
@@ -665,6 +722,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPool, h.pool.cfg.name)
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, strconv.Itoa(h.prio))
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderBorrowing, strconv.FormatBool(h.borrowing))
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, strconv.FormatFloat(h.queued.Seconds(), 'f', 3, 64))
 	}
 	if st, err := hostcalls.GetHttpResponseHeader(":status"); err == nil {
 		h.status, _ = strconv.Atoi(st)
@@ -735,6 +793,10 @@ func (h *httpContext) OnHttpResponseTrailers(int) types.Action {
 // OnHttpStreamDone releases a grant the response did not end (reset,
 // abort, timeout, local reply), with the best estimate.
 func (h *httpContext) OnHttpStreamDone() {
+	if h.state == stHeld {
+		h.cancel(time.Now())
+		return
+	}
 	if h.tracking() {
 		h.finish(false)
 	}
@@ -782,6 +844,10 @@ func (h *httpContext) finish(complete bool) {
 	r := pendingRelease{pool: h.pool, grant: h.grant, team: h.team, charge: !granted, consumed: consumed}
 	if !pc.settle(now, &r) {
 		pc.keep(r)
+	}
+	if granted && h.pool.waiters > 0 && pc.cfg.holding() {
+		// The release freed room: the head of the queue may go now.
+		pc.dispatch(now, h.pool, h.ctxID)
 	}
 }
 

@@ -27,9 +27,11 @@ type poolStatus struct {
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
-//	     "rank", "last_update"}]}]}
+//	     "rank", "waiting", "oldest_wait_seconds", "reserved_tokens"?,
+//	     "in_flight_tokens"?, "last_update"}]}]}
 //
-// level_fairshare is null when infinite (a team with a share and no usage);
+// reserved_tokens and in_flight_tokens are present when the pool has a KV
+// resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
 // of unknown teams is listed as team "*".
 func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []byte {
@@ -80,6 +82,12 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			b = appendFloatField(b, "usage", t.Usage)
 			b = appendFloatField(b, "level_fairshare", t.LevelFairshare)
 			b = appendIntField(b, "rank", t.Rank)
+			b = appendIntField(b, "waiting", t.Waiting)
+			b = appendFloatField(b, "oldest_wait_seconds", t.OldestWait.Seconds())
+			if t.ReservedTokens > 0 || t.InFlightTokens > 0 {
+				b = appendIntField(b, "reserved_tokens", int(t.ReservedTokens))
+				b = appendIntField(b, "in_flight_tokens", int(t.InFlightTokens))
+			}
 			b = append(b, `,"last_update":`...)
 			if t.LastUpdate.IsZero() {
 				b = append(b, "null"...)

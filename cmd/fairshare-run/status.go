@@ -28,6 +28,7 @@ type statusTeam struct {
 	LevelFairshare float64
 	Rank           int
 	Phantoms       int
+	Waiting        int // requests held at the gateway (flow control)
 }
 
 // statusPool is one pool of the plugin's status snapshot.
@@ -120,6 +121,7 @@ func parseStatus(b []byte) ([]statusPool, error) {
 				LevelFairshare: levelFairshare(first(t, "level_fairshare", "levelFairshare", "lf")),
 				Rank:           int(t.Get("rank").Int()),
 				Phantoms:       int(t.Get("phantoms").Int()),
+				Waiting:        int(t.Get("waiting").Int()),
 			})
 		})
 		out = append(out, p)

@@ -132,9 +132,9 @@ func renderTable(b *strings.Builder, f frame) {
 	if f.Upstream != "" {
 		b.WriteString(f.Upstream + "\n")
 	}
-	fmt.Fprintf(b, "%-10s %5s %4s %6s %6s %6s  %-10s %7s %8s %8s %6s %4s │ %8s %7s %4s\n",
+	fmt.Fprintf(b, "%-10s %5s %4s %6s %6s %6s  %-10s %7s %8s %8s %6s %4s │ %4s %8s %7s %4s\n",
 		"TEAM", "SHARE", "RSV", "FLIGHT", "WITHIN", "BORROW", "PRIORITY", "TOK/S", "TTFT p50", "p99", "DONE", "ERR",
-		"USAGE", "LF", "RANK")
+		"WAIT", "USAGE", "LF", "RANK")
 	for _, g := range groups(f) {
 		switch {
 		case g.status != nil:
@@ -148,15 +148,16 @@ func renderTable(b *strings.Builder, f frame) {
 		}
 		for _, t := range g.teams {
 			n, within, borrow := standing(t)
-			share, rsv, usage, lf, rank := fmtShare(t.Share), "-", "-", "-", "-"
+			share, rsv, wait, usage, lf, rank := fmtShare(t.Share), "-", "-", "-", "-", "-"
 			if s := t.Status; s != nil {
 				share = fmtShare(s.Share)
 				rsv = fmt.Sprint(s.Reserved)
+				wait = fmt.Sprint(s.Waiting)
 				usage, lf, rank = fmtNum(s.Usage), fmtNum(s.LevelFairshare), fmt.Sprint(s.Rank)
 			}
-			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %8s %7s %4s\n",
+			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %4s %8s %7s %4s\n",
 				t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
-				fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, usage, lf, rank)
+				fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, wait, usage, lf, rank)
 		}
 	}
 	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n",

@@ -66,7 +66,7 @@ func demoFrame() frame {
 			{Name: "chat", Share: 0.3, Bands: "-", Errors: 2},
 			{Name: "research", Share: 0.2, InFlight: 28, Within: 3, Borrowing: 25, Bands: "1, 11-21", TokPerSec: 1500,
 				P50: 2100 * time.Millisecond, P99: 6 * time.Second, HasTTFT: true, Done: 80,
-				Status: &statusTeam{Team: "research", Share: 0.2, Reserved: 3, InFlight: 28, Borrowing: 25, Usage: 9000, LevelFairshare: 0.3, Rank: 1}},
+				Status: &statusTeam{Team: "research", Share: 0.2, Reserved: 3, InFlight: 28, Borrowing: 25, Usage: 9000, LevelFairshare: 0.3, Rank: 1, Waiting: 4}},
 		},
 	}
 }
@@ -79,9 +79,10 @@ func TestRenderTable(t *testing.T) {
 		"12s / 40s · demo load\n",
 		"pool llama-8b: capacity 16 · in flight 33 (within share 8, borrowing 25)\n",
 		"TEAM ",
-		"search       50%    8      5      5      0  0              612     38ms     95ms    214    0 │     1200     2.5    0\n",
-		"chat         30%    -      0      0      0  -                0        -        -      0    2 │        -       -    -\n",
-		"research     20%    3     28      3     25  1, 11-21      1500    2.10s    6.00s     80    0 │     9000     0.3    1\n",
+		"│ WAIT    USAGE      LF RANK\n",
+		"search       50%    8      5      5      0  0              612     38ms     95ms    214    0 │    0     1200     2.5    0\n",
+		"chat         30%    -      0      0      0  -                0        -        -      0    2 │    -        -       -    -\n",
+		"research     20%    3     28      3     25  1, 11-21      1500    2.10s    6.00s     80    0 │    4     9000     0.3    1\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)

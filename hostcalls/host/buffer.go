@@ -168,6 +168,7 @@ func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Statu
 // that is not held by StopIterationAndBuffer, the configurations, the
 // http_call body: Envoy's read-only buffers answer BAD_ARGUMENT);
 // NOT_FOUND: the buffer is not available now; INVALID_MEMORY_ACCESS.
+// With Options.BufferFault, the status the hook answers instead.
 //
 //	data_ptr
 //	  |
@@ -195,7 +196,12 @@ func init() {
 		case !mutable:
 			st = hostcalls.StatusBadArgument
 		default:
-			*buf, st = setBody(*buf, start, size, data)
+			if f := vm.h.opts.BufferFault; f != nil {
+				st = f(vm.index, t)
+			}
+			if st == hostcalls.StatusOK {
+				*buf, st = setBody(*buf, start, size, data)
+			}
 		}
 		setStatus(stack, st)
 		if ok && mutable {

@@ -103,5 +103,6 @@
 //     waits for their answers.
 //   - Options.SharedDataFault is a test hook Envoy does not have: it fails
 //     chosen shared-data gets and sets (or makes every set a CAS mismatch,
-//     or traps the VM) so that failure handling can be tested.
+//     or traps the VM) so that failure handling can be tested;
+//     Options.BufferFault likewise refuses chosen body rewrites.
 package host

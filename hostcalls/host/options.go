@@ -110,6 +110,15 @@ type Options struct {
 	// call that made the shared-data call, which fails the VM: a way for
 	// tests to kill one VM at a chosen point.
 	SharedDataFault func(vm int, op, key string) hostcalls.Status
+	// BufferFault, if set, is a fault-injection hook that Envoy does not
+	// have: it is called before every proxy_set_buffer_bytes a guest makes
+	// on a buffer it may write, with the index of the calling VM and the
+	// buffer type. StatusOK lets the call run; any other status is
+	// returned to the guest instead and the buffer is left as it was (a
+	// host that refuses a body rewrite). The same rules as for
+	// SharedDataFault apply: safe for concurrent use, no call into the
+	// Host.
+	BufferFault func(vm int, t hostcalls.BufferType) hostcalls.Status
 }
 
 // The operations passed to Options.SharedDataFault.

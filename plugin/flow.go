@@ -1,0 +1,274 @@
+package plugin
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// Flow control: a borrower that finds no room is held at the gateway.
+//
+//	on_request_body(eos) ── Arrive ──► Granted ──► priority written, forwarded
+//	                            │
+//	                            ├────► Queued: StopIterationAndBuffer, held[id] = stream
+//	                            │        │
+//	                            │        │  a release on any VM of this Envoy, this VM's
+//	                            │        │  dispatch tick, or a wake-up on its shared queue
+//	                            │        ▼
+//	                            │      Dispatch(holder) ── Dispatched ─► set_effective_context(stream),
+//	                            │        │                              priority decided now written
+//	                            │        │                              into the held body, continue
+//	                            │        ├── Elsewhere ─► wake the holder of the head (its queue)
+//	                            │        └── Blocked / Empty: wait
+//	                            │      deadline (max_queue_time) ─► Cancel, 429 + Retry-After
+//	                            │      client gone (on_log/on_done) ─► Cancel
+//	                            └────► QueueFull / TeamQueueFull ─► 429 + Retry-After
+//
+// Only the VM that paused a stream can resume it, so the record's queue
+// names each waiting request's holder, and a VM that frees capacity for
+// another VM's request wakes that VM through the shared queue it
+// registered under its holder id.
+
+// maxDispatch bounds the requests one call of dispatch sends on.
+const maxDispatch = 256
+
+// wakeQueueName is the name of the shared queue a holder listens on.
+func wakeQueueName(holder uint32) string {
+	return "fairshare/wake/" + strconv.FormatUint(uint64(holder), 16)
+}
+
+// arrive decides a request through the pool's record (fairshare.Arrive):
+// granted, queued or refused. retry is the Retry-After of a refused request.
+func (pc *pluginContext) arrive(now time.Time, ps *poolState, r fairshare.Request) (g fairshare.Grant, w fairshare.Waiting, out fairshare.Outcome, retry time.Duration, err error) {
+	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		g, w, out = p.Arrive(now, r)
+		if out != fairshare.Granted && out != fairshare.Queued {
+			retry = p.RetryAfter(now, r.Team)
+		}
+	})
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: pool %s: arrive: %v", ps.cfg.name, err)
+		if !pc.cfg.failClosed {
+			pc.met.poolCounter(ps.cfg.name, mFailOpen, 1)
+		}
+		return g, w, out, 0, err
+	}
+	if out == fairshare.Granted {
+		pc.met.request(ps.cfg.name, &g)
+	}
+	return g, w, out, retry, nil
+}
+
+// hold records h as held: its stream stays paused with its body buffered
+// until dispatch resumes it, its deadline answers it, or its client leaves.
+func (pc *pluginContext) hold(h *httpContext, w fairshare.Waiting) types.Action {
+	h.state = stHeld
+	h.reqID = w.ID
+	h.deadline = w.Deadline
+	pc.held[w.ID] = h
+	return types.ActionPause // StopIterationAndBuffer: the body stays held
+}
+
+// dispatch sends on this VM's held requests of pool ps whose turn has
+// come, and wakes the holder of the head when it is another VM's. It runs
+// from the tick, from a queue wake-up, and after a release in a stream's
+// callback, whose context it then makes effective again (restore; 0 for
+// none).
+func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) {
+	defer func() {
+		if restore != 0 {
+			_ = hostcalls.SetEffectiveContext(restore)
+		}
+	}()
+	for i := 0; i < maxDispatch; i++ {
+		var (
+			g  fairshare.Grant
+			w  fairshare.Waiting
+			st fairshare.DispatchStatus
+		)
+		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+			g, w, st = p.Dispatch(now, pc.holder)
+			ps.waiters = p.Waiters()
+		})
+		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+		if err != nil {
+			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+			hostcalls.LogWarnf("fairshare: pool %s: dispatch: %v", ps.cfg.name, err)
+			return
+		}
+		switch st {
+		case fairshare.Dispatched:
+			h := pc.held[g.ID]
+			delete(pc.held, g.ID)
+			if h == nil || h.state != stHeld {
+				// The stream is gone (its cancel failed): end the grant.
+				r := pendingRelease{pool: ps, grant: g, team: g.Team}
+				if !pc.settle(now, &r) {
+					pc.keep(r)
+				}
+				continue
+			}
+			pc.met.request(ps.cfg.name, &g)
+			pc.met.queueTime(ps.cfg.name, g.Team, time.Duration(g.At-g.Arrived))
+			h.resume(now, ps, g)
+		case fairshare.Elsewhere:
+			pc.wake(w.Holder)
+			return
+		default:
+			return
+		}
+	}
+}
+
+// resume sends on a held request that dispatch granted: the priority
+// decided now is written into its held body and its stream continued.
+func (h *httpContext) resume(now time.Time, ps *poolState, g fairshare.Grant) {
+	pc := h.pc
+	h.pool = ps
+	h.grant = g
+	h.state = stGranted
+	h.prio = g.Priority
+	h.borrowing = g.Borrowing
+	h.queued = time.Duration(g.At - g.Arrived)
+	if err := hostcalls.SetEffectiveContext(h.ctxID); err != nil {
+		// The stream is gone without its on_done having run here.
+		h.undo(now)
+		return
+	}
+	body, err := hostcalls.GetHttpRequestBody(0, math.MaxInt32)
+	req, ok := inspect(body, pc.cfg.defaultMaxTokens, h.pooling)
+	if err != nil || !ok {
+		hostcalls.LogErrorf("fairshare: held request body unreadable at dispatch: %v", err)
+		h.undo(now)
+		h.reply(errBodyRead, ps.cfg.name)
+		return
+	}
+	out := req.rewrite(pc.body, body, h.prio, h.hide)
+	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
+		hostcalls.LogErrorf("fairshare: replace held request body: %v", err)
+		h.undo(now)
+		h.reply(errRewrite, ps.cfg.name)
+		return
+	}
+	if cap(out) <= 1<<20 {
+		pc.body = out[:0]
+	}
+	if err := hostcalls.ResumeHttpRequest(); err != nil {
+		hostcalls.LogErrorf("fairshare: resume held request: %v", err)
+	}
+}
+
+// wake tells the VM of holder, through its shared queue, that the head of
+// a pool's queue is its own to dispatch.
+func (pc *pluginContext) wake(holder uint32) {
+	id, ok := pc.queues[holder]
+	if !ok {
+		var err error
+		if id, err = hostcalls.ResolveSharedQueue("", wakeQueueName(holder)); err != nil {
+			return // not registered (yet): that VM's tick dispatches
+		}
+		pc.queues[holder] = id
+	}
+	if err := hostcalls.EnqueueSharedQueue(id, []byte{1}); err != nil {
+		delete(pc.queues, holder) // the VM went away
+	}
+}
+
+// OnQueueReady drains this VM's wake-up queue and dispatches its held
+// requests.
+func (pc *pluginContext) OnQueueReady(queueID uint32) {
+	for {
+		if _, err := hostcalls.DequeueSharedQueue(queueID); err != nil {
+			break
+		}
+	}
+	pc.dispatchHeld(time.Now())
+}
+
+// dispatchHeld runs dispatch for every pool in which this VM holds
+// requests.
+func (pc *pluginContext) dispatchHeld(now time.Time) {
+	if len(pc.held) == 0 {
+		return
+	}
+	for _, ps := range pc.pools {
+		for _, h := range pc.held {
+			if h.pool == ps {
+				pc.dispatch(now, ps, 0)
+				break
+			}
+		}
+	}
+}
+
+// expire answers the held requests whose deadline has passed with 429 and
+// a Retry-After, after taking them out of the queue.
+func (pc *pluginContext) expire(now time.Time) {
+	t := now.UnixNano()
+	for id, h := range pc.held {
+		if h.deadline > t {
+			continue
+		}
+		delete(pc.held, id)
+		var retry time.Duration
+		ps := h.pool
+		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+			p.Cancel(now, pc.holder, id)
+			retry = p.RetryAfter(now, h.team)
+		})
+		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+		if err != nil {
+			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+			retry = time.Second // the request expires in the record all the same
+		}
+		pc.met.teamCounter(ps.cfg.name, teamOf(ps, h.team), mQueueTimeout, 1)
+		h.state = stDone
+		if hostcalls.SetEffectiveContext(h.ctxID) == nil {
+			h.tooMany(errQueueTimeout, retry, ps.cfg.name)
+		}
+	}
+}
+
+// cancel takes a held request whose client went away out of the queue.
+func (h *httpContext) cancel(now time.Time) {
+	pc := h.pc
+	delete(pc.held, h.reqID)
+	h.state = stDone
+	ps := h.pool
+	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		// The request leaves the queue at its deadline all the same.
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+	}
+}
+
+// tooMany answers 429 with a Retry-After of retry, rounded up to seconds.
+func (h *httpContext) tooMany(e apiError, retry time.Duration, pool string) types.Action {
+	h.state = stDone
+	h.pc.met.poolCounter(pool, rejectedName(e.reason), 1)
+	secs := int64((retry + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	hdrs := [][2]string{{"content-type", "application/json"}, {"retry-after", strconv.FormatInt(secs, 10)}}
+	if err := hostcalls.SendHttpResponse(429, hdrs, e.body(), -1); err != nil {
+		hostcalls.LogErrorf("fairshare: local reply 429: %v", err)
+	}
+	return types.ActionPause
+}
+
+// teamOf returns the pool entry a team is counted in: the team, or
+// fairshare.UnknownTeam for a team the pool does not list.
+func teamOf(ps *poolState, team string) string {
+	if ps.cfg.hasTeam(team) {
+		return team
+	}
+	return fairshare.UnknownTeam
+}
