@@ -16,7 +16,7 @@ import (
 // borrowers, kv_tokens, lending limits): it is the default of -flow, and
 // the flow-control acceptance tests run only when it is true. A
 // plugin.wasm without flow control rejects the fields as unknown.
-const flowInPlugin = false
+const flowInPlugin = true
 
 // queueTime is max_queue_time of the flow-control columns: long enough
 // that no request times out in any scenario, so every column serves the
@@ -38,7 +38,7 @@ func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []s
 	notes = []string{
 		"plugin.wasm with max_queue_time \"0s\": nothing is held, borrowers go to vLLM at once at their borrowing priority",
 		"plugin.wasm without kv_tokens: capacity in sequences only",
-		"plugin.wasm without the scenario's lending limits",
+		"plugin.wasm without the scenario's lending limits (run only where the scenario has some)",
 	}
 	return plugin, ablations, notes
 }
@@ -50,9 +50,16 @@ func nativeFlowVariants() []fairbench.Variant {
 	return []fairbench.Variant{
 		fairbench.AblationVariant(fairbench.AblationNativeFlow),
 		fairbench.AblationVariant(fairbench.AblationNativeFlowNoKV),
-		fairbench.AblationVariant(fairbench.AblationNativeFlowNoLend),
+		nolend(fairbench.AblationVariant(fairbench.AblationNativeFlowNoLend)),
 		fairbench.AblationVariant(fairbench.AblationNativeFlowMaxTokens),
 	}
+}
+
+// nolend marks a no-lending-limit variant to be skipped where no team has
+// a lending limit.
+func nolend(v fairbench.Variant) fairbench.Variant {
+	v.Skip = fairbench.NoLendingLimits
+	return v
 }
 
 // pluginGateway returns the constructor of the plugin column, the extra
@@ -94,7 +101,11 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 		p, abl, notes := flowOptions()
 		var vs []fairbench.Variant
 		for i, o := range abl {
-			vs = append(vs, fairbench.Variant{New: wasmgw.New(mod, o), Note: notes[i]})
+			v := fairbench.Variant{New: wasmgw.New(mod, o), Note: notes[i]}
+			if !o.Flow.Lend {
+				v.Skip = fairbench.NoLendingLimits // the same as the plugin column there
+			}
+			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, kv_tokens, lending limits)",

@@ -49,6 +49,19 @@ type Variant struct {
 	New NewGateway
 	// Note says what the variant changes, for the report.
 	Note string
+	// Skip, if set, reports scenarios where the variant would be the
+	// plugin column again (not run there; "—" in the tables).
+	Skip func(*Scenario) bool
+}
+
+// NoLendingLimits reports whether no team of s has a lending limit.
+func NoLendingLimits(s *Scenario) bool {
+	for _, t := range s.Teams {
+		if t.LendingLimit != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // AblationVariant returns the named native ablation as a Variant (New is
@@ -69,7 +82,7 @@ func AblationNote(name string) string {
 	case AblationNativeFlowNoKV:
 		return "`native-flow` without kv_tokens"
 	case AblationNativeFlowNoLend:
-		return "`native-flow` without lending limits"
+		return "`native-flow` without lending limits (run only where the scenario has some)"
 	}
 	return ""
 }

@@ -408,10 +408,14 @@ func (rep *Report) writeAblations(b *strings.Builder, fcfs, plug *Result, ab []*
 				}
 				return secs(c.WithinTTFTp50)
 			}},
-			{"held at the gateway (requests; wait p99, s)", func(r *Result) string {
+			{"held at the gateway (requests; wait p99, s; still held at the end)", func(r *Result) string {
 				t := r.Teams[i]
 				n := t.Class[0].Held + t.Class[1].Held
-				return fmt.Sprintf("%d; %s", n, secs(max(t.Class[0].Waitp99, t.Class[1].Waitp99)))
+				out := fmt.Sprintf("%d; %s", n, secs(max(t.Class[0].Waitp99, t.Class[1].Waitp99)))
+				if never := t.Class[0].NeverSent + t.Class[1].NeverSent; never > 0 {
+					out += fmt.Sprintf("; **%d never sent**", never)
+				}
+				return out
 			}},
 			{"borrowing requests", func(r *Result) string { return fmt.Sprintf("%d", r.Teams[i].Borrowing) }},
 		}

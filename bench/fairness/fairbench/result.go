@@ -80,6 +80,9 @@ type ClassResult struct {
 	// at the gateway (censored at the end for one never submitted).
 	Held    int
 	Waitp99 time.Duration
+	// NeverSent counts the requests still at the gateway at the end of
+	// the run (never submitted to an engine).
+	NeverSent int
 }
 
 // PoolResult are the pool-wide measures.
@@ -267,6 +270,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		sub := r.Submitted
 		if sub < 0 {
 			sub = end
+			cr.NeverSent++
 		}
 		if sub > r.Arrival {
 			cr.Held++

@@ -69,6 +69,13 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 		variants = append(variants, Variant{New: NewAblation(a), Note: AblationNote(a)})
 	}
 	variants = append(variants, opt.Variants...)
+	kept := variants[:0]
+	for _, v := range variants {
+		if v.Skip == nil || !v.Skip(s) {
+			kept = append(kept, v)
+		}
+	}
+	variants = kept
 	for _, v := range variants {
 		rep.AblationNotes = append(rep.AblationNotes, v.Note)
 	}
