@@ -25,18 +25,21 @@ const queueTime = 600 * time.Second
 
 // flowOptions returns the options of the flow-control plugin column and
 // of its ablations, in column order: `plugin` (holding on, kv_tokens from
-// the engine, the scenario's lending limits), `plugin-nohold`
+// the engine, the scenario's lending limits), `plugin-noflow` (no
+// flow-control field: the plugin before issue 10), `plugin-nohold`
 // (max_queue_time "0s"), `plugin-nokv` (no kv_tokens), `plugin-nolend`
 // (no lending limit).
 func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []string) {
 	plugin = wasmgw.Options{Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true, Lend: true}}
 	ablations = []wasmgw.Options{
+		{Name: "plugin-noflow"},
 		{Name: "plugin-nohold", Flow: &wasmgw.Flow{KV: true, Lend: true}},
 		{Name: "plugin-nokv", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, Lend: true}},
 		{Name: "plugin-nolend", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true}},
 	}
 	notes = []string{
-		"plugin.wasm with max_queue_time \"0s\": nothing is held, borrowers go to vLLM at once at their borrowing priority",
+		"plugin.wasm without any flow-control field (its defaults: no holding, no kv_tokens, no lending limit): the plugin before issue 10",
+		"plugin.wasm with max_queue_time \"0s\": nothing is held, borrowers go to vLLM at once at their borrowing priority (kv_tokens and lending limits still set)",
 		"plugin.wasm without kv_tokens: capacity in sequences only",
 		"plugin.wasm without the scenario's lending limits (run only where the scenario has some)",
 	}
@@ -66,9 +69,11 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 // plugin columns of the ablation tables, and the column's label: "wasm"
 // builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
 // runs package fairshare directly. With flow (wasm only) the plugin runs
-// with flow control and its ablations are plugin-nohold, plugin-nokv and
-// plugin-nolend. A prebuilt module can be named by wasmFile or the
-// FAIRSHARE_WASM environment variable (as make test does).
+// with flow control and its ablations are plugin-noflow, plugin-nohold,
+// plugin-nokv, plugin-nolend and native-flow; without, the ablations are
+// the native flow-control forecasts (nativeFlowVariants). A prebuilt
+// module can be named by wasmFile or the FAIRSHARE_WASM environment
+// variable (as make test does).
 func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fairbench.Variant, string, error) {
 	switch kind {
 	case "native":
@@ -102,7 +107,7 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 		var vs []fairbench.Variant
 		for i, o := range abl {
 			v := fairbench.Variant{New: wasmgw.New(mod, o), Note: notes[i]}
-			if !o.Flow.Lend {
+			if o.Flow != nil && !o.Flow.Lend {
 				v.Skip = fairbench.NoLendingLimits // the same as the plugin column there
 			}
 			vs = append(vs, v)
