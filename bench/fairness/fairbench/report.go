@@ -86,7 +86,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		rep.writeLatency(&b, rs, "Batch end-to-end latency p50 / p99 (s)", Batch, false)
 		rep.writePool(&b, rs)
 		if ab := rep.Ablations[mode]; len(ab) > 0 {
-			rep.writeAblations(&b, rs[0], rs[len(rs)-1], ab)
+			rep.writeAblations(&b, rs, ab)
 		}
 		for _, c := range rep.Charts[mode] {
 			fmt.Fprintf(&b, "![%s](%s)\n\n", filepath.Base(c), filepath.Base(c))
@@ -360,10 +360,18 @@ func (rep *Report) WriteCharts(dir, mode string) ([]string, error) {
 	return []string{tp, cp}, nil
 }
 
-// writeAblations compares the plugin column with the ablation runs, team by
-// team, then pool-wide (service against fcfs, the reference column).
-func (rep *Report) writeAblations(b *strings.Builder, fcfs, plug *Result, ab []*Result) {
+// writeAblations compares the plugin column (the last of main) with the
+// ablation runs, team by team, then pool-wide with the fcfs and vtc
+// columns of main for reference.
+func (rep *Report) writeAblations(b *strings.Builder, main, ab []*Result) {
+	fcfs, plug := main[0], main[len(main)-1]
 	rs := append([]*Result{plug}, ab...)
+	var refs []*Result
+	for _, r := range main {
+		if r.Policy == "fcfs" || r.Policy == "vtc" {
+			refs = append(refs, r)
+		}
+	}
 	b.WriteString("### Ablation\n\nThe plugin column against variants (see docs/fairness.md):\n\n")
 	for i, r := range ab {
 		note := ""
@@ -446,9 +454,11 @@ func (rep *Report) writeAblations(b *strings.Builder, fcfs, plug *Result, ab []*
 		}},
 		{"preemptions", func(r *Result) string { return fmt.Sprintf("%d", r.Pool.Preemptions) }},
 	}
+	b.WriteString("\nPool-wide, with the fcfs and vtc columns for reference:\n\n")
+	header(b, []string{"measure"}, append(append([]*Result(nil), refs...), rs...))
 	for _, row := range pool {
-		fmt.Fprintf(b, "| pool | %s |", row.name)
-		for _, r := range rs {
+		fmt.Fprintf(b, "| %s |", row.name)
+		for _, r := range append(append([]*Result(nil), refs...), rs...) {
 			fmt.Fprintf(b, " %s |", row.f(r))
 		}
 		b.WriteString("\n")
