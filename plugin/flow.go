@@ -87,6 +87,19 @@ func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) 
 		}
 	}()
 	for i := 0; i < maxDispatch; i++ {
+		// A read first: most ticks find the head blocked, or another VM's,
+		// and then nothing is written (no compare-and-swap to race).
+		if _, err := pc.rs.load(now, ps.rec); err == nil {
+			w, st := ps.rec.p.Next(now)
+			ps.waiters = ps.rec.p.Waiters()
+			switch {
+			case st == fairshare.Empty || st == fairshare.Blocked:
+				return
+			case w.Holder != pc.holder:
+				pc.wake(w.Holder)
+				return
+			}
+		}
 		var (
 			g  fairshare.Grant
 			w  fairshare.Waiting

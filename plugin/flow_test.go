@@ -412,6 +412,20 @@ func TestWasmFlowKVTokensBind(t *testing.T) {
 	}
 	respondJSON(s2, 10, 10)
 	checkIdle(t, h, "p")
+	// a's requests have used 10 completion tokens of their 600: its KV
+	// demand is now its prompt plus its usual completion, so two of them
+	// fit the cache at once (the first borrows nothing: it fits a's 500).
+	s3 := request(h, 0, "/v1/chat/completions", team("a"), big)
+	s4 := request(h, 0, "/v1/chat/completions", team("a"), big)
+	if p := priority(t, s3); p != 0 {
+		t.Errorf("s3 priority %d, want 0: its demand is the learnt completion, not max_tokens", p)
+	}
+	if held(s4) {
+		t.Error("s4 held: the KV demand still counts max_tokens")
+	}
+	respondJSON(s3, 10, 10)
+	respondJSON(s4, 10, 10)
+	checkIdle(t, h, "p")
 }
 
 // statusBody fetches the status endpoint.

@@ -57,6 +57,7 @@ type pluginContext struct {
 	// pools were last heartbeaten (the tick runs at dispatch_tick while
 	// holding is on).
 	held     map[uint64]*httpContext
+	means    completionMeans // per team, for the KV demand
 	nextID   uint64
 	queues   map[uint32]uint32
 	wakeQ    uint32
@@ -131,6 +132,7 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		pc.met = newMetrics(hostMetrics{})
 	}
 	if pc.held == nil {
+		pc.means = completionMeans{}
 		pc.held = map[uint64]*httpContext{}
 		pc.queues = map[uint32]uint32{}
 	}
@@ -321,6 +323,7 @@ type httpContext struct {
 	borrowing bool
 
 	pooling  bool  // a pooling endpoint: nothing is generated
+	choices  int64 // prompts × n: the completions the request asks for
 	json     bool  // the content type is JSON (or absent)
 	sniffed  bool  // stStrip: the body's first bytes were looked at
 	prompt   int64 // prompt tokens estimated from the request
@@ -574,10 +577,14 @@ func (h *httpContext) decide(size int) types.Action {
 	h.prompt = prompt
 	w := pc.cfg.cost
 	estimate := w.prompt*float64(prompt) + w.completion*float64(completion)
+	// The KV demand: the prompt plus the team's usual completion, capped
+	// by the request's own limit (see completionMeans).
+	h.choices = satMul(req.prompts, req.n)
+	kv := satAdd(prompt, pc.means.completion(ps.cfg.name, teamOf(ps, h.team), h.choices, req.completion))
 	pc.nextID++
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
-		Tokens: satAdd(prompt, completion), Estimate: estimate,
+		Tokens: kv, Estimate: estimate,
 	})
 	h.pool = ps
 	h.hide = req.stream && !req.includeUsage
@@ -834,6 +841,9 @@ func (h *httpContext) finish(complete bool) {
 	switch {
 	case u.ok:
 		consumed = u.cost(w)
+		if h.choices > 0 && !h.pooling && h.status < 400 {
+			pc.means.observe(h.pool.cfg.name, teamOf(h.pool, h.team), float64(u.completion)/float64(h.choices))
+		}
 	case complete && h.status >= 400 && h.status < 500:
 		// vLLM refused the request (validation, unknown model): it ran
 		// nothing, so nothing is charged.

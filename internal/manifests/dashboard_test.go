@@ -148,6 +148,16 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 			send(h, "POST", "/v1/chat/completions", team("search", "batch"), chat(model))
 			getFault.Store(0)
 		})
+	// Flow control: a borrower held, one dispatched, one timed out.
+	run("flow", edit(example, `"max_queue_time": "0s"`, `"max_queue_time": "5s"`, `"capacity": 64`, `"capacity": 2`),
+		func(h *host.Host, _, _ *atomic.Uint32) {
+			first := send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model)) // within share
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))          // borrows the last slot
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))          // held: waiting
+			respond(first, usage)                                                                    // dispatched_total, queue_time_ms
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))          // held, then queue_timeouts_total
+			h.Advance(6 * time.Second)
+		})
 
 	cat := map[string]promMetric{}
 	for _, m := range metrics {
@@ -159,16 +169,27 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 		if !ok {
 			t.Fatalf("%s: Envoy would not export it", m.Name)
 		}
-		pm, seen := cat[name]
-		if !seen {
-			pm = promMetric{kind: m.Type, labels: map[string]bool{}}
-		} else if pm.kind != m.Type {
-			t.Fatalf("%s: defined as both %v and %v", name, pm.kind, m.Type)
+		names := []string{name}
+		if m.Type == hostcalls.MetricHistogram {
+			// Envoy exports a histogram as Prometheus's _bucket (with le),
+			// _sum and _count series.
+			names = []string{name + "_bucket", name + "_sum", name + "_count"}
 		}
-		for k := range tags {
-			pm.labels[k] = true
+		for _, name := range names {
+			pm, seen := cat[name]
+			if !seen {
+				pm = promMetric{kind: m.Type, labels: map[string]bool{}}
+			} else if pm.kind != m.Type {
+				t.Fatalf("%s: defined as both %v and %v", name, pm.kind, m.Type)
+			}
+			for k := range tags {
+				pm.labels[k] = true
+			}
+			if strings.HasSuffix(name, "_bucket") {
+				pm.labels["le"] = true
+			}
+			cat[name] = pm
 		}
-		cat[name] = pm
 	}
 	return cat
 }
@@ -514,7 +535,7 @@ func checkDashboard(data []byte, cat map[string]promMetric) []error {
 			}
 			overTime := r.fn == "rate" || r.fn == "irate" || r.fn == "increase"
 			switch {
-			case m.kind == hostcalls.MetricCounter && !overTime:
+			case (m.kind == hostcalls.MetricCounter || m.kind == hostcalls.MetricHistogram) && !overTime:
 				errs = append(errs, fmt.Errorf("%s: counter %s used outside rate/irate/increase", w, r.metric))
 			case m.kind == hostcalls.MetricGauge && overTime:
 				errs = append(errs, fmt.Errorf("%s: gauge %s used in %s", w, r.metric, r.fn))
@@ -541,6 +562,8 @@ func TestDashboard(t *testing.T) {
 		"fairshare_rejected_unknown_team_total", "fairshare_rejected_unavailable_total",
 		"fairshare_rejected_unknown_model_total", "fairshare_rejected_no_model_total", "fairshare_rejected_duplicate_header_total",
 		"fairshare_rejected_client_priority_total", "fairshare_stripped_priority_total",
+		"fairshare_waiting", "fairshare_dispatched_total", "fairshare_queue_timeouts_total", "fairshare_queue_time_ms_bucket",
+		"fairshare_rejected_queue_timeout_total",
 	} {
 		if _, ok := cat[want]; !ok {
 			names := make([]string, 0, len(cat))
