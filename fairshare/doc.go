@@ -127,7 +127,14 @@
 // capacity in tokens (KVTokens). A request then demands one sequence and
 // its tokens; reservations are apportioned in both; a request is within
 // share when it fits its team's reservation in both, and the pool is full
-// when either is (resources.go states the conditions). The Grant keeps the tokens
+// when either is (resources.go states the conditions). One exception: a
+// team with nothing within share in flight may run one request within
+// share whatever its token demand (in its reserved sequences), so that a
+// demand estimated above the team's whole token reservation neither
+// borrows forever nor, at the head of the queue, holds every borrower
+// behind it; the cache is then overcommitted by at most that request's
+// excess, once per team, and vLLM preempts the lowest priority if it
+// must. The Grant keeps the tokens
 // it took, and Release gives back exactly those; a dead holder's grants
 // keep theirs as phantoms until they expire. Borrowers are still ranked
 // by one usage, the decayed consumption in cost units (weighted tokens),

@@ -14,7 +14,9 @@ import (
 func refWithin(p *Pool, i int, tok int64) bool {
 	e := p.teams[i]
 	seqOK := e.within+e.pWithin+1 <= e.reserved
-	tokOK := p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok
+	// One request within share whatever its demand when the team has
+	// none within share in flight.
+	tokOK := p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
 	return seqOK && tokOK
 }
 

@@ -60,6 +60,11 @@ func (p *Pool) Heartbeat(now time.Time, holder uint32) {
 // Holders returns the number of holders in the record.
 func (p *Pool) Holders() int { return len(p.holders) }
 
+// HasHolder reports whether holder id is in the record (seen within
+// HolderTimeout, or still owning requests or waiting requests). A new
+// holder uses it to choose an id no live holder has. Cost: O(log holders).
+func (p *Pool) HasHolder(id uint32) bool { return p.findHolder(id) >= 0 }
+
 // AddPhantoms counts n requests of a team as in flight until the given
 // time, without grants: requests that may still run but that nobody can
 // release (a previous owner's in-flight count, a silent replica's

@@ -184,7 +184,7 @@ func runOps(t testing.TB, s source) {
 			p.advance(now)
 			i := p.acquireEntry(team)
 			e := p.teams[i]
-			wantWithin := e.within+e.pWithin < e.reserved
+			wantWithin := refWithin(p, i, 0)
 			wantRank := p.rank(i)
 			wantSat := p.InFlight() >= p.capacity
 			class := Class(pick(3))

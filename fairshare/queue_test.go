@@ -309,6 +309,10 @@ func TestLendingLimitOwnTeam(t *testing.T) {
 		c.Capacity, c.KVTokens = 3, 100
 		c.Teams = []TeamConfig{{Name: "a", Share: 1.0 / 3, LendingLimit: Limit(0)}, {Name: "b", Share: 2.0 / 3}}
 	}) // a: 1 sequence, 33 tokens, all kept
+	// a's first request takes its sequence within share (a team with
+	// nothing within share in flight may run one request whatever its
+	// demand: TestFirstRequestWithinShare); the next borrows.
+	arrive(t, p, base, Request{Holder: 1, ID: 8, Team: "a", Tokens: 10}, Granted)
 	g := arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 80}, Granted)
 	if !g.Borrowing {
 		t.Fatalf("a's 80 tokens = %+v, want borrowing", g)
@@ -458,8 +462,10 @@ func TestLargeDemandNotStuck(t *testing.T) {
 	p.Release(at(time.Second), &g, 1)
 	g, _, st := p.Dispatch(at(time.Second), 1)
 	verify(t, p)
-	if st != Dispatched || g.Tokens != 15000 || !g.Borrowing {
-		t.Fatalf("Dispatch = %v %+v, want the 15000-token request borrowing", st, g)
+	// a has nothing else within share in flight: it goes within share
+	// (TestFirstRequestWithinShare), its demand kept whole.
+	if st != Dispatched || g.Tokens != 15000 || g.Borrowing {
+		t.Fatalf("Dispatch = %v %+v, want the 15000-token request within share", st, g)
 	}
 	// b's kept part is spent until it finishes: b's own requests still go.
 	arrive(t, p, at(time.Second), Request{Holder: 2, ID: 1, Team: "b", Tokens: 4000}, Granted)
@@ -478,12 +484,42 @@ func TestNeverFittingNotHead(t *testing.T) {
 	p.SetUsage(base, "b", 10)
 	// c has used nothing: it ranks first, but a and b keep every slot.
 	arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "c", Tokens: 1}, Queued)
-	// a's request is within its sequences but not its tokens: it borrows
-	// into its own kept part, which nobody else may use.
-	if g := arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "a", Tokens: 60}, Granted); !g.Borrowing {
-		t.Fatalf("a's request = %+v, want borrowing", g)
-	}
+	// a's request goes although c ranks first: c can never go (a and b
+	// keep everything), so it does not hold a back. (A team with nothing
+	// within share in flight runs one request within share whatever its
+	// tokens: TestFirstRequestWithinShare.)
+	arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "a", Tokens: 60}, Granted)
 	if w, st := p.Next(base); st != Blocked || w.Team != "c" {
 		t.Fatalf("Next = %v %+v, want c's request blocked", st, w)
+	}
+}
+
+// TestFirstRequestWithinShare: a team with nothing within share in flight
+// runs one request within share whatever its token demand, so that a demand
+// estimated above the team's whole token reservation (a client's max_tokens
+// before any completion was seen) neither borrows forever nor, as the
+// queue's head, holds every borrower behind it on a saturated pool.
+func TestFirstRequestWithinShare(t *testing.T) {
+	p := flowPool(func(c *Config) {
+		c.Capacity, c.KVTokens = 4, 1000
+		c.Teams = []TeamConfig{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}}
+	}) // a, b: 2 sequences and 500 tokens each
+	// b fills the pool's tokens within and beyond its share.
+	arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "b", Tokens: 500}, Granted)
+	arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "b", Tokens: 500}, Granted)
+	// a's first request asks 4104 tokens, more than a's 500: it still goes,
+	// within share, although the pool has no token left.
+	g := arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "a", Tokens: 4104}, Granted)
+	if g.Borrowing || g.Priority != 0 {
+		t.Fatalf("a's first request = %+v, want within share at 0", g)
+	}
+	// Its second does not: a now has tokens within share in flight.
+	arrive(t, p, base, Request{Holder: 2, ID: 2, Team: "a", Tokens: 10}, Queued)
+	p.Release(at(time.Second), &g, 1)
+	// Released, a's tokens are free again: the waiting one is within share.
+	g2, _, st := p.Dispatch(at(time.Second), 2)
+	verify(t, p)
+	if st != Dispatched || g2.Borrowing {
+		t.Fatalf("Dispatch = %v %+v, want a's request within share", st, g2)
 	}
 }

@@ -64,7 +64,15 @@ func (p *Pool) withinFits(i int, tok int64) bool {
 	if e.within+e.pWithin >= e.reserved {
 		return false
 	}
-	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok
+	// A team with nothing within share in flight may run one request
+	// within share whatever its token demand: a demand estimated above the
+	// team's whole token reservation (a client's max_tokens before any
+	// completion was seen) would otherwise never be within share, and as
+	// the queue's head it would hold every borrower behind it while a
+	// saturated pool never has room for it. The cache can then be
+	// overcommitted by at most one request's excess per team; vLLM
+	// preempts the lowest priority (a borrower's) if it must.
+	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
 }
 
 // mayBorrow reports whether entry i's borrowing limit lets it borrow a

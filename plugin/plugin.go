@@ -117,16 +117,14 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		}
 		return types.OnPluginStartStatusFailed
 	}
-	if pc.holder == 0 {
-		for pc.holder == 0 {
-			pc.holder = rand.Uint32()
-		}
-	}
 	if pc.name == "" {
 		pc.name = DefaultPluginName
 		if v, err := hostcalls.GetProperty([]string{"plugin_name"}); err == nil && len(v) > 0 {
 			pc.name = string(v)
 		}
+	}
+	if pc.holder == 0 {
+		pc.holder = pc.newHolder(now, cfg)
 	}
 	if pc.met == nil {
 		pc.met = newMetrics(hostMetrics{})
@@ -174,6 +172,37 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	}
 	hostcalls.LogInfof("fairshare: started %s holder %x with %d pools", pc.name, pc.holder, len(pc.pools))
 	return types.OnPluginStartStatusOK
+}
+
+// newHolder chooses this VM's holder id: random, mixed with the clock
+// (a host that seeds every VM's random source alike, as a deterministic
+// test host does for a reconfiguration's new VMs, must not give two live
+// VMs one id), and absent from every pool record, so that no two VMs
+// dispatch, heartbeat or release as one.
+func (pc *pluginContext) newHolder(now time.Time, cfg config) uint32 {
+	seed := uint64(now.UnixNano())
+	for attempt := 0; ; attempt++ {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		id := rand.Uint32() ^ uint32(seed>>32)
+		if id == 0 {
+			continue
+		}
+		if attempt >= 8 {
+			return id
+		}
+		taken := false
+		for i := range cfg.pools {
+			v, _, err := hostcalls.GetSharedData(recordKey(pc.name, cfg.pools[i].name))
+			var rec fairshare.Pool
+			if err == nil && rec.UnmarshalBinary(v) == nil && rec.HasHolder(id) {
+				taken = true
+				break
+			}
+		}
+		if !taken {
+			return id
+		}
+	}
 }
 
 // heartbeat marks this holder alive in the pool's record (expiring dead
