@@ -264,3 +264,20 @@ func TestFlowControlAcceptance(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowSameSeedSameResults runs a short S6 (held requests, dispatch
+// ticks, reconfigurations) twice through the flow-control plugin column:
+// the results must be identical.
+func TestFlowSameSeedSameResults(t *testing.T) {
+	needFlow(t)
+	newPlugin := flowPlugin(t)
+	s := reduced(t, "s6-capacity", 0.3)
+	a := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	b := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s with flow control and the same seed differ", s.Name)
+	}
+	if n := a.Team("a").Class[0].Held + a.Team("a").Class[1].Held; n == 0 {
+		t.Errorf("no request of team a held in %s: the run does not exercise holding", s.Name)
+	}
+}
