@@ -43,6 +43,10 @@ import "unsafe"
 //     anyway); an arena grown beyond ArenaSize for one result is instead
 //     given to the caller whole, so a large body is neither copied twice nor
 //     kept alive by the allocator.
+//   - A caller that keeps a buffer from call to call can lend it for one
+//     call (GetBufferBytesInto, GetSharedDataInto: beginCallInto): the
+//     arena is that buffer for the call, the result is a slice of it and is
+//     neither copied nor allocated, and the arena is given back after.
 //
 // The guest is single-threaded and the host calls the allocator only from
 // inside a host function, so none of this state needs a lock. A callback the
@@ -97,6 +101,29 @@ func beginCall(reserve int) {
 	retPtr, retSize, retU32, retU64 = 0, 0, 0, 0
 }
 
+// lent is true while the arena is memory the caller lent for one call
+// (beginCallInto): a result in it belongs to the caller and is neither
+// copied out nor taken from the allocator.
+var lent bool
+
+// beginCallInto is beginCall for one host call whose result the host
+// writes into dst (the arena for that call). endCallInto must follow,
+// restoring the arena; the result, if it lies in dst, is a slice of dst.
+func beginCallInto(dst []byte) (saved []byte) {
+	clear(allocated)
+	allocated = allocated[:0]
+	if cap(allocated) == 0 {
+		allocated = make([][]byte, 0, 4)
+	}
+	saved = arena
+	arena, arenaOff, lent = dst[:cap(dst)], 0, true
+	retPtr, retSize, retU32, retU64 = 0, 0, 0, 0
+	return saved
+}
+
+// endCallInto gives the arena back after a call begun with beginCallInto.
+func endCallInto(saved []byte) { arena, arenaOff, lent = saved, 0, false }
+
 // allocate is the body of proxy_on_memory_allocate: a block of size bytes
 // that stays reachable until the next beginCall. Cost: O(1), no Go
 // allocation when the block fits in the arena (and allocated has room).
@@ -148,7 +175,7 @@ func takeResult(ptr uintptr, size uint32) ([]byte, error) {
 			return nil, ErrorStatusInvalidMemoryAccess
 		}
 		out := b[:size]
-		if inArena(out) {
+		if inArena(out) && !lent {
 			if len(arena) > ArenaSize {
 				// The arena was grown for this result (a body read with a
 				// max size): hand it to the caller instead of copying, and

@@ -140,3 +140,41 @@ func TestAllocatorGivesAwayGrownArena(t *testing.T) {
 		t.Errorf("result changed after the next host call")
 	}
 }
+
+// TestAllocatorLentMemory checks a call begun with beginCallInto: the result
+// is written into the caller's memory and handed back without a copy or an
+// allocation, the arena of other calls is untouched, and a result that does
+// not fit is still returned whole.
+func TestAllocatorLentMemory(t *testing.T) {
+	beginCall(0)
+	own := &arena[0]
+	dst := make([]byte, 0, 3*ArenaSize)
+	for _, size := range []int{10, 3 * ArenaSize, 3*ArenaSize + 1} {
+		data := bytes.Repeat([]byte{0xab}, size)
+		saved := beginCallInto(dst)
+		ptr := fakeHostWrite(data)
+		got, err := takeResult(ptr, uint32(size))
+		endCallInto(saved)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("size %d: takeResult = %d bytes, %v", size, len(got), err)
+		}
+		if in := &got[0] == &dst[:1][0]; in != (size <= cap(dst)) {
+			t.Errorf("size %d: result in the lent memory = %v, want %v", size, in, size <= cap(dst))
+		}
+		beginCall(0)
+		if &arena[0] != own {
+			t.Errorf("size %d: the arena was replaced by a call into lent memory", size)
+		}
+	}
+	data := bytes.Repeat([]byte{1}, 2*ArenaSize)
+	got := testing.AllocsPerRun(100, func() {
+		saved := beginCallInto(dst)
+		b := allocate(uint32(len(data)))
+		copy(b, data)
+		_, _ = takeResult(blockAddr(b), uint32(len(data)))
+		endCallInto(saved)
+	})
+	if got != 0 {
+		t.Errorf("a 128 KiB result into lent memory: %v allocations, want 0", got)
+	}
+}

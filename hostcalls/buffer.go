@@ -46,6 +46,22 @@ func GetBufferBytes(bt BufferType, start, maxSize int) ([]byte, error) {
 	return returnedBytes(proxyGetBufferBytes(uint32(bt), u32(start), u32(maxSize), &retPtr, &retSize))
 }
 
+// GetBufferBytesInto is GetBufferBytes that has the host write the result
+// into dst's memory when dst has room for maxSize bytes (and maxSize is at
+// most 16 MiB): the result is then a slice of dst and nothing is allocated,
+// so a caller that reuses dst reads bodies without garbage. Otherwise it is
+// GetBufferBytes. dst's contents are overwritten; the caller must not use
+// them, nor the result once it reuses dst.
+func GetBufferBytesInto(dst []byte, bt BufferType, start, maxSize int) ([]byte, error) {
+	if maxSize <= 0 || maxSize > maxReserve || cap(dst) < maxSize {
+		return GetBufferBytes(bt, start, maxSize)
+	}
+	saved := beginCallInto(dst)
+	b, err := returnedBytes(proxyGetBufferBytes(uint32(bt), u32(start), u32(maxSize), &retPtr, &retSize))
+	endCallInto(saved)
+	return b, err
+}
+
 // GetBufferStatus returns the size of buffer bt and its flags.
 func GetBufferStatus(bt BufferType) (size int, flags uint32, err error) {
 	beginCall(0)
@@ -78,6 +94,12 @@ func GetVMConfiguration() ([]byte, error) {
 // ActionPause (StopIterationAndBuffer) the body is only the current chunk.
 func GetHttpRequestBody(start, maxSize int) ([]byte, error) {
 	return GetBufferBytes(BufferHTTPRequestBody, start, maxSize)
+}
+
+// GetHttpRequestBodyInto is GetHttpRequestBody reading into dst's memory
+// when it has room (see GetBufferBytesInto).
+func GetHttpRequestBodyInto(dst []byte, start, maxSize int) ([]byte, error) {
+	return GetBufferBytesInto(dst, BufferHTTPRequestBody, start, maxSize)
 }
 
 // GetHttpResponseBody returns at most maxSize bytes of the response body

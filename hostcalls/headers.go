@@ -56,7 +56,8 @@ func GetHeaderMapValue(mt MapType, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return string(b), nil
+	// b is this call's own copy (takeResult): the string may view it.
+	return bstr(b), nil
 }
 
 // GetHeaderMapPairs returns every pair of map mt in order (nil when empty).
@@ -67,7 +68,8 @@ func GetHeaderMapPairs(mt MapType) ([][2]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DecodePairs(b)
+	// b is this call's own copy (takeResult): the pairs may point into it.
+	return decodePairsView(b)
 }
 
 // SetHeaderMapPairs replaces map mt with pairs. More than MaxPairs pairs or

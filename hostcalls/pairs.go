@@ -3,6 +3,7 @@ package hostcalls
 import (
 	"encoding/binary"
 	"errors"
+	"unsafe"
 )
 
 // Limits that proxy-wasm-cpp-host's PairsUtil enforces on a serialised map.
@@ -52,8 +53,25 @@ func EncodePairs(pairs [][2]string) []byte {
 // cpp-host's PairsUtil::toPairs: the buffer must end exactly after the last
 // value's NUL, every NUL must be present, and at most MaxPairs pairs and
 // MaxPairsSize bytes are accepted. An empty buffer is an empty map. It never
-// panics, whatever the input.
-func DecodePairs(buf []byte) ([][2]string, error) {
+// panics, whatever the input. Cost: one allocation for the pairs and one
+// per key and per value (the strings are copies; see decodePairsView).
+func DecodePairs(buf []byte) ([][2]string, error) { return decodePairs(buf, false) }
+
+// decodePairsView is DecodePairs whose keys and values are views of buf
+// rather than copies: one allocation for the pairs and none per header.
+// buf must belong to the caller and never change again (a result taken
+// from the host, which takeResult hands over).
+func decodePairsView(buf []byte) ([][2]string, error) { return decodePairs(buf, true) }
+
+// bstr views b, which the caller owns and never changes again, as a string.
+func bstr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func decodePairs(buf []byte, view bool) ([][2]string, error) {
 	if len(buf) == 0 {
 		return nil, nil
 	}
@@ -73,7 +91,13 @@ func DecodePairs(buf []byte) ([][2]string, error) {
 			if l >= len(data) || data[l] != 0 {
 				return nil, ErrBadPairs
 			}
-			pairs[i][j] = string(data[:l])
+			switch {
+			case l == 0:
+			case view:
+				pairs[i][j] = bstr(data[:l])
+			default:
+				pairs[i][j] = string(data[:l])
+			}
 			data = data[l+1:]
 		}
 	}

@@ -33,6 +33,26 @@ func GetSharedData(key string) (value []byte, cas uint32, err error) {
 	return value, cas, nil
 }
 
+// GetSharedDataInto is GetSharedData that has the host write the value into
+// dst's memory when it fits in cap(dst): the value is then a slice of dst
+// and nothing is allocated; a larger value is returned in new memory. dst's
+// contents are overwritten; the caller must not use them, nor the value
+// once it reuses dst.
+func GetSharedDataInto(dst []byte, key string) (value []byte, cas uint32, err error) {
+	if cap(dst) == 0 {
+		return GetSharedData(key)
+	}
+	saved := beginCallInto(dst)
+	st := proxyGetSharedData(strPtr(key), u32(len(key)), &retPtr, &retSize, &retU32)
+	cas = retU32
+	value, err = returnedBytes(st)
+	endCallInto(saved)
+	if err != nil {
+		return nil, 0, err
+	}
+	return value, cas, nil
+}
+
 // SetSharedData writes value under key if cas still matches (see above);
 // types.ErrorStatusCasMismatch otherwise. Never call it from init.
 func SetSharedData(key string, value []byte, cas uint32) error {

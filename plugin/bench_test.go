@@ -19,10 +19,13 @@ import (
 
 // BenchmarkRequestPath measures one scheduled request through the built
 // module in the wazero host (request headers, the body in 32 KiB chunks,
-// response headers, a JSON response with usage, end of stream) for 1 KiB,
-// 64 KiB and 1 MiB bodies, and the same events through a pass-through
-// filter (plugin/internal/passthrough) in the same run: the plugin's cost
-// is the ratio of the two.
+// response headers, a JSON response with usage, end of stream) for chat
+// bodies of 1 KiB, 64 KiB and 1 MiB in short messages, and of 64 KiB and
+// 1 MiB in one message, and the same events through a pass-through
+// filter (plugin/internal/passthrough) and through a filter that copies
+// the body into the module and back once (plugin/internal/copybody, the
+// floor for a filter that edits bodies) in the same run: the plugin's cost
+// is its ratio to each.
 func BenchmarkRequestPath(b *testing.B) {
 	ctx := context.Background()
 	mods := map[string]*host.Module{"fairshare": compiled(b)}
@@ -32,13 +35,20 @@ func BenchmarkRequestPath(b *testing.B) {
 	}
 	defer pt.Close(ctx)
 	mods["passthrough"] = pt
+	cp, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/copybody"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cp.Close(ctx)
+	mods["copybody"] = cp
 	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}}`)
 	for _, size := range []struct {
 		name string
-		n    int
-	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
-		body := []byte(chatOfSize(size.n))
-		for _, name := range []string{"passthrough", "fairshare"} {
+		body string
+	}{{"1KiB", chatOfSize(1 << 10)}, {"64KiB", chatOfSize(64 << 10)}, {"1MiB", chatOfSize(1 << 20)},
+		{"64KiB-one-message", longChatOfSize(64 << 10)}, {"1MiB-one-message", longChatOfSize(1 << 20)}} {
+		body := []byte(size.body)
+		for _, name := range []string{"passthrough", "copybody", "fairshare"} {
 			b.Run(name+"/"+size.name, func(b *testing.B) {
 				h, err := mods[name].Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("bench-%s-%s", name, size.name),
 					PluginConfig: []byte(testConfig), Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), BufferLimit: 16 << 20})
@@ -82,6 +92,14 @@ func chatOfSize(n int) string {
 	}
 	sb.WriteString(`]}`)
 	return sb.String()
+}
+
+// longChatOfSize returns a chat request body of about n bytes whose one
+// user message holds it all (a retrieval-augmented prompt).
+func longChatOfSize(n int) string {
+	head, tail := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"`, `"}]}`
+	words := strings.Repeat("lorem ipsum dolor sit amet ", (n-len(head)-len(tail))/27)
+	return head + words + tail
 }
 
 // BenchmarkFlowRequestPath measures, through the built module in the
@@ -171,7 +189,8 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 // BenchmarkProxiedRequest measures one proxied request end to end through
 // the local proxy (the wazero host's Handler, real HTTP on loopback, an
 // upstream that answers at once), plugin.wasm against the pass-through
-// module, interleaved request by request, with 1 KiB and 64 KiB bodies.
+// module, interleaved request by request, with 1 KiB, 64 KiB and 1 MiB
+// bodies.
 // It reports the median latency of each and their ratio (x-p50).
 func BenchmarkProxiedRequest(b *testing.B) {
 	ctx := context.Background()
@@ -203,7 +222,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 	for _, size := range []struct {
 		name string
 		n    int
-	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}} {
+	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
 		body := []byte(chatOfSize(size.n))
 		b.Run(size.name, func(b *testing.B) {
 			post := func(base string) time.Duration {

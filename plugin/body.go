@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/tidwall/gjson"
 )
 
@@ -103,7 +104,7 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 	var maxTokens, maxCompletion, maxOutput int64 = -1, -1, -1
 	var messages, prompt, input, instructions, tokenIDs int64
 	prev := r.open + 1 // where the previous member's value ended
-	ok = scanObject(body, func(key string, at, end int) {
+	ok = scanMembers(body, func(key string, at, end int, typed bool) {
 		r.empty = false
 		k := skipWS(body, prev)
 		if k < len(body) && body[k] == ',' {
@@ -125,7 +126,13 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 				r.model, r.modelBad = "", true
 			}
 		case "messages":
-			messages = messagesTokens(raw)
+			if typed {
+				messages = messagesTokens(raw)
+			} else {
+				// No content part names a type: messagesTokens
+				// would count every byte, without a second pass.
+				messages = ceil4(len(raw))
+			}
 		case "prompt":
 			prompt, r.prompts = promptTokens(gjson.Parse(bstr(raw)))
 		case "input":
@@ -394,9 +401,34 @@ func rewrite(dst, body []byte, priority int, addUsage bool) []byte {
 // body's members again.
 func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte {
 	var pr [24]byte
-	pv := strconv.AppendInt(pr[:0], int64(priority), 10)
 	var edits [8]edit
-	es := edits[:0]
+	var ins [insertMax]byte
+	es := r.edits(edits[:0], ins[:0], strconv.AppendInt(pr[:0], int64(priority), 10), addUsage)
+	grow := 0
+	for _, e := range es {
+		grow += len(e.val) - (e.end - e.at)
+	}
+	out := dst[:0]
+	if cap(out) < len(body)+grow {
+		out = make([]byte, 0, len(body)+grow)
+	}
+	last := 0
+	for _, e := range es {
+		out = append(out, body[last:e.at]...)
+		out = append(out, e.val...)
+		last = e.end
+	}
+	return append(out, body[last:]...)
+}
+
+// insertMax bounds what edits inserts after the '{': the priority and
+// stream_options members.
+const insertMax = len(`"priority":-9223372036854775808,"stream_options":{"include_usage":true},`)
+
+// edits appends to es, in order of position, the edits that rewrite makes
+// to the body r was read from; pv is the priority's digits and ins the
+// memory for the inserted members.
+func (r *request) edits(es []edit, ins, pv []byte, addUsage bool) []edit {
 	for _, p := range r.priorities {
 		es = append(es, edit{p.at, p.end, pv})
 	}
@@ -407,7 +439,7 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 			es = append(es, edit{o.at, o.end, usageOptions})
 		}
 	}
-	var insert []byte
+	insert := ins[:0]
 	if len(r.priorities) == 0 {
 		insert = append(insert, `"priority":`...)
 		insert = append(insert, pv...)
@@ -425,27 +457,114 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 		}
 		es = append(es, edit{r.open + 1, r.open + 1, insert})
 	}
-	// Apply the edits in order of position.
+	// In order of position.
 	for i := 1; i < len(es); i++ {
 		for j := i; j > 0 && es[j].at < es[j-1].at; j-- {
 			es[j], es[j-1] = es[j-1], es[j]
 		}
 	}
-	grow := 0
-	for _, e := range es {
-		grow += len(e.val) - (e.end - e.at)
+	return es
+}
+
+// keepBuffer is the largest buffer the plugin keeps for the next request
+// (the body read buffer, the rewrite scratch): a larger one is left to the
+// garbage collector.
+const keepBuffer = 2 << 20
+
+// readBody reads the buffered request body (at most size bytes) into
+// pc.reqBuf's memory and keeps the buffer for the next request, so that a
+// request body up to keepBuffer is read without allocating. The body is
+// valid until the next readBody: decide reads the request's members from
+// it and writes it back (writeBody) before it returns, and nothing keeps
+// it.
+func (pc *pluginContext) readBody(size int) ([]byte, error) {
+	body, err := hostcalls.GetHttpRequestBodyInto(pc.reqBuf, 0, size)
+	if cap(body) <= keepBuffer && cap(body) > cap(pc.reqBuf) {
+		pc.reqBuf = body[:0]
 	}
-	out := dst[:0]
-	if cap(out) < len(body)+grow {
-		out = make([]byte, 0, len(body)+grow)
+	return body, err
+}
+
+// writeBody writes body with req's edits back as the request body
+// (request.send), its short pieces joined in pc.body.
+func (pc *pluginContext) writeBody(req *request, body []byte, priority int, addUsage bool) error {
+	out, err := req.send(pc.body, body, priority, addUsage, hostcalls.ReplaceHttpRequestBody, hostcalls.AppendHttpRequestBody)
+	if cap(out) <= keepBuffer {
+		pc.body = out
 	}
+	return err
+}
+
+// sendDirect is the length from which an unchanged piece of the body is
+// passed to the host as it is rather than joined with its neighbours.
+const sendDirect = 1 << 10
+
+// send writes rewrite's result to the host without building it: the body
+// is replaced by its first piece (replace: proxy_set_buffer_bytes with
+// start 0 and size ≥ len) and every further piece appended (add: start ≥
+// len), which are the edits Envoy's Buffer::copyFrom accepts besides a
+// prepend. Unchanged runs of the body of sendDirect bytes or more go to the
+// host straight from body, so the module never copies them; the short
+// pieces between them (the '{', the inserted members, the values replaced)
+// are joined in scratch, which is returned for reuse. A body with nothing
+// long in it is one replace, as with rewrite. On an error the host's body
+// may hold only some pieces: the caller must not forward it.
+func (r *request) send(scratch, body []byte, priority int, addUsage bool, replace, add func([]byte) error) ([]byte, error) {
+	var pr [24]byte
+	var edits [8]edit
+	var ins [insertMax]byte
+	es := r.edits(edits[:0], ins[:0], strconv.AppendInt(pr[:0], int64(priority), 10), addUsage)
+	w := pieceWriter{pending: scratch[:0], replace: replace, add: add}
 	last := 0
 	for _, e := range es {
-		out = append(out, body[last:e.at]...)
-		out = append(out, e.val...)
+		w.piece(body[last:e.at])
+		// An edit's value is short (a number, the inserted members):
+		// always joined, so that it never reaches a host call from the
+		// stack memory it is built in.
+		w.pending = append(w.pending, e.val...)
 		last = e.end
 	}
-	return append(out, body[last:]...)
+	w.piece(body[last:])
+	if w.err == nil && (len(w.pending) > 0 || w.calls == 0) {
+		w.put(w.pending)
+	}
+	return w.pending[:0], w.err
+}
+
+// pieceWriter sends the pieces of a body to the host for send: the first
+// through replace, the others through add, short ones joined in pending.
+// After an error it sends nothing more.
+type pieceWriter struct {
+	pending      []byte
+	replace, add func([]byte) error
+	calls        int
+	err          error
+}
+
+// put sends b.
+func (w *pieceWriter) put(b []byte) {
+	if w.err != nil {
+		return
+	}
+	if w.calls++; w.calls == 1 {
+		w.err = w.replace(b)
+	} else {
+		w.err = w.add(b)
+	}
+}
+
+// piece queues b, or sends it straight from the body with what is pending
+// before it if it is sendDirect bytes or more.
+func (w *pieceWriter) piece(b []byte) {
+	if len(b) < sendDirect {
+		w.pending = append(w.pending, b...)
+		return
+	}
+	if len(w.pending) > 0 {
+		w.put(w.pending)
+		w.pending = w.pending[:0]
+	}
+	w.put(b)
 }
 
 // edit replaces body[at:end] with val.

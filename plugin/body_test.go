@@ -3,10 +3,13 @@ package plugin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestInspect(t *testing.T) {
@@ -177,6 +180,7 @@ func FuzzRewrite(f *testing.F) {
 			return
 		}
 		checkRewrite(t, body, prio, addUsage)
+		checkSend(t, body, prio, addUsage)
 	})
 }
 
@@ -336,4 +340,115 @@ func FuzzEstimate(f *testing.F) {
 			t.Fatalf("generation request %q estimated no completion", body)
 		}
 	})
+}
+
+// TestMessagesTypeHint checks that inspect, which skips the search for
+// typed content parts when the scan saw no key that may be "type", counts
+// messages exactly as messagesTokens does on its own.
+func TestMessagesTypeHint(t *testing.T) {
+	tests := []string{
+		`[{"role":"user","content":"hi"}]`,
+		`[{"role":"user","content":"say \"type"}]`,
+		`[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:x"}}]}]`,
+		`[{"role":"user","content":[{"t\u0079pe":"image_url","image_url":{"url":"data:xxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}]}]`,
+		`[{"role":"user","content":[{"\u0074\u0079\u0070\u0065":"input_audio","input_audio":{"data":"xxxxxxxxxxxxxxxxxxxx"}}]}]`,
+		`[{"type":"input_image","image_url":"data:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}]`,
+		`[{"role":"user","content":[{"typ":"image_url","types":"image_url"}]}]`,
+		`[{"role":"user","content":{"nested":{"type":"image"}}}]`,
+		`[]`,
+		`"plain"`,
+	}
+	for _, msgs := range tests {
+		body := []byte(`{"model":"m","messages":` + msgs + `}`)
+		r, ok := inspect(body, 1, false)
+		if !ok {
+			t.Fatalf("inspect(%s) not ok", body)
+		}
+		if want := messagesTokens([]byte(msgs)); r.prompt != want {
+			t.Errorf("inspect(%s).prompt = %d, want messagesTokens = %d", body, r.prompt, want)
+		}
+	}
+}
+
+// envoyBody applies proxy_set_buffer_bytes calls to a buffered body as
+// Envoy's Buffer::copyFrom does: start 0 and size 0 prepends, start 0 and
+// size ≥ len replaces, start ≥ len appends; anything else is refused.
+type envoyBody struct{ b []byte }
+
+func (e *envoyBody) set(start, size int, data []byte) error {
+	switch {
+	case start == 0 && size == 0:
+		e.b = append(append([]byte(nil), data...), e.b...)
+	case start == 0 && size >= len(e.b):
+		e.b = append([]byte(nil), data...)
+	case start >= len(e.b):
+		e.b = append(e.b, data...)
+	default:
+		return errors.New("BAD_ARGUMENT")
+	}
+	return nil
+}
+
+// checkSend checks that send leaves in a host buffer holding body exactly
+// what rewrite returns, through calls Envoy accepts, and that no piece of
+// sendDirect bytes or more was copied by the module.
+func checkSend(t *testing.T, body []byte, prio int, addUsage bool) {
+	t.Helper()
+	r, ok := inspect(body, 1, false)
+	if !ok {
+		t.Fatalf("inspect(%q) not ok", body)
+	}
+	want := r.rewrite(nil, body, prio, addUsage)
+	host := &envoyBody{b: append([]byte(nil), body...)}
+	calls, copied := 0, 0
+	count := func(b []byte) {
+		calls++
+		if !within(b, body) {
+			copied += len(b)
+		}
+	}
+	replace := func(b []byte) error { count(b); return host.set(0, math.MaxInt32, b) }
+	add := func(b []byte) error { count(b); return host.set(math.MaxInt32, 0, b) }
+	if _, err := r.send(nil, body, prio, addUsage, replace, add); err != nil {
+		t.Fatalf("send(%q) = %v", body, err)
+	}
+	if !bytes.Equal(host.b, want) {
+		t.Errorf("send(%q, %d, %v) left %q, rewrite gives %q", body, prio, addUsage, host.b, want)
+	}
+	// Only the short runs between edits, and the edits, are copied.
+	if limit := (len(r.priorities) + len(r.options) + 2) * (sendDirect + insertMax); copied > limit {
+		t.Errorf("send(%q): %d bytes copied by the module, want at most %d", body, copied, limit)
+	}
+	if calls == 0 {
+		t.Errorf("send(%q) made no host call", body)
+	}
+}
+
+// within reports whether b is a slice of body's memory.
+func within(b, body []byte) bool {
+	if len(b) == 0 || len(body) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&body[0]))
+	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(body))
+}
+
+func TestSend(t *testing.T) {
+	long := strings.Repeat("lorem ipsum ", 200)
+	tests := []struct {
+		body     string
+		prio     int
+		addUsage bool
+	}{
+		{`{}`, 3, false},
+		{`{}`, 3, true},
+		{`{"model":"m"}`, -7, false},
+		{`{"model":"m","messages":[{"role":"user","content":"` + long + `"}]}`, 10, false},
+		{` {"model":"m","messages":[{"role":"user","content":"` + long + `"}],"stream":true}`, 10, true},
+		{`{"priority":1,"messages":[{"content":"` + long + `"}],"priority":2,"stream_options":{"x":1},"m":"` + long + `"}`, 5, true},
+		{`{"messages":[{"content":"` + long + `"}],"priority":9}`, 0, false},
+	}
+	for _, tt := range tests {
+		checkSend(t, []byte(tt.body), tt.prio, tt.addUsage)
+	}
 }

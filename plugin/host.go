@@ -11,6 +11,11 @@ func (hostStore) GetSharedData(key string) ([]byte, uint32, error) {
 	return hostcalls.GetSharedData(key)
 }
 
+// GetSharedDataInto implements sharedStoreInto.
+func (hostStore) GetSharedDataInto(dst []byte, key string) ([]byte, uint32, error) {
+	return hostcalls.GetSharedDataInto(dst, key)
+}
+
 func (hostStore) SetSharedData(key string, value []byte, cas uint32) error {
 	return hostcalls.SetSharedData(key, value, cas)
 }

@@ -50,6 +50,7 @@ type pluginContext struct {
 	pools   []*poolState // parallel to cfg.pools
 	met     *metrics
 	body    []byte           // rewrite buffer, reused
+	reqBuf  []byte           // decide's request body read buffer, reused (readBody)
 	pending []pendingRelease // releases and charges that failed, retried on tick
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
@@ -573,7 +574,7 @@ func (h *httpContext) OnHttpRequestTrailers(int) types.Action {
 func (h *httpContext) decide(size int) types.Action {
 	pc := h.pc
 	now := time.Now()
-	body, err := hostcalls.GetHttpRequestBody(0, size)
+	body, err := pc.readBody(size)
 	if err != nil && err != types.ErrorStatusNotFound {
 		hostcalls.LogErrorf("fairshare: read request body: %v", err)
 		return h.reply(errBodyRead, "")
@@ -634,15 +635,11 @@ func (h *httpContext) decide(size int) types.Action {
 		h.prio = failOpenPriority(h.class)
 		h.borrowing = true
 	}
-	out := req.rewrite(pc.body, body, h.prio, h.hide)
-	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
+	if err := pc.writeBody(&req, body, h.prio, h.hide); err != nil {
 		// The body still holds the client's priority: it must not go.
 		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
 		h.undo(now)
 		return h.reply(errRewrite, ps.cfg.name)
-	}
-	if cap(out) <= 1<<20 {
-		pc.body = out[:0]
 	}
 	return types.ActionContinue
 }
@@ -684,13 +681,9 @@ func (h *httpContext) unknownModel(req *request, body []byte, model string) type
 	}
 	h.state = stIgnored
 	pc.met.pluginCounter(mUnscheduled, 1)
-	out := req.rewrite(pc.body, body, failOpenPriority(h.class), false)
-	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
+	if err := pc.writeBody(req, body, failOpenPriority(h.class), false); err != nil {
 		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
 		return h.reply(errRewrite, "")
-	}
-	if cap(out) <= 1<<20 {
-		pc.body = out[:0]
 	}
 	return types.ActionContinue
 }

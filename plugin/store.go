@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
@@ -21,6 +22,13 @@ import (
 type sharedStore interface {
 	GetSharedData(key string) (value []byte, cas uint32, err error)
 	SetSharedData(key string, value []byte, cas uint32) error
+}
+
+// sharedStoreInto is a sharedStore that can read a value into memory the
+// caller lends (hostcalls.GetSharedDataInto), so that reading a record
+// allocates nothing.
+type sharedStoreInto interface {
+	GetSharedDataInto(dst []byte, key string) (value []byte, cas uint32, err error)
 }
 
 // errRetriesExhausted reports that every compare-and-swap attempt lost
@@ -52,7 +60,32 @@ type record struct {
 	fp   uint64
 	p    *fairshare.Pool // decode target, reused
 	buf  []byte          // encode buffer, reused
+	rbuf []byte          // read buffer, reused (get)
 }
+
+// get reads r's record, into r.rbuf's memory when the store can. The value
+// is valid until the next get of r: update decodes it (the decoder keeps
+// no reference to it) before anything else reads the record.
+func (rs *records) get(r *record) ([]byte, uint32, error) {
+	si, ok := rs.st.(sharedStoreInto)
+	if !ok {
+		return rs.st.GetSharedData(r.key)
+	}
+	if r.rbuf == nil {
+		r.rbuf = make([]byte, 0, recordReadBuffer)
+	}
+	v, cas, err := si.GetSharedDataInto(r.rbuf, r.key)
+	if cap(v) > cap(r.rbuf) && cap(v) <= keepBuffer {
+		r.rbuf = v[:0]
+	}
+	return v, cas, err
+}
+
+// recordReadBuffer is the first size of a record's read buffer: the size of
+// the allocator's own arena, so that, as before, a record up to 64 KiB is
+// never allocated inside proxy_on_memory_allocate (RATIONALE.md, the guest
+// allocator); a larger one is, once, and its buffer is kept.
+const recordReadBuffer = hostcalls.ArenaSize
 
 // newRecord returns the handle of pool name with configuration cfg.
 func newRecord(plugin, name string, cfg fairshare.Config) *record {
@@ -124,7 +157,7 @@ func (rs *records) load(now time.Time, r *record) (uint32, error) {
 func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) (retries int, err error) {
 	created := false
 	for attempt := 0; ; attempt++ {
-		v, cas, gerr := rs.st.GetSharedData(r.key)
+		v, cas, gerr := rs.get(r)
 		if errors.Is(gerr, types.ErrorStatusNotFound) && !created {
 			created = true
 			if err := rs.create(now, r); err != nil {

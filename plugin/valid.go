@@ -1,9 +1,9 @@
 package plugin
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math/bits"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -23,6 +23,18 @@ func validObject(b []byte) bool { return scanObject(b, nil) }
 // member of the top-level object in order: its key (unescaped; it may refer
 // to b's memory) and the span b[at:end] of its value.
 func scanObject(b []byte, member func(key string, at, end int)) bool {
+	if member == nil {
+		return scanMembers(b, nil)
+	}
+	return scanMembers(b, func(key string, at, end int, _ bool) { member(key, at, end) })
+}
+
+// scanMembers is scanObject whose member callback is also told whether the
+// value may hold a member named "type" at any depth (typed): false means
+// that no key inside the value is "type", escaped or not, so that a reader
+// looking for typed content parts can skip the value without a second pass
+// over its bytes. The test costs a comparison per nested key.
+func scanMembers(b []byte, member func(key string, at, end int, typed bool)) bool {
 	var stackBuf [64]byte
 	stack := stackBuf[:0]
 	i := skipWS(b, 0)
@@ -31,17 +43,29 @@ func scanObject(b []byte, member func(key string, at, end int)) bool {
 	}
 	n := len(b)
 	var key string
+	var esc bool
 	valAt, pending, ks := 0, false, 0
+	types, typesAt := 0, 0 // nested keys that may be "type"; their count at valAt
 value:
 	if len(stack) == 1 {
-		valAt, pending = i, true
+		valAt, pending, typesAt = i, true, types
 	}
 	if i >= n {
 		return false
 	}
 	switch c := b[i]; {
 	case c == '{':
-		i = skipWS(b, i+1)
+		if len(stack) > 0 && len(stack) < maxDepth {
+			// A nested object of string members without whitespace
+			// (a chat message) is read by flatObject in one call.
+			if end, t := flatObject(b, i); end > 0 {
+				i, types = end, types+t
+				goto after
+			}
+		}
+		if i = i + 1; i >= n || b[i] <= ' ' {
+			i = skipWS(b, i) // a call only when there may be whitespace
+		}
 		if i < n && b[i] == '}' {
 			i++
 			goto after
@@ -52,7 +76,9 @@ value:
 		stack = append(stack, '{')
 		goto key
 	case c == '[':
-		i = skipWS(b, i+1)
+		if i = i + 1; i >= n || b[i] <= ' ' {
+			i = skipWS(b, i) // a call only when there may be whitespace
+		}
 		if i < n && b[i] == ']' {
 			i++
 			goto after
@@ -63,7 +89,7 @@ value:
 		stack = append(stack, '[')
 		goto value
 	case c == '"':
-		if i = scanString(b, i+1); i < 0 {
+		if i, _ = scanString(b, i+1); i < 0 {
 			return false
 		}
 		goto after
@@ -96,26 +122,35 @@ key:
 		return false
 	}
 	ks = i
-	if i = scanString(b, i+1); i < 0 {
+	if i, esc = scanString(b, i+1); i < 0 {
 		return false
 	}
 	if len(stack) == 1 && member != nil {
-		key = keyString(b[ks:i])
+		key = keyString(b[ks:i], esc)
+	} else if esc || i-ks == len(`"type"`) && b[ks+1] == 't' && b[ks+2] == 'y' && b[ks+3] == 'p' && b[ks+4] == 'e' {
+		// "type", or a key with an escape that may spell it.
+		types++
 	}
-	i = skipWS(b, i)
+	if i >= n || b[i] <= ' ' {
+		i = skipWS(b, i) // a call only when there may be whitespace
+	}
 	if i >= n || b[i] != ':' {
 		return false
 	}
-	i = skipWS(b, i+1)
+	if i = i + 1; i >= n || b[i] <= ' ' {
+		i = skipWS(b, i) // a call only when there may be whitespace
+	}
 	goto value
 after:
 	if pending && len(stack) == 1 {
 		pending = false
 		if member != nil {
-			member(key, valAt, i)
+			member(key, valAt, i, types > typesAt)
 		}
 	}
-	i = skipWS(b, i)
+	if i >= n || b[i] <= ' ' {
+		i = skipWS(b, i) // a call only when there may be whitespace
+	}
 	if len(stack) == 0 {
 		return i == n
 	}
@@ -124,7 +159,9 @@ after:
 	}
 	switch top := stack[len(stack)-1]; b[i] {
 	case ',':
-		i = skipWS(b, i+1)
+		if i = i + 1; i >= n || b[i] <= ' ' {
+			i = skipWS(b, i) // a call only when there may be whitespace
+		}
 		if top == '{' {
 			goto key
 		}
@@ -145,9 +182,51 @@ after:
 	goto after
 }
 
-// keyString returns the value of the JSON string q (with its quotes).
-func keyString(q []byte) string {
-	if bytes.IndexByte(q, '\\') < 0 {
+// flatObject reads the object at b[i] if it is {"key":"string",...}, with
+// no whitespace and no other kind of value, and returns the index after it
+// and the number of its keys that may be "type" (scanMembers' count); end
+// is 0 if the object is not of that form or not valid (scanMembers then
+// reads it the general way, which finds any error). In Wasm one call per
+// chat message through this small function costs about two thirds of
+// stepping through scanMembers' states.
+func flatObject(b []byte, i int) (end, types int) {
+	n := len(b)
+	i++
+	if i >= n || b[i] != '"' {
+		return 0, 0
+	}
+	for {
+		ks := i
+		e, esc := scanString(b, i+1)
+		if e < 0 {
+			return 0, 0
+		}
+		if esc || e-ks == len(`"type"`) && b[ks+1] == 't' && b[ks+2] == 'y' && b[ks+3] == 'p' && b[ks+4] == 'e' {
+			types++
+		}
+		if e+1 >= n || b[e] != ':' || b[e+1] != '"' {
+			return 0, 0
+		}
+		if i, _ = scanString(b, e+2); i < 0 || i >= n {
+			return 0, 0
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, types
+		case ',':
+			if i++; i >= n || b[i] != '"' {
+				return 0, 0
+			}
+		default:
+			return 0, 0
+		}
+	}
+}
+
+// keyString returns the value of the JSON string q (with its quotes), which
+// has an escape if esc.
+func keyString(q []byte, esc bool) string {
+	if !esc {
 		return bstr(q[1 : len(q)-1])
 	}
 	return gjson.Parse(bstr(q)).Str
@@ -186,15 +265,28 @@ func specials(v uint64) uint64 {
 }
 
 // scanString scans a string whose opening quote is at i-1 and returns the index
-// after its closing quote, or -1.
+// after its closing quote, or -1, and whether the string has an escape.
 //
 // It reads 8 bytes at a time (specials) and jumps straight to the first
 // quote, backslash or control character: in Wasm every taken branch of a
 // byte loop is costly (about 7 ns a byte), and string contents are most of a
 // chat request, so this makes validating and reading a body several times
 // cheaper.
-func scanString(b []byte, i int) int {
+func scanString(b []byte, i int) (end int, esc bool) {
 	for {
+		// Two words per iteration while 16 bytes are left, read without
+		// bounds checks (i+16 <= len(b) is checked): in Wasm this runs at
+		// about 0.4 ns a byte against 0.6 for one checked word.
+		if len(b) >= 16 {
+			p := unsafe.Pointer(unsafe.SliceData(b))
+			for i >= 0 && i <= len(b)-16 {
+				v, w := *(*uint64)(unsafe.Add(p, i)), *(*uint64)(unsafe.Add(p, i+8))
+				if specials(v)|specials(w) != 0 {
+					break
+				}
+				i += 16
+			}
+		}
 		for i+8 <= len(b) {
 			if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
@@ -208,32 +300,33 @@ func scanString(b []byte, i int) int {
 			}
 			i++
 		}
-		return -1
+		return -1, esc
 	special: // b[i] is '"', '\\' or a control character
 		switch c := b[i]; {
 		case c == '"':
-			return i + 1
+			return i + 1, esc
 		case c < 0x20:
-			return -1
+			return -1, esc
 		}
+		esc = true
 		if i+1 >= len(b) {
-			return -1
+			return -1, esc
 		}
 		switch b[i+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i += 2
 		case 'u':
 			if i+6 > len(b) {
-				return -1
+				return -1, esc
 			}
 			for _, h := range b[i+2 : i+6] {
 				if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-					return -1
+					return -1, esc
 				}
 			}
 			i += 6
 		default:
-			return -1
+			return -1, esc
 		}
 	}
 }

@@ -52,6 +52,10 @@ func FuzzValidObject(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi \u00e9"}],"n":1e3}`))
 	f.Add([]byte(`{"a":[1,2,{"b":null}],"c":-0.5E-7}`))
 	f.Add([]byte(` {"x":"\"\\\/\b\f\n\r\t"} `))
+	f.Add([]byte(`{"m":[{"role":"user","content":"a\"b"},{"type":"x"},{"a":"b","c":1}],"o":{"k":"v"}}`))
+	f.Add([]byte(`{"m":[{"a":"b",}]}`))
+	f.Add([]byte(`{"m":[{"a":"b"},{"a":"b\u00zz"}]}`))
+	f.Add([]byte(`{"m":[{"a":"b" }, {"a" :"b"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := json.Valid(b) && bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{"))
 		type member struct{ key, raw string }
