@@ -4,6 +4,7 @@
 #   UPSTREAM  make run: a real OpenAI-compatible server (vLLM) instead of the simulator (-upstream)
 #   CONFIG    make run: a plugin configuration file (-config)
 #   NO_LOAD   make run: non-empty to start without the demo load (-no-load)
+#   REPLICAS  make run: N local proxies sharing every pool through an embedded etcd (-replicas)
 #   RUN_ARGS  make run: more flags for cmd/fairshare-run
 #   OCI_DIR, OCI_TAG, OCI_VARIANT   make oci: output layout, tag, variant (oci|compat)
 
@@ -16,7 +17,7 @@ OCI_DIR     ?= build/oci
 OCI_TAG     ?= 0.1.0
 OCI_VARIANT ?= oci
 
-RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CONFIG)) $(if $(NO_LOAD),-no-load)
+RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CONFIG)) $(if $(NO_LOAD),-no-load) $(if $(REPLICAS),-replicas=$(REPLICAS))
 
 # Packages that hold benchmarks (evaluated only by `make bench`).
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null)))
@@ -35,7 +36,7 @@ test: build ## Run all tests against the built plugin.wasm, then the race detect
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./fairshare/
 
-run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=).
+run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=, REPLICAS=).
 	@$(MAKE) --no-print-directory -j2 build build/fairshare-run
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) ./build/fairshare-run $(RUN_ARGS)
 

@@ -19,7 +19,7 @@ import (
 //
 //	u8       version = 4
 //	uvarint  length of the static section, then the static section:
-//	  u8       flags: bit 0 EntryPenalty, bit 1 flow control
+//	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  uvarint  configured capacity, live capacity
@@ -36,6 +36,8 @@ import (
 //	    f64      weight                       (flag 2)
 //	    f64      lending limit                (flag 4)
 //	    f64      borrowing limit              (flag 8)
+//	  uvarint  the slice's KV tokens            (flag bit 2), then per
+//	           configured entry: uvarint reserved sequences, tokens
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
@@ -160,6 +162,7 @@ const (
 const (
 	poolPenalty = 1
 	poolFlow    = 2
+	poolSliced  = 4
 
 	waitBatch    = 1
 	waitEstimate = 2
@@ -183,6 +186,9 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	flow := p.kvTokens != 0 || p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
 	if flow {
 		flags |= poolFlow
+	}
+	if p.sliced {
+		flags |= poolSliced
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
@@ -236,6 +242,13 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		}
 		if f&flagBorrowing != 0 {
 			b = appendF64(b, e.borrowLim)
+		}
+	}
+	if p.sliced {
+		b = binary.AppendUvarint(b, uint64(p.sliceTok))
+		for i := range p.configured {
+			b = binary.AppendUvarint(b, uint64(p.teams[i].reserved))
+			b = binary.AppendUvarint(b, uint64(p.teams[i].resTok))
 		}
 	}
 	return b
@@ -588,7 +601,7 @@ func (p *Pool) decodeStatic(data []byte, v4 bool) error {
 	flags := d.byte()
 	allowed, entryFlags := byte(poolPenalty), byte(flagsStatic)
 	if v4 {
-		allowed, entryFlags = poolPenalty|poolFlow, flagsStatic4
+		allowed, entryFlags = poolPenalty|poolFlow|poolSliced, flagsStatic4
 	}
 	if flags&^allowed != 0 {
 		return errCorrupt
@@ -669,6 +682,15 @@ func (p *Pool) decodeStatic(data []byte, v4 bool) error {
 		}
 		if f&flagBorrowing != 0 {
 			e.borrowLim = d.f64(0, math.Nextafter(1, 0))
+		}
+	}
+	p.sliced, p.sliceTok = flags&poolSliced != 0, 0
+	if p.sliced {
+		p.sliceTok = int64(d.bounded(uint64(p.kvTokens)))
+		for i := 0; i < p.configured && d.err == nil; i++ {
+			e := &p.teams[i]
+			e.reserved = d.bounded(uint64(p.capacity))
+			e.resTok = int64(d.bounded(uint64(p.sliceTok)))
 		}
 	}
 	if d.err != nil {

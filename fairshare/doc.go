@@ -199,4 +199,16 @@
 //
 // A Pool is not safe for concurrent use: the shared-data record's CAS
 // serialises the VMs.
+//
+// # One pool across several proxies
+//
+// When R proxies front the same engines, each decides against a Slice of
+// the pool (SetSlice: a part of the capacity, of the KV tokens and of
+// every team's reservation), kept in the record like the rest. Target
+// computes every replica's slice from every replica's demand (Report);
+// Rebalance lets a replica grow only into what the others hold no more,
+// so that requests in flight stay within the pool but for replicas cut
+// off from the store, whose overshoot is bounded (replicas.go states the
+// bound; SafeSlice is what a cut-off replica shrinks to). SumUsage adds
+// the replicas' usage contributions into the pool's global usage.
 package fairshare

@@ -34,7 +34,7 @@ func refMayBorrow(p *Pool, i int, tok int64) bool {
 		return true
 	}
 	useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
-	return useTok+tok-e.resTok <= int64(e.borrowLim*float64(p.kvTokens))
+	return useTok+tok-e.resTok <= int64(e.borrowLim*float64(p.kvCap()))
 }
 
 // refRoom reports whether the pool has room for a borrower of entry i
@@ -69,10 +69,10 @@ func refRoom(p *Pool, i int, tok int64) bool {
 			keptAll += e.resTok - int64(e.lend*float64(e.resTok))
 		}
 	}
-	if avail := max(p.kvTokens-keptAll, 0); tok > avail {
+	if avail := max(p.kvCap()-keptAll, 0); tok > avail {
 		tok = avail
 	}
-	return t+ktok+tok <= p.kvTokens
+	return t+ktok+tok <= p.kvCap()
 }
 
 // refEverFits reports whether the others' lending limits leave entry i a

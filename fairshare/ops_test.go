@@ -144,8 +144,9 @@ var tokenDemands = []int64{0, 1, 7, 30, 99, 500, -3, 1 << 50}
 var amounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
 
 // runOps applies a random sequence of operations to a pool, checking every
-// invariant after each one.
-func runOps(t testing.TB, s source) {
+// invariant after each one. With sliced, SetCapacity turns now and then
+// into SetSlice (a replica's slice, or back to the whole pool).
+func runOps(t testing.TB, s source, sliced bool) {
 	t.Helper()
 	hlChoice, _ := s.intn(3)
 	hl := []time.Duration{0, time.Second, time.Minute}[hlChoice]
@@ -292,9 +293,39 @@ func runOps(t testing.TB, s source) {
 			what = fmt.Sprintf("SetUsage(%q, %v)", team, amount)
 			m.terms[name] = []term{{sanitizeAmount(amount), now, -1}}
 		case 14:
-			c := pick(20)
-			p.SetCapacity(c)
-			what = fmt.Sprintf("SetCapacity(%d)", c)
+			how := 2
+			if sliced {
+				how = pick(4)
+			}
+			switch how {
+			case 0:
+				p.SetSlice(nil)
+				what = "SetSlice(nil)"
+			case 1:
+				// A replica's slice: any part of every budget, a little
+				// beyond now and then (clamped).
+				tot := p.Totals()
+				sl := Slice{Capacity: pick(tot.Whole.Capacity + 3), KVTokens: int64(pick(int(tot.Whole.KVTokens) + 3))}
+				for i := range tot.Teams {
+					sl.Reserved = append(sl.Reserved, pick(tot.Whole.Reserved[i]+2))
+					sl.ReservedTokens = append(sl.ReservedTokens, int64(pick(int(tot.Whole.ReservedTokens[i])+2)))
+				}
+				p.SetSlice(&sl)
+				what = fmt.Sprintf("SetSlice(%+v)", sl)
+				got, ok := p.Slice()
+				if !ok || got.Capacity > sl.Capacity || got.KVTokens > sl.KVTokens {
+					t.Fatalf("%s: Slice() = %+v, %v", what, got, ok)
+				}
+				for i := range got.Reserved {
+					if got.Reserved[i] > sl.Reserved[i] || got.ReservedTokens[i] > sl.ReservedTokens[i] {
+						t.Fatalf("%s: Slice() = %+v grew a reservation", what, got)
+					}
+				}
+			default:
+				c := pick(20)
+				p.SetCapacity(c)
+				what = fmt.Sprintf("SetCapacity(%d)", c)
+			}
 		case 15:
 			if pick(2) == 0 {
 				cfg := randConfig(s, hl)
@@ -511,9 +542,35 @@ func TestRandomOperations(t *testing.T) {
 	if testing.Short() {
 		n = 20
 	}
-	for seed := range n {
+	// 228 left a request counted after every release until uncount
+	// learnt to find a count re-windowed by a RequestTimeout change.
+	for _, seed := range append(seq(n), 228) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000})
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000}, false)
+		})
+	}
+}
+
+// seq returns 0, 1, …, n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestRandomOperationsSliced is TestRandomOperations with replica slices
+// set and cleared among the operations (its own random stream).
+func TestRandomOperationsSliced(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	// 104, 259, 435 and 515 failed as 228 did (see TestRandomOperations).
+	for _, seed := range append(seq(n), 104, 259, 435, 515) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 43)), left: 2000}, true)
 		})
 	}
 }
@@ -524,6 +581,7 @@ func FuzzOperations(f *testing.F) {
 	f.Add([]byte{2, 19, 7, 1, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 8, 4, 4, 4, 4, 4, 4, 4, 4, 15, 0, 3, 5, 1})
 	f.Add([]byte{1, 3, 15, 0, 0, 9, 2, 1, 0, 4, 0, 0, 3, 1, 0, 0, 0, 0, 15, 1, 0, 0, 8, 4, 1, 8, 4, 2, 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		runOps(t, &byteSource{b: data})
+		// Odd lengths set slices among the operations.
+		runOps(t, &byteSource{b: data}, len(data)%2 == 1)
 	})
 }

@@ -34,6 +34,8 @@ type Pool struct {
 	requestTimeout time.Duration
 	entryPenalty   bool
 	kvTokens       int64 // KV capacity in tokens (0: no KV resource)
+	sliced         bool  // reservations and capacities are a replica's slice (SetSlice)
+	sliceTok       int64 // the slice's KV tokens, when sliced
 	queueLimit     int
 	teamQueueLimit int
 	maxQueueTime   time.Duration
@@ -302,7 +304,11 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		slices.SortFunc(c, compareCount)
 	}
 	p.cfgCapacity = cleanCapacity(cfg.Capacity)
-	p.capacity = p.cfgCapacity
+	if p.sliced {
+		p.capacity = min(p.capacity, p.cfgCapacity)
+	} else {
+		p.capacity = p.cfgCapacity
+	}
 	p.halfLife = cleanDuration(cfg.HalfLife)
 	p.holderTimeout = cleanDuration(cfg.HolderTimeout)
 	p.kvTokens = cleanTokens(cfg.KVTokens)
@@ -383,10 +389,16 @@ func (p *Pool) rewindow(rt time.Duration) {
 // flight keep their within-share or borrowing standing; new requests are
 // judged against the new reservations (and, for TryAcquire, the new C). It
 // returns the previous C. Negative values count as 0. The fingerprint and
-// Config are unchanged: they describe the configuration applied.
+// Config are unchanged: they describe the configuration applied. On a
+// pool that decides against a slice (SetSlice) it sets the slice's
+// capacity, at most the configured one, and cuts the slice's
+// reservations to fit it.
 func (p *Pool) SetCapacity(capacity int) int {
 	prev := p.capacity
 	p.capacity = cleanCapacity(capacity)
+	if p.sliced {
+		p.capacity = min(p.capacity, p.cfgCapacity)
+	}
 	p.reapportion()
 	p.invalidate()
 	return prev
@@ -408,6 +420,21 @@ func (p *Pool) Reserved() map[string]int {
 // from them (resources.go).
 func (p *Pool) reapportion() {
 	n := p.configured
+	if p.sliced {
+		// A slice's reservations stay with their teams (Reconfigure moves
+		// the entries); teams new to the pool wait for the next slice.
+		p.sliceTok = min(p.sliceTok, p.kvTokens)
+		for i := range p.teams {
+			e := &p.teams[i]
+			if i >= n {
+				e.reserved, e.resTok = 0, 0
+				e.lend, e.borrowLim = 1, 1
+			}
+			p.applyLimits(e)
+		}
+		p.fitSlice()
+		return
+	}
 	names := make([]string, n)
 	shares := make([]float64, n)
 	out := make([]int, n)

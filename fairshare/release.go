@@ -92,41 +92,63 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 // uncount removes one request of entry i granted in window gen with the
 // given standing, taking tok KV tokens, from holder hi and reports
 // whether the holder had one. A count never gives back more tokens than
-// it holds (a grant forged or from another record).
+// it holds (a grant forged or from another record). When no count of
+// window gen holds such a request, the one of the nearest window does: a
+// Reconfigure that changed RequestTimeout re-windowed the holder's counts,
+// and a grant's window computed anew may then fall next to its count's
+// (without this, the request stayed counted until it expired).
 func (p *Pool) uncount(hi, i int, gen int64, borrowing bool, tok int64) bool {
 	h := &p.holders[hi]
+	best, dist := -1, int64(-1)
 	for k := range h.counts {
 		c := &h.counts[k]
-		if c.team != i || c.gen != gen {
+		if c.team != i || borrowing && c.borrowing == 0 || !borrowing && c.within == 0 {
 			continue
 		}
-		e := &p.teams[i]
-		switch {
-		case borrowing && c.borrowing > 0:
-			d := min(max(tok, 0), c.bTok)
-			if c.borrowing == 1 {
-				d = c.bTok
-			}
-			c.borrowing--
-			c.bTok -= d
-			e.borrowing--
-			e.bTok -= d
-		case !borrowing && c.within > 0:
-			d := min(max(tok, 0), c.wTok)
-			if c.within == 1 {
-				d = c.wTok
-			}
-			c.within--
-			c.wTok -= d
-			e.within--
-			e.wTok -= d
-		default:
-			return false
+		d := c.gen - gen
+		if d < 0 {
+			d = -d
 		}
-		if c.within == 0 && c.borrowing == 0 {
-			h.counts = append(h.counts[:k], h.counts[k+1:]...)
+		if best < 0 || d < dist {
+			best, dist = k, d
 		}
-		return true
 	}
-	return false
+	if best < 0 {
+		return false
+	}
+	return p.uncountAt(hi, best, borrowing, tok)
+}
+
+// uncountAt removes one request of the given standing, taking tok KV
+// tokens, from count k of holder hi, which holds one.
+func (p *Pool) uncountAt(hi, k int, borrowing bool, tok int64) bool {
+	h := &p.holders[hi]
+	c := &h.counts[k]
+	e := &p.teams[c.team]
+	switch {
+	case borrowing && c.borrowing > 0:
+		d := min(max(tok, 0), c.bTok)
+		if c.borrowing == 1 {
+			d = c.bTok
+		}
+		c.borrowing--
+		c.bTok -= d
+		e.borrowing--
+		e.bTok -= d
+	case !borrowing && c.within > 0:
+		d := min(max(tok, 0), c.wTok)
+		if c.within == 1 {
+			d = c.wTok
+		}
+		c.within--
+		c.wTok -= d
+		e.within--
+		e.wTok -= d
+	default:
+		return false
+	}
+	if c.within == 0 && c.borrowing == 0 {
+		h.counts = append(h.counts[:k], h.counts[k+1:]...)
+	}
+	return true
 }

@@ -43,7 +43,7 @@ func (p *Pool) applyLimits(e *entry) {
 	e.limSeq, e.limTok = -1, -1
 	if e.borrowLim < 1 {
 		e.limSeq = int(math.Floor(e.borrowLim * float64(p.capacity)))
-		e.limTok = int64(math.Floor(e.borrowLim * float64(p.kvTokens)))
+		e.limTok = int64(math.Floor(e.borrowLim * float64(p.kvCap())))
 	}
 }
 
@@ -127,8 +127,8 @@ func (p *Pool) hasRoom(u usage, i int, tok int64) bool {
 	// A demand larger than the cache the other teams can ever lend counts
 	// as all of it: it goes once the lent cache is empty, instead of
 	// blocking the queue's head until its deadline.
-	tok = min(tok, max(0, p.kvTokens-(u.keepTok-e.keepTok)))
-	return u.tok+keptTok+tok <= p.kvTokens
+	tok = min(tok, max(0, p.kvCap()-(u.keepTok-e.keepTok)))
+	return u.tok+keptTok+tok <= p.kvCap()
 }
 
 // mayEverFit reports whether the other teams' lending limits leave a
@@ -139,8 +139,16 @@ func (p *Pool) mayEverFit(u usage, i int) bool {
 }
 
 // KVTokens returns K, the pool's KV capacity in tokens (0: no KV
-// resource).
+// resource), as configured (a slice's tokens are in Slice).
 func (p *Pool) KVTokens() int64 { return p.kvTokens }
+
+// kvCap is the KV tokens the pool decides against: K, or its slice's.
+func (p *Pool) kvCap() int64 {
+	if p.sliced {
+		return p.sliceTok
+	}
+	return p.kvTokens
+}
 
 // InFlightTokens returns the KV tokens of the requests in flight in the
 // pool, phantoms included. Cost: O(teams).

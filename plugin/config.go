@@ -160,7 +160,10 @@ type config struct {
 	teamQueueLimit int
 	// dispatchTick is the tick period while this VM holds requests.
 	dispatchTick time.Duration
-	pools        []poolConfig
+	// cluster, when set, shares every pool with the other proxies that
+	// sync through the same etcd (cluster.go).
+	cluster *clusterConfig
+	pools   []poolConfig
 }
 
 // costWeights are the cost units of one token of each kind.
@@ -414,6 +417,8 @@ func parse(data []byte) (config, error) {
 			}
 		case "pools":
 			c.pools = parsePools(&ps, key, v)
+		case "cluster":
+			c.cluster = parseCluster(&ps, key, v)
 		default:
 			ps.add(key, "unknown field")
 		}

@@ -109,11 +109,20 @@
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    in_flight, capacity}
-//	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total}
+//	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
+//	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
 //	    duplicate_header, client_priority, body_read, status_auth, status_method
 //
 // Teams missing from the configuration share one entry, team _unknown.
+//
+// # Several proxies, one pool
+//
+// With the cluster block, every proxy decides against its slice of each
+// pool (fairshare.SetSlice), in its own shared data as before; one VM per
+// proxy syncs the slices and the usage with etcd on its tick, through
+// proxy_http_call on etcd's JSON gateway (cluster.go has the picture).
+// Nothing on the request path waits for etcd.
 //
 // The package compiles natively too (hostcalls then reports
 // ErrorUnimplemented), so its pure parts are unit-tested natively; the

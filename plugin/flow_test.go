@@ -159,15 +159,6 @@ func TestWasmFlowDispatchesInGlobalStandingOrder(t *testing.T) {
 	}
 }
 
-func contains(ss []*host.Stream, s *host.Stream) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // fill sends a's within-share request and a borrower, filling the pool.
 func fill(t *testing.T, h *host.Host) []*host.Stream {
 	t.Helper()

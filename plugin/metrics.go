@@ -46,6 +46,10 @@ const (
 	mDispatched   = "dispatched_total"        // counter, pool/team: held requests dispatched
 	mQueueTimeout = "queue_timeouts_total"    // counter, pool/team: held requests answered 429 at max_queue_time
 	mQueueTime    = "queue_time_ms"           // histogram, pool/team: time held before dispatch
+
+	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
+	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare
+	mClusterFailures  = "cluster_failures_total"  // counter, plugin: syncs that could not reach etcd
 )
 
 // rejectedName is the counter of requests answered with an error for

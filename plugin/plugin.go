@@ -63,6 +63,10 @@ type pluginContext struct {
 	queues   map[uint32]uint32
 	wakeQ    uint32
 	lastBeat time.Time
+
+	// cl syncs the pools with the other proxies (cluster.go); nil
+	// without a cluster block.
+	cl *clusterSync
 }
 
 // poolState is a configured pool and its shared record.
@@ -151,6 +155,7 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		warn:     hostcalls.LogWarn,
 		plugin:   pc.name,
 		gen:      generation{started: now.UnixNano(), fp: cfg.fingerprint()},
+		sliced:   cfg.cluster != nil,
 	}
 	if err := pc.rs.publish(); err != nil {
 		hostcalls.LogWarnf("fairshare: publish configuration: %v", err)
@@ -167,6 +172,11 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	period := cfg.tick
 	if cfg.holding() && cfg.dispatchTick < period {
 		period = cfg.dispatchTick
+	}
+	pc.cl = nil
+	if cfg.cluster != nil {
+		pc.cl = &clusterSync{pc: pc, cfg: cfg.cluster, call: hostEtcdCaller(cfg.cluster), now: time.Now}
+		period = min(period, cfg.cluster.syncInterval)
 	}
 	if err := hostcalls.SetTickPeriodMilliSeconds(uint32(period / time.Millisecond)); err != nil {
 		hostcalls.LogWarnf("fairshare: set tick period: %v", err)
@@ -229,6 +239,9 @@ func (pc *pluginContext) OnTick() {
 	if len(pc.held) > 0 {
 		pc.expire(now)
 		pc.dispatchHeld(now)
+	}
+	if pc.cl != nil {
+		pc.cl.tick(now)
 	}
 	if len(pc.pending) > 0 {
 		kept := pc.pending[:0]
@@ -922,6 +935,9 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			st.err = err.Error()
 		} else {
 			st.capacity = ps.rec.p.Capacity()
+			if ps.rec.p.Sliced() {
+				st.whole = ps.cfg.capacity
+			}
 			st.teams = ps.rec.p.Snapshot(now)
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms

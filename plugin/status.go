@@ -15,21 +15,27 @@ type poolStatus struct {
 	capacity int
 	models   []string
 	inFlight int // requests in flight, phantoms included
-	teams    []fairshare.TeamStat
-	err      string // the record could not be read
+	// whole is the pool's configured capacity when this proxy decides
+	// against a slice of it (the cluster block); 0 otherwise.
+	whole int
+	teams []fairshare.TeamStat
+	err   string // the record could not be read
 }
 
 // appendStatus appends the JSON status document, in the spirit of Kueue's
 // status.fairSharing:
 //
 //	{"time": RFC 3339, "holder": "hex id of the answering VM",
-//	 "pools": [{"name", "capacity", "models", "in_flight", "error"?,
+//	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight", "error"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
 //	     "rank", "waiting", "oldest_wait_seconds", "reserved_tokens"?,
 //	     "in_flight_tokens"?, "last_update"}]}]}
 //
+// pool_capacity is present when the proxy shares the pool with others
+// (the cluster block): capacity and every team's reserved are then this
+// proxy's slice, pool_capacity the whole pool's capacity.
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -49,6 +55,9 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 		b = gjson.AppendJSONString(b, p.name)
 		b = append(b, `,"capacity":`...)
 		b = strconv.AppendInt(b, int64(p.capacity), 10)
+		if p.whole > 0 {
+			b = appendIntField(b, "pool_capacity", p.whole)
+		}
 		b = append(b, `,"models":[`...)
 		for j, m := range p.models {
 			if j > 0 {

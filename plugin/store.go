@@ -103,6 +103,40 @@ type records struct {
 	// publish); with plugin "" every VM applies its configuration.
 	plugin string
 	gen    generation
+	// sliced: the pools are shared with other proxies (the cluster
+	// block): a new record starts with an empty slice, taken up at the
+	// first sync; without it a sliced record returns to the whole pool.
+	sliced bool
+}
+
+// newPool returns a new pool of r's configuration, with an empty slice
+// when the pools are shared.
+func (rs *records) newPool(now time.Time, r *record) *fairshare.Pool {
+	p := fairshare.NewPool(r.name, r.cfg, now)
+	if rs.sliced {
+		p.SetSlice(&fairshare.Slice{})
+	}
+	return p
+}
+
+// reconcile applies this VM's configuration to a decoded record when it
+// differs and this VM's generation is the newest: its pool configuration,
+// and whether the pool is shared (sliced).
+func (rs *records) reconcile(now time.Time, r *record) {
+	fp, sliced := r.p.Fingerprint() != r.fp, r.p.Sliced() != rs.sliced
+	if !fp && !sliced || !rs.current() {
+		return
+	}
+	if fp {
+		r.p.Reconfigure(now, r.cfg)
+	}
+	if sliced {
+		if rs.sliced {
+			r.p.SetSlice(&fairshare.Slice{})
+		} else {
+			r.p.SetSlice(nil)
+		}
+	}
 }
 
 // spinSink keeps the backoff spin from being optimised away.
@@ -130,7 +164,7 @@ func (rs *records) load(now time.Time, r *record) (uint32, error) {
 	v, cas, err := rs.st.GetSharedData(r.key)
 	switch {
 	case errors.Is(err, types.ErrorStatusNotFound):
-		r.p = fairshare.NewPool(r.name, r.cfg, now)
+		r.p = rs.newPool(now, r)
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("fairshare: get %s: %w", r.key, err)
@@ -139,9 +173,9 @@ func (rs *records) load(now time.Time, r *record) (uint32, error) {
 		if rs.warn != nil {
 			rs.warn(fmt.Sprintf("fairshare: record %s unreadable (%v): rebuilt empty", r.key, err))
 		}
-		r.p = fairshare.NewPool(r.name, r.cfg, now)
-	} else if r.p.Fingerprint() != r.fp && rs.current() {
-		r.p.Reconfigure(now, r.cfg)
+		r.p = rs.newPool(now, r)
+	} else {
+		rs.reconcile(now, r)
 	}
 	return cas, nil
 }
@@ -173,9 +207,9 @@ func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) 
 			if rs.warn != nil {
 				rs.warn(fmt.Sprintf("fairshare: record %s unreadable (%v): rebuilt empty", r.key, err))
 			}
-			r.p = fairshare.NewPool(r.name, r.cfg, now)
-		} else if r.p.Fingerprint() != r.fp && rs.current() {
-			r.p.Reconfigure(now, r.cfg)
+			r.p = rs.newPool(now, r)
+		} else {
+			rs.reconcile(now, r)
 		}
 		fn(r.p)
 		r.buf, err = r.p.AppendBinary(r.buf[:0])
@@ -199,7 +233,7 @@ func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) 
 
 // create writes a new record for r if none exists (createIfAbsent).
 func (rs *records) create(now time.Time, r *record) error {
-	p := fairshare.NewPool(r.name, r.cfg, now)
+	p := rs.newPool(now, r)
 	b, err := p.AppendBinary(nil)
 	if err != nil {
 		return fmt.Errorf("fairshare: encode %s: %w", r.key, err)

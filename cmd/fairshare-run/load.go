@@ -55,15 +55,17 @@ type requestShape struct {
 	ClassHeader string // empty: the class is not sent
 }
 
-// loadGen drives the demo load through the proxy at base.
+// loadGen drives the demo load through the proxies at bases, request i
+// to the proxy that weights (tenths, one per base) give it.
 type loadGen struct {
-	client *http.Client
-	base   string
-	shape  requestShape
-	stats  map[string]*teamStats
-	wg     sync.WaitGroup
-	seq    int64
-	mu     sync.Mutex
+	client  *http.Client
+	bases   []string
+	weights []int
+	shape   requestShape
+	stats   map[string]*teamStats
+	wg      sync.WaitGroup
+	seq     int64
+	mu      sync.Mutex
 }
 
 // run starts every team's clients and returns at once. Clients stop sending
@@ -80,6 +82,26 @@ func (g *loadGen) run(stop, reqCtx context.Context, teams []demoTeam, duration t
 }
 
 func (g *loadGen) wait() { g.wg.Wait() }
+
+// base is the proxy request id goes to: the bases in turn, each as many
+// times out of Σ weights as its weight.
+func (g *loadGen) base(id int64) string {
+	if len(g.bases) == 1 {
+		return g.bases[0]
+	}
+	sum := 0
+	for _, w := range g.weights {
+		sum += w
+	}
+	k := int(id % int64(sum))
+	for i, w := range g.weights {
+		if k < w {
+			return g.bases[i]
+		}
+		k -= w
+	}
+	return g.bases[0]
+}
 
 func (g *loadGen) client1(stop, reqCtx context.Context, t demoTeam, duration time.Duration, rng *rand.Rand) {
 	defer g.wg.Done()
@@ -146,7 +168,7 @@ func (g *loadGen) one(ctx context.Context, t demoTeam, st *teamStats, rng *rand.
 		"stream":         true,
 		"stream_options": map[string]bool{"include_usage": true},
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+g.shape.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base(id)+g.shape.Path, bytes.NewReader(body))
 	if err != nil {
 		st.begin()
 		st.end(time.Now(), result{Priority: -1, Err: err}, false)

@@ -80,6 +80,7 @@ type options struct {
 	view      string
 	timeScale float64
 	verbose   bool
+	replicas  int
 }
 
 // Default flag values.
@@ -125,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.view, "view", "auto", "live view: auto (in place on a terminal, lines otherwise), live or lines")
 	fs.Float64Var(&o.timeScale, "time-scale", defaultTimeScale, "simulator only: wall-clock seconds per simulated second (2 runs the engine at half speed)")
 	fs.BoolVar(&o.verbose, "v", false, "print the plugin's warnings and errors to stderr")
+	fs.IntVar(&o.replicas, "replicas", 1, "local proxies sharing every pool through an embedded etcd (the plugin's cluster block); the demo load is split 70/20/10 with 3, evenly otherwise")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -134,6 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.vms < 1:
 		return o, fmt.Errorf("-vms must be at least 1, got %d", o.vms)
+	case o.replicas < 1 || o.replicas > maxReplicas:
+		return o, fmt.Errorf("-replicas must be in [1, %d], got %d", maxReplicas, o.replicas)
 	case o.duration <= 0 && !o.noLoad:
 		return o, fmt.Errorf("-duration must be positive, got %v", o.duration)
 	case o.view != "auto" && o.view != "live" && o.view != "lines":

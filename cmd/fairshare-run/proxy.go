@@ -33,8 +33,13 @@ type proxy struct {
 // and serves the host's handler, forwarding to upstream, on o.listen. A
 // request may buffer bufferLimit bytes (413 beyond). obs, if not nil, sees
 // every request first (-no-load's view).
-func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, obs *observer, stderr io.Writer) (*proxy, error) {
-	ln, err := net.Listen("tcp", o.listen)
+//
+// listen is the address to serve; vmid the host's shared-data namespace
+// (each proxy of -replicas its own); clusters the http_call clusters (the
+// embedded etcd), nil for none.
+func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, obs *observer, stderr io.Writer,
+	listen, vmid string, clusters map[string]string) (*proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w (use -listen to choose another address)", err)
 	}
@@ -45,7 +50,8 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit in
 	}
 	opts := host.Options{
 		VMs:          o.vms,
-		VMID:         "fairshare",
+		VMID:         vmid,
+		Clusters:     clusters,
 		PluginName:   "fairshare",
 		RootID:       "fairshare",
 		PluginConfig: cfg,

@@ -275,3 +275,55 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("-no-load needs no duration: %v", err)
 	}
 }
+
+// TestDemoReplicas runs the demo on three proxies sharing the pool through
+// the embedded etcd (-replicas 3): the load is split 70/20/10, the view
+// shows every replica's slice, and once the load is over the three slices
+// add up to the pool, each proxy holding a part.
+func TestDemoReplicas(t *testing.T) {
+	o, err := parseFlags([]string{
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "4s", "-drain", "2s", "-time-scale", "0.5", "-view", "lines",
+		"-replicas", "3",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr syncBuffer
+	ctx := context.Background()
+	r, err := start(ctx, o, &out, &stderr)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer r.close()
+	s := r.demo(ctx, isTerminal(&out, o.view))
+	text := out.String()
+	t.Logf("output:\n%s", text)
+	for _, want := range []string{"replicas: r0 http://", "(70% of the load)", "replica r2 ", "summary after"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, tv := range s.Teams {
+		if tv.Done == 0 {
+			t.Errorf("team %s: no request done through three proxies", tv.Name)
+		}
+	}
+	capacity := r.cfg.Pools[0].Capacity
+	var rs []replicaStatus
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		rs = r.replicaStatuses(ctx)
+		sum, parts := 0, 0
+		for _, x := range rs {
+			if len(x.Pools) > 0 {
+				sum += x.Pools[0].Capacity
+				if x.Pools[0].Capacity > 0 {
+					parts++
+				}
+			}
+		}
+		if sum == capacity && parts == 3 {
+			return
+		}
+	}
+	t.Errorf("slices after the load = %+v, want three parts adding up to %d", rs, capacity)
+}

@@ -33,7 +33,9 @@ type runner struct {
 	generatedToken string
 	upstreamDesc   string
 	upstream       *upstream
-	proxy          *proxy
+	proxy          *proxy   // proxies[0]
+	proxies        []*proxy // -replicas: every proxy
+	etcd           *embeddedEtcd
 	closeOnce      sync.Once
 }
 
@@ -97,13 +99,12 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	if o.noLoad {
 		r.obs = newObserver(cfg, time.Now())
 	}
-	p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(cfg), r.upstream.url, r.obs, stderr)
-	if err != nil {
+	if err := r.startProxies(ctx, wasm, cfgBytes, o, stderr); err != nil {
 		r.upstream.close()
 		return nil, err
 	}
-	r.proxy = p
-	r.base = "http://" + p.addr
+	r.proxy = r.proxies[0]
+	r.base = "http://" + r.proxy.addr
 	r.client = &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: 256,
 		MaxConnsPerHost:     0,
@@ -111,6 +112,46 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	}}
 	r.banner(len(wasm))
 	return r, nil
+}
+
+// startProxies starts the proxy, or with -replicas the embedded etcd and
+// every proxy, each with its own cluster.replica.
+func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o options, stderr io.Writer) error {
+	if o.replicas == 1 {
+		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.obs, stderr, o.listen, "fairshare", nil)
+		if err != nil {
+			return err
+		}
+		r.proxies = []*proxy{p}
+		return nil
+	}
+	e, err := startEtcd()
+	if err != nil {
+		return err
+	}
+	r.etcd = e
+	for i := range o.replicas {
+		cfg, cluster := withCluster(cfgBytes, replicaName(i))
+		listen, err := replicaListen(o.listen, i)
+		var p *proxy
+		if err == nil {
+			obs := r.obs // -no-load's figures: the traffic of the first proxy (the one its curl lines name)
+			if i > 0 {
+				obs = nil
+			}
+			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, obs, stderr,
+				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()})
+		}
+		if err != nil {
+			for _, q := range r.proxies {
+				q.close()
+			}
+			e.close()
+			return fmt.Errorf("replica %s: %w", replicaName(i), err)
+		}
+		r.proxies = append(r.proxies, p)
+	}
+	return nil
 }
 
 // banner prints what the run started and the configuration it runs: every
@@ -133,6 +174,14 @@ func (r *runner) banner(wasmSize int) {
 		fmt.Fprintf(r.out, "proxy:    %s (status: %s%s; %s)\n", r.base, r.base, c.StatusPath, limit)
 	default:
 		fmt.Fprintf(r.out, "proxy:    %s (status endpoint disabled; %s)\n", r.base, limit)
+	}
+	if len(r.proxies) > 1 {
+		var names []string
+		w := replicaWeights(len(r.proxies))
+		for i, p := range r.proxies {
+			names = append(names, fmt.Sprintf("%s http://%s (%d0%% of the load)", replicaName(i), p.addr, w[i]))
+		}
+		fmt.Fprintf(r.out, "replicas: %s, sharing every pool through the etcd embedded at %s\n", strings.Join(names, ", "), r.etcd.srv.URL())
 	}
 }
 
@@ -163,7 +212,12 @@ func proxyBufferLimit(c configView) int {
 func (r *runner) close() {
 	r.closeOnce.Do(func() {
 		r.client.CloseIdleConnections()
-		r.proxy.close()
+		for _, p := range r.proxies {
+			p.close()
+		}
+		if r.etcd != nil {
+			r.etcd.close()
+		}
 		r.upstream.close()
 	})
 }
@@ -257,9 +311,10 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 			}
 		}
 		g := &loadGen{
-			client: r.client,
-			base:   r.base,
-			stats:  stats,
+			client:  r.client,
+			bases:   r.bases(),
+			weights: replicaWeights(len(r.proxies)),
+			stats:   stats,
 			shape: requestShape{
 				Path:        r.cfg.chatPath(),
 				Model:       p.model,
@@ -326,7 +381,13 @@ loop:
 func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view) summary {
 	elapsed := time.Since(start)
 	pools, statusErr := r.settledStatus()
-	v.draw(r.frameWith(start, duration, rows, "done", pools, statusErr))
+	f := r.frameWith(start, duration, rows, "done", pools, statusErr)
+	if len(r.proxies) > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		f.Replicas = r.replicaStatuses(ctx)
+		cancel()
+	}
+	v.draw(f)
 	v.close()
 	s := summary{
 		Elapsed:      elapsed,
@@ -338,7 +399,9 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		UpstreamLine: r.upstream.simLine(),
 	}
 	if !r.opts.verbose {
-		s.PluginLogs = r.proxy.logs.count()
+		for _, p := range r.proxies {
+			s.PluginLogs += p.logs.count()
+		}
 	}
 	now := time.Now()
 	for _, rw := range rows {
@@ -471,18 +534,46 @@ func (r *runner) settledStatus() ([]statusPool, string) {
 func (r *runner) frame(start time.Time, duration time.Duration, rows []row, phase string) frame {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	pools, err := r.status(ctx)
+	var rs []replicaStatus
+	var pools []statusPool
+	var err error
+	if len(r.proxies) > 1 && r.cfg.StatusPath != "" {
+		rs = r.replicaStatuses(ctx)
+		pools = mergeStatus(rs)
+	} else {
+		pools, err = r.status(ctx)
+	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	return r.frameWith(start, duration, rows, phase, pools, msg)
+	f := r.frameWith(start, duration, rows, phase, pools, msg)
+	f.Replicas = rs
+	return f
+}
+
+// bases is every proxy's base URL.
+func (r *runner) bases() []string {
+	var b []string
+	for _, p := range r.proxies {
+		b = append(b, "http://"+p.addr)
+	}
+	return b
 }
 
 // status fetches the plugin's status snapshot through the proxy.
 func (r *runner) status(ctx context.Context) ([]statusPool, error) {
 	if r.cfg.StatusPath == "" {
 		return nil, errNoStatus
+	}
+	if len(r.proxies) > 1 {
+		rs := r.replicaStatuses(ctx)
+		for _, x := range rs {
+			if x.Err != "" {
+				return nil, fmt.Errorf("replica %s: %s", x.Name, x.Err)
+			}
+		}
+		return mergeStatus(rs), nil
 	}
 	return fetchStatus(ctx, r.client, r.base+r.cfg.StatusPath, r.cfg.StatusToken)
 }

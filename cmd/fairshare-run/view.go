@@ -20,6 +20,9 @@ type frame struct {
 	StatusErr string        // why Pools is nil
 	Teams     []teamView
 	Upstream  string // a line about the upstream (simulator counters), or ""
+	// Replicas is every proxy's status with -replicas (Pools is then the
+	// pool as a whole, merged); nil with one proxy.
+	Replicas []replicaStatus
 }
 
 // Live view windows: tokens/s over rateWindow (the rate meter's 20 × 250 ms),
@@ -160,6 +163,7 @@ func renderTable(b *strings.Builder, f frame) {
 				fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, wait, usage, lf, rank)
 		}
 	}
+	renderReplicas(b, "", f.Replicas)
 	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n",
 		rateWindow, viewWindow)
 }
@@ -238,6 +242,7 @@ func renderLines(b *strings.Builder, f frame) {
 			b.WriteString("\n")
 		}
 	}
+	renderReplicas(b, at+" ", f.Replicas)
 }
 
 // summary is the end-of-run report.

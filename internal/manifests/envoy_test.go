@@ -211,8 +211,8 @@ func TestEnvoyBootstrap(t *testing.T) {
 	}
 
 	cs := f.bootstrap.GetStaticResources().GetClusters()
-	if len(cs) != 2 || cs[0].GetName() != "vllm" || cs[1].GetName() != "jwks" {
-		t.Fatalf("clusters = %v, want vllm and jwks", cs)
+	if len(cs) != 3 || cs[0].GetName() != "vllm" || cs[1].GetName() != "jwks" || cs[2].GetName() != "etcd" {
+		t.Fatalf("clusters = %v, want vllm, jwks and etcd", cs)
 	}
 	if cs[1].GetTransportSocket() == nil {
 		t.Errorf("cluster jwks has no transport_socket: keys fetched without TLS")
@@ -259,5 +259,26 @@ func TestEnvoyBootstrapRejectsMistakes(t *testing.T) {
 				t.Errorf("loadEnvoy(envoy.yaml with %q -> %q) = %v, want an error containing %q", c.old, c.new, err, c.wantErr)
 			}
 		})
+	}
+}
+
+// TestEnvoyEtcdCluster: the cluster block of testdata/plugin/cluster.json
+// names a cluster that envoy.yaml defines.
+func TestEnvoyEtcdCluster(t *testing.T) {
+	f, err := loadEnvoy(readFile(t, envoyPath))
+	if err != nil {
+		t.Fatalf("%s: %v", envoyPath, err)
+	}
+	var cfg struct {
+		Cluster struct {
+			EtcdCluster string `json:"etcd_cluster"`
+		} `json:"cluster"`
+	}
+	if err := json.Unmarshal(readFile(t, "../../testdata/plugin/cluster.json"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	name := cfg.Cluster.EtcdCluster
+	if name == "" || !slices.ContainsFunc(f.bootstrap.GetStaticResources().GetClusters(), func(cl *clusterv3.Cluster) bool { return cl.GetName() == name }) {
+		t.Errorf("cluster.json's etcd_cluster %q is not a cluster of %s", name, envoyPath)
 	}
 }

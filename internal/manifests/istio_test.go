@@ -31,6 +31,7 @@ import (
 const (
 	sidecarKitDir = "../../deploy/istio/sidecar"
 	gatewayKitDir = "../../deploy/istio/gateway"
+	etcdKitDir    = "../../deploy/istio/etcd"
 )
 
 // k8sKinds are the Kubernetes built-in kinds a kit may hold, by
@@ -49,6 +50,7 @@ var istioKinds = map[string]func() proto.Message{
 	"networking.istio.io/v1 Gateway":           func() proto.Message { return new(networkingv1.Gateway) },
 	"networking.istio.io/v1 VirtualService":    func() proto.Message { return new(networkingv1.VirtualService) },
 	"networking.istio.io/v1 DestinationRule":   func() proto.Message { return new(networkingv1.DestinationRule) },
+	"networking.istio.io/v1 ServiceEntry":      func() proto.Message { return new(networkingv1.ServiceEntry) },
 	"networking.istio.io/v1alpha3 EnvoyFilter": func() proto.Message { return new(networkingv1alpha3.EnvoyFilter) },
 	"security.istio.io/v1 RequestAuthentication": func() proto.Message {
 		return new(securityv1.RequestAuthentication)
@@ -640,4 +642,27 @@ func requestTimeout(t *testing.T, cfg map[string]any) time.Duration {
 		t.Fatalf("request_timeout: %v", err)
 	}
 	return d
+}
+
+// TestEtcdKit: the etcd kit declares one host and port, as HTTP, that
+// the ServiceEntry and the DestinationRule agree on, and its README names
+// the Envoy cluster Istio makes of them as the plugin's etcd_cluster.
+func TestEtcdKit(t *testing.T) {
+	k := mustLoadKit(t, etcdKitDir)
+	if got, want := k.inventory(), []string{"DestinationRule/etcd", "ServiceEntry/etcd"}; !slices.Equal(got, want) {
+		t.Errorf("etcd kit objects = %v, want %v", got, want)
+	}
+	se := k.get(t, "ServiceEntry", "etcd").obj.(*networkingv1.ServiceEntry)
+	dr := k.get(t, "DestinationRule", "etcd").obj.(*networkingv1.DestinationRule)
+	if len(se.GetHosts()) != 1 || len(se.GetPorts()) != 1 || se.GetPorts()[0].GetProtocol() != "HTTP" {
+		t.Fatalf("ServiceEntry hosts %v ports %v, want one host and one HTTP port", se.GetHosts(), se.GetPorts())
+	}
+	host, port := se.GetHosts()[0], se.GetPorts()[0].GetNumber()
+	if dr.GetHost() != host {
+		t.Errorf("DestinationRule host %q, want the ServiceEntry's %q", dr.GetHost(), host)
+	}
+	readme := string(readFile(t, etcdKitDir+"/README.md"))
+	if want := fmt.Sprintf(`"etcd_cluster": "outbound|%d||%s"`, port, host); !strings.Contains(readme, want) {
+		t.Errorf("%s/README.md does not name the cluster %s", etcdKitDir, want)
+	}
 }

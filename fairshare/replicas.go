@@ -1,0 +1,414 @@
+package fairshare
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Replicas: one pool across several proxies.
+//
+// When R proxies (Envoy replicas) front the same engines, each holds a
+// Slice of the pool and decides its requests against its slice alone,
+// locally, as a single proxy decides against the whole pool. The slices
+// are kept in a store that every replica reaches (etcd; the plugin does
+// the talking): every sync interval a replica reads every live member's
+// report, computes its target with Rebalance, and writes its own report
+// back with a compare-and-swap over all the members' reports.
+//
+//	          demand (in flight + waiting per team)
+//	 replica a ─────┐                         ┌──▶ slice a ─▶ decides locally
+//	 replica b ─────┼──▶ Rebalance (same rule ├──▶ slice b ─▶ decides locally
+//	 replica c ─────┘    on every replica)    └──▶ slice c ─▶ decides locally
+//
+// A slice divides the pool's budgets: its capacity C in sequences, its KV
+// tokens K, and every team's reservation in both (Totals).
+//
+// The slice rule (Target). Each team's reservation goes first to the
+// replicas' demand of that team, the rest evenly (headroom at every
+// replica for a burst before the next sync; an idle team's reservation is
+// all headroom); a team whose demand exceeds its reservation has it split
+// in proportion to demand. The team's token reservation follows its
+// sequences. The room that no reservation holds (C − Σ reservations) goes
+// in proportion to each replica's demand beyond its reservations (then
+// its whole demand, then evenly, when those are all 0). Every split is a
+// largest-remainder split in exact integer arithmetic, ties to the
+// replica whose ID sorts first, so the targets sum to the totals exactly
+// and every replica computes the same.
+//
+// Growing into room only (Rebalance). A replica never applies more than
+// what the others leave: for every budget b,
+//
+//	next_b = min(target_b, total_b − Σ_{others} hold_b),  hold = max(applied, used)
+//
+// where used is what the member has in flight against b (its requests in
+// flight, its within-share requests of each team). A replica that must
+// shrink applies its smaller slice at once (before it writes it), and its
+// hold falls as its requests finish; the others grow into what it frees
+// at their next sync. Since writes are compare-and-swaps over every
+// member's report, two replicas never grow into the same room: among
+// members that stay registered, Σ hold ≤ total in every budget, so their
+// requests in flight never exceed it.
+//
+// Faults. A member registers under a lease of TTL; a dead member's report
+// disappears when the lease expires, and its slice returns to the others
+// at their next sync. A replica that cannot reach the store keeps its
+// slice until its lease would have expired (last keepalive sent + TTL,
+// never later than the store's expiry), then shrinks to SafeSlice: a
+// fraction f of an even share of each budget (⌊f·total/n⌋, n the members
+// it last saw), never more than it had. A replica that reaches the store
+// and finds its report gone (its lease expired) shrinks the same way at
+// once, and decides against that safe slice until its registration
+// (a new lease) is written.
+//
+// The overshoot bound. A replica cut off (alive, its lease expired) is
+// the only way requests in flight exceed a budget: the others take its
+// slice back while it still runs the requests it admitted. Let H_p be
+// what p held when the store dropped it (max of its slice and its
+// requests in flight, in every budget) and S_p = ⌊f·total/n_p⌋. In every
+// budget,
+//
+//	in flight ≤ total + Σ_{p cut off} H_p
+//
+// until one sync interval (p notices at its next read, if it reaches the
+// store) plus the longest request D after the store dropped p, and
+//
+//	in flight ≤ total + Σ_{p cut off} S_p
+//
+// after that, while p stays cut off; once p is registered again, H_p
+// counts for another D (the requests it admitted while cut off), then
+// nothing. With every replica cut off, Σ S_p ≤ f·total: the configured
+// fraction is the overshoot of a long partition; f = 0 makes a cut-off
+// replica admit nothing once its lease would have expired. A replica
+// that dies takes its requests with it (Envoy drops their connections):
+// no overshoot. TestReplicasBound checks both bounds at every step of
+// random sequences of demand shifts, deaths, new replicas, partitions,
+// store outages and conflicting writes.
+
+// Slice is one replica's part of a pool: the budgets it decides against.
+// Teams follow the order of Totals.Teams. The zero Slice holds nothing.
+type Slice struct {
+	// Capacity is the sequences (requests in flight) the replica may run.
+	Capacity int
+	// KVTokens is the KV-cache tokens it may use (0 when the pool has no
+	// KV resource).
+	KVTokens int64
+	// Reserved is every team's within-share sequences at the replica.
+	Reserved []int
+	// ReservedTokens is every team's within-share KV tokens.
+	ReservedTokens []int64
+}
+
+// Totals is what the slices of a pool divide: the pool as configured.
+type Totals struct {
+	// Teams names the configured teams, in configuration order.
+	Teams []string
+	// Whole is the pool's capacity, KV tokens and reservations.
+	Whole Slice
+}
+
+// Member is one replica's report in the store.
+type Member struct {
+	// ID names the replica; IDs sort the members and break ties.
+	ID string
+	// Demand is every team's requests in flight plus waiting.
+	Demand []int
+	// Applied is the slice in force at the replica.
+	Applied Slice
+	// Used is what the replica has in flight against each budget: all its
+	// requests (Capacity, KVTokens) and every team's within-share
+	// requests (Reserved, ReservedTokens).
+	Used Slice
+}
+
+// vec is a slice as one vector of budgets: capacity, tokens, then every
+// team's reserved sequences, then every team's reserved tokens.
+func (s Slice) vec(teams int) []int64 {
+	v := make([]int64, 2+2*teams)
+	v[0], v[1] = int64(s.Capacity), s.KVTokens
+	for i := range teams {
+		if i < len(s.Reserved) {
+			v[2+i] = int64(s.Reserved[i])
+		}
+		if i < len(s.ReservedTokens) {
+			v[2+teams+i] = s.ReservedTokens[i]
+		}
+	}
+	return v
+}
+
+// sliceOf is the inverse of vec.
+func sliceOf(v []int64, teams int) Slice {
+	s := Slice{Capacity: int(v[0]), KVTokens: v[1], Reserved: make([]int, teams), ReservedTokens: make([]int64, teams)}
+	for i := range teams {
+		s.Reserved[i] = int(v[2+i])
+		s.ReservedTokens[i] = v[2+teams+i]
+	}
+	return s
+}
+
+// Clone returns a deep copy of s.
+func (s Slice) Clone() Slice {
+	s.Reserved = slices.Clone(s.Reserved)
+	s.ReservedTokens = slices.Clone(s.ReservedTokens)
+	return s
+}
+
+// split divides total into out in proportion to weights with the
+// largest-remainder method in exact integer arithmetic: every i first
+// gets ⌊total·w_i/W⌋, then the units left go one each to the largest
+// remainders, ties to the lower index. When every weight is 0 the split
+// is even (all weights 1). Weights must be ≥ 0 and total ≥ 0.
+func split(total int64, weights []int64, out []int64) {
+	n := len(weights)
+	if n == 0 {
+		return
+	}
+	var w uint64
+	for _, x := range weights {
+		w += uint64(x)
+	}
+	even := w == 0
+	if even {
+		w = uint64(n)
+	}
+	rem := make([]uint64, n)
+	var given int64
+	for i := range n {
+		x := uint64(1)
+		if !even {
+			x = uint64(weights[i])
+		}
+		hi, lo := bits.Mul64(uint64(total), x)
+		q, r := bits.Div64(hi, lo, w) // hi < w since x ≤ w
+		out[i], rem[i] = int64(q), r
+		given += int64(q)
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rem[b], rem[a]) })
+	for k := 0; given < total; k++ {
+		out[order[k%n]]++
+		given++
+	}
+}
+
+// Target returns every member's target slice under the slice rule (see
+// above), in the order of members, which must be sorted by ID (see
+// SortMembers). Demands beyond len(t.Teams) are ignored, negative ones
+// count as 0. Cost: O(members × teams); it allocates.
+func Target(t Totals, members []Member) []Slice {
+	n, T := len(members), len(t.Teams)
+	out := make([][]int64, n)
+	for r := range out {
+		out[r] = make([]int64, 2+2*T)
+	}
+	if n == 0 {
+		return nil
+	}
+	whole := t.Whole.vec(T)
+	demand := func(r, i int) int64 {
+		if d := members[r].Demand; i < len(d) {
+			return int64(max(d[i], 0))
+		}
+		return 0
+	}
+	w := make([]int64, n)
+	part := make([]int64, n)
+	ones := make([]int64, n)
+	extra := make([]int64, n)
+	for i := range T {
+		var d int64
+		for r := range n {
+			w[r] = demand(r, i)
+			d += w[r]
+		}
+		if d >= whole[2+i] {
+			split(whole[2+i], w, part)
+		} else {
+			// Every replica's demand, then the rest evenly: headroom for
+			// a burst at any replica until the next sync.
+			clear(ones)
+			for r := range n {
+				ones[r] = 1
+			}
+			split(whole[2+i]-d, ones, extra)
+			for r := range n {
+				part[r] = w[r] + extra[r]
+			}
+		}
+		for r := range n {
+			out[r][2+i] = part[r]
+		}
+		// Tokens follow the sequences (evenly when the team reserves none).
+		split(whole[2+T+i], part, extra)
+		for r := range n {
+			out[r][2+T+i] = extra[r]
+		}
+	}
+	var resSeq, resTok int64
+	for i := range T {
+		resSeq += whole[2+i]
+		resTok += whole[2+T+i]
+	}
+	// Demand beyond the reservations, else all demand, else even.
+	excess := make([]int64, n)
+	all := make([]int64, n)
+	var sumEx, sumAll int64
+	for r := range n {
+		for i := range T {
+			d := demand(r, i)
+			excess[r] += max(0, d-out[r][2+i])
+			all[r] += d
+		}
+		sumEx += excess[r]
+		sumAll += all[r]
+	}
+	if sumEx == 0 {
+		excess = all
+	}
+	split(max(0, whole[0]-resSeq), excess, part)
+	for r := range n {
+		out[r][0] = part[r]
+		for i := range T {
+			out[r][0] += out[r][2+i]
+		}
+	}
+	split(max(0, whole[1]-resTok), excess, part)
+	for r := range n {
+		out[r][1] = part[r]
+		for i := range T {
+			out[r][1] += out[r][2+T+i]
+		}
+	}
+	s := make([]Slice, n)
+	for r := range n {
+		s[r] = sliceOf(out[r], T)
+	}
+	return s
+}
+
+// SortMembers sorts members by ID, the order Target and Rebalance use.
+func SortMembers(members []Member) {
+	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+}
+
+// Rebalance returns the target of member self (an index into members,
+// sorted by ID) and next, the slice it may apply now: its target, cut
+// down in every budget to what the other members' holds leave (see
+// above), its reservations then cut, last team first, to fit its
+// capacities (as Pool.SetSlice would). next is never negative; it is
+// below the member's applied slice where it must shrink. Cost: O(members × teams); it allocates.
+func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
+	T := len(t.Teams)
+	target = Target(t, members)[self]
+	room := t.Whole.vec(T)
+	for r, m := range members {
+		if r == self {
+			continue
+		}
+		a, u := m.Applied.vec(T), m.Used.vec(T)
+		for b := range room {
+			room[b] -= max(a[b], u[b])
+		}
+	}
+	nv := target.vec(T)
+	for b := range nv {
+		nv[b] = max(0, min(nv[b], room[b]))
+	}
+	fitVec(nv, T)
+	return target, sliceOf(nv, T)
+}
+
+// fitVec cuts the reservations of v, last team first, until they fit its
+// capacity and tokens (as Pool.SetSlice does), so that within-share
+// requests never outnumber the slice.
+func fitVec(v []int64, T int) {
+	var seq, tok int64
+	for i := range T {
+		seq += v[2+i]
+		tok += v[2+T+i]
+	}
+	for i := T - 1; i >= 0; i-- {
+		if d := min(v[2+i], seq-v[0]); d > 0 {
+			v[2+i] -= d
+			seq -= d
+		}
+		if d := min(v[2+T+i], tok-v[1]); d > 0 {
+			v[2+T+i] -= d
+			tok -= d
+		}
+	}
+}
+
+// SafeSlice returns the slice a replica cut off from the store shrinks
+// to once its lease would have expired: in every budget ⌊fraction ×
+// total / n⌋ (n the members it last saw, at least 1), never more than
+// applied. fraction is clamped into [0, 1] (NaN counts as 0).
+func SafeSlice(t Totals, fraction float64, n int, applied Slice) Slice {
+	if math.IsNaN(fraction) {
+		fraction = 0
+	}
+	fraction = min(max(fraction, 0), 1)
+	n = max(n, 1)
+	T := len(t.Teams)
+	whole, a := t.Whole.vec(T), applied.vec(T)
+	for b := range whole {
+		s := int64(math.Floor(fraction * float64(whole[b]) / float64(n)))
+		whole[b] = max(0, min(s, a[b]))
+	}
+	return sliceOf(whole, T)
+}
+
+// MinSlice returns the smaller of a and b in every budget, for teams
+// budgets of each team.
+func MinSlice(a, b Slice, teams int) Slice {
+	x, y := a.vec(teams), b.vec(teams)
+	for i := range x {
+		x[i] = min(x[i], y[i])
+	}
+	return sliceOf(x, teams)
+}
+
+// UsageReport is one replica's contribution to a pool's usage: every
+// team's usage it charged, decayed to At.
+type UsageReport struct {
+	// ID names the replica.
+	ID string
+	// At is the time the usage is decayed to.
+	At time.Time
+	// Usage is every team's contribution (cost units).
+	Usage map[string]float64
+}
+
+// SumUsage returns every team's usage across the reports, each decayed
+// from its At to now with the half-life (0: no decay; a report from
+// after now counts undecayed), summed in the order of the reports' IDs
+// then of team names, so that every replica computes the same figure.
+// Negative, NaN and infinite contributions count as 0. Cost:
+// O(reports × teams · log); it allocates.
+func SumUsage(now time.Time, halfLife time.Duration, reports []UsageReport) map[string]float64 {
+	rs := slices.Clone(reports)
+	slices.SortFunc(rs, func(a, b UsageReport) int { return strings.Compare(a.ID, b.ID) })
+	out := make(map[string]float64)
+	for _, r := range rs {
+		f := 1.0
+		if dt := now.Sub(r.At); halfLife > 0 && dt > 0 {
+			f = math.Exp(-math.Ln2 * float64(dt) / float64(halfLife))
+		}
+		names := make([]string, 0, len(r.Usage))
+		for n := range r.Usage {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			out[n] = min(out[n]+sanitizeAmount(r.Usage[n])*f, maxUsage)
+		}
+	}
+	return out
+}

@@ -1,0 +1,597 @@
+package fairshare
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		name    string
+		total   int64
+		weights []int64
+		want    []int64
+	}{
+		{"proportional", 10, []int64{7, 2, 1}, []int64{7, 2, 1}},
+		{"remainder to the largest", 10, []int64{1, 1, 1}, []int64{4, 3, 3}},
+		{"ties to the lower index", 2, []int64{1, 1, 1}, []int64{1, 1, 0}},
+		{"all zero is even", 5, []int64{0, 0}, []int64{3, 2}},
+		{"zero weight gets nothing", 5, []int64{0, 3}, []int64{0, 5}},
+		{"zero total", 0, []int64{4, 1}, []int64{0, 0}},
+		{"large", 1 << 40, []int64{1 << 30, 1 << 30, 1}, []int64{549755813632, 549755813632, 512}},
+	}
+	for _, tt := range tests {
+		got := make([]int64, len(tt.weights))
+		split(tt.total, tt.weights, got)
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: split(%d, %v) = %v, want %v", tt.name, tt.total, tt.weights, got, tt.want)
+		}
+	}
+}
+
+// totals3 is a pool of C = 20 and K = 2000 tokens with teams a, b, c of
+// shares 0.5, 0.3 and 0.1: reservations 10, 6, 2 (1000, 600, 200 tokens),
+// 2 sequences and 200 tokens of room.
+func totals3() Totals {
+	return Totals{Teams: []string{"a", "b", "c"}, Whole: Slice{
+		Capacity: 20, KVTokens: 2000, Reserved: []int{10, 6, 2}, ReservedTokens: []int64{1000, 600, 200},
+	}}
+}
+
+func TestTarget(t *testing.T) {
+	tot := totals3()
+	tests := []struct {
+		name    string
+		demands [][]int
+		want    []Slice
+	}{
+		{
+			name:    "one replica takes the whole pool",
+			demands: [][]int{{3, 0, 0}},
+			want:    []Slice{tot.Whole},
+		},
+		{
+			name:    "idle pool splits evenly, ties to the first ID",
+			demands: [][]int{{0, 0, 0}, {0, 0, 0}},
+			want: []Slice{
+				{Capacity: 10, KVTokens: 1000, Reserved: []int{5, 3, 1}, ReservedTokens: []int64{500, 300, 100}},
+				{Capacity: 10, KVTokens: 1000, Reserved: []int{5, 3, 1}, ReservedTokens: []int64{500, 300, 100}},
+			},
+		},
+		{
+			// a's demand 7:3 splits its 10 as 7:3; b only at the second
+			// replica; c idle splits 1:1. Demand beyond reservations:
+			// first 0, second 0 + 4 (b: 10 − 6) = 4: all the room.
+			name:    "reservations follow each team's demand, room the excess",
+			demands: [][]int{{7, 0, 0}, {3, 10, 0}},
+			want: []Slice{
+				{Capacity: 8, KVTokens: 800, Reserved: []int{7, 0, 1}, ReservedTokens: []int64{700, 0, 100}},
+				{Capacity: 12, KVTokens: 1200, Reserved: []int{3, 6, 1}, ReservedTokens: []int64{300, 600, 100}},
+			},
+		},
+		{
+			// a's demand (2) is below its reservation (10): r0 gets its 2,
+			// the other 8 go evenly (headroom at both); the room goes by
+			// demand (no demand beyond a reservation: all demand), all to
+			// r0. Tokens follow the sequences.
+			name:    "demand first, then the rest of a reservation evenly",
+			demands: [][]int{{2, 0, 0}, {0, 0, 0}},
+			want: []Slice{
+				{Capacity: 12, KVTokens: 1200, Reserved: []int{6, 3, 1}, ReservedTokens: []int64{600, 300, 100}},
+				{Capacity: 8, KVTokens: 800, Reserved: []int{4, 3, 1}, ReservedTokens: []int64{400, 300, 100}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		ms := make([]Member, len(tt.demands))
+		for i, d := range tt.demands {
+			ms[i] = Member{ID: fmt.Sprint("r", i), Demand: d}
+		}
+		got := Target(tot, ms)
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: Target = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRebalanceGrowsIntoRoomOnly(t *testing.T) {
+	tot := totals3()
+	full := tot.Whole
+	empty := Slice{Reserved: []int{0, 0, 0}, ReservedTokens: []int64{0, 0, 0}}
+	ms := []Member{
+		// r0 holds the whole pool and has 5 requests of a in flight.
+		{ID: "r0", Demand: []int{5, 0, 0}, Applied: full,
+			Used: Slice{Capacity: 5, KVTokens: 500, Reserved: []int{5, 0, 0}, ReservedTokens: []int64{500, 0, 0}}},
+		{ID: "r1", Demand: []int{0, 6, 0}, Applied: empty, Used: empty},
+	}
+	target, next := Rebalance(tot, ms, 1)
+	if target.Capacity == 0 || target.Reserved[1] != 6 {
+		t.Fatalf("Rebalance target of r1 = %+v, want b's 6 reserved", target)
+	}
+	if !reflect.DeepEqual(next, empty) {
+		t.Fatalf("Rebalance next of r1 = %+v while r0 holds everything, want nothing", next)
+	}
+	// r0 shrinks to its target at once.
+	t0, n0 := Rebalance(tot, ms, 0)
+	if !reflect.DeepEqual(t0, n0) {
+		t.Fatalf("Rebalance of r0: next %+v, want its target %+v", n0, t0)
+	}
+	ms[0].Applied = n0
+	_, next = Rebalance(tot, ms, 1)
+	if next.Reserved[1] != 6 || next.Capacity != 20-max(n0.Capacity, 5) {
+		t.Fatalf("Rebalance next of r1 after r0 shrank to %+v = %+v, want b's 6 and the capacity r0 left", n0, next)
+	}
+}
+
+func TestSafeSlice(t *testing.T) {
+	tot := totals3()
+	got := SafeSlice(tot, 0.5, 2, tot.Whole)
+	want := Slice{Capacity: 5, KVTokens: 500, Reserved: []int{2, 1, 0}, ReservedTokens: []int64{250, 150, 50}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SafeSlice(0.5, 2 members, whole) = %+v, want %+v", got, want)
+	}
+	small := Slice{Capacity: 1, KVTokens: 10, Reserved: []int{0, 0, 0}, ReservedTokens: []int64{0, 0, 0}}
+	if got := SafeSlice(tot, 0.5, 2, small); !reflect.DeepEqual(got, small) {
+		t.Errorf("SafeSlice of a slice below the safe one = %+v, want it unchanged %+v", got, small)
+	}
+	for _, f := range []float64{-1, 0} {
+		if got := SafeSlice(tot, f, 1, tot.Whole); got.Capacity != 0 || got.KVTokens != 0 {
+			t.Errorf("SafeSlice(fraction %v) = %+v, want nothing", f, got)
+		}
+	}
+}
+
+func TestSumUsage(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	reports := []UsageReport{
+		{ID: "b", At: t0, Usage: map[string]float64{"x": 8}},
+		{ID: "a", At: t0.Add(-time.Minute), Usage: map[string]float64{"x": 4, "y": 2}},
+	}
+	got := SumUsage(t0, time.Minute, reports)
+	want := map[string]float64{"x": 8 + 2, "y": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SumUsage = %v, want %v", got, want)
+	}
+}
+
+// The replica simulation: R proxies share a pool through a store with
+// leases and compare-and-swap, on virtual time.
+
+const (
+	simStep = 10 * time.Millisecond
+	simSync = 100 * time.Millisecond
+	simTTL  = 300 * time.Millisecond
+	simD    = 500 * time.Millisecond // the longest request
+	simSafe = 0.5
+	// simHold is how long after its lease expired a cut-off replica may
+	// still run requests admitted under its old slice: it notices the
+	// loss at its next read (one sync, one write latency), then they
+	// finish within the longest request.
+	simHold = simD + simSync + 3*simStep
+)
+
+type simReq struct {
+	team   int
+	tok    int64
+	within bool
+	end    time.Duration
+}
+
+type simReplica struct {
+	id          string
+	alive       bool
+	cut         bool // partitioned from the store
+	phase       time.Duration
+	applied     Slice
+	inflight    []simReq
+	waiting     []simReq // end holds the duration it will run
+	rates       []int    // arrivals per step per team, in percent
+	lastKeep    time.Duration
+	lastN       int
+	shrunk      bool // applies its safe slice: lost its lease
+	pending     bool // a read awaits its write
+	readRev     int
+	readMembers []Member
+	writeAt     time.Duration
+
+	// Bound bookkeeping: when the store dropped it while alive.
+	cutAt   time.Duration // -1: not cut off
+	backAt  time.Duration // -1: not back
+	hold    []int64       // max(applied, in flight) when cut off
+	safeVec []int64
+}
+
+type simStore struct {
+	rev     int
+	members map[string]Member
+	expiry  map[string]time.Duration
+}
+
+type sim struct {
+	t        *testing.T
+	rng      *rand.Rand
+	tot      Totals
+	now      time.Duration
+	store    simStore
+	replicas []*simReplica
+	down     bool // the store is down
+	nextID   int
+}
+
+func newSim(t *testing.T, seed uint64, n int) *sim {
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e37)), tot: totals3(),
+		store: simStore{members: map[string]Member{}, expiry: map[string]time.Duration{}}}
+	for range n {
+		s.add()
+	}
+	return s
+}
+
+func (s *sim) add() *simReplica {
+	T := len(s.tot.Teams)
+	r := &simReplica{id: fmt.Sprintf("r%03d", s.nextID), alive: true, phase: time.Duration(s.rng.IntN(10)) * simStep,
+		applied: Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)},
+		rates:   make([]int, T), cutAt: -1, backAt: -1}
+	s.nextID++
+	s.shift(r)
+	s.replicas = append(s.replicas, r)
+	return r
+}
+
+// shift draws new arrival rates for r (a demand shift).
+func (s *sim) shift(r *simReplica) {
+	for i := range r.rates {
+		r.rates[i] = s.rng.IntN(60)
+	}
+}
+
+func (r *simReplica) used(T int) Slice {
+	u := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
+	for _, q := range r.inflight {
+		u.Capacity++
+		u.KVTokens += q.tok
+		if q.within {
+			u.Reserved[q.team]++
+			u.ReservedTokens[q.team] += q.tok
+		}
+	}
+	return u
+}
+
+func (r *simReplica) demand(T int) []int {
+	d := make([]int, T)
+	for _, q := range r.inflight {
+		d[q.team]++
+	}
+	for _, q := range r.waiting {
+		d[q.team]++
+	}
+	return d
+}
+
+// admit runs r's queue against its applied slice, as the pool does.
+func (s *sim) admit(r *simReplica) {
+	T := len(s.tot.Teams)
+	u := r.used(T)
+	k := 0
+	for _, q := range r.waiting {
+		if u.Capacity+1 > r.applied.Capacity || u.KVTokens+q.tok > r.applied.KVTokens {
+			r.waiting[k] = q
+			k++
+			continue
+		}
+		q.within = u.Reserved[q.team]+1 <= r.applied.Reserved[q.team] &&
+			u.ReservedTokens[q.team]+q.tok <= r.applied.ReservedTokens[q.team]
+		u.Capacity++
+		u.KVTokens += q.tok
+		if q.within {
+			u.Reserved[q.team]++
+			u.ReservedTokens[q.team] += q.tok
+		}
+		q.end += s.now
+		r.inflight = append(r.inflight, q)
+	}
+	r.waiting = r.waiting[:k]
+}
+
+func (s *sim) snapshot() (int, []Member) {
+	ms := make([]Member, 0, len(s.store.members))
+	for _, m := range s.store.members {
+		ms = append(ms, m)
+	}
+	SortMembers(ms)
+	return s.store.rev, ms
+}
+
+// syncRead is a replica's keepalive and read. A replica that finds its
+// lease gone shrinks to its safe slice until it is registered again.
+func (s *sim) syncRead(r *simReplica) {
+	if _, ok := s.store.members[r.id]; ok {
+		s.store.expiry[r.id] = s.now + simTTL
+		r.lastKeep = s.now
+	} else {
+		s.shrink(r)
+	}
+	r.readRev, r.readMembers = s.snapshot()
+	r.pending = true
+	r.writeAt = s.now + time.Duration(s.rng.IntN(3))*simStep
+}
+
+// safeBound is what the bound allows a replica that has shrunk, from the
+// rule alone: ⌊f·total/n⌋ in every budget.
+func (s *sim) safeBound(r *simReplica) []int64 {
+	return SafeSlice(s.tot, simSafe, r.lastN, s.tot.Whole).vec(len(s.tot.Teams))
+}
+
+// shrink applies r's safe slice.
+func (s *sim) shrink(r *simReplica) {
+	T := len(s.tot.Teams)
+	r.applied = MinSlice(r.applied, SafeSlice(s.tot, simSafe, r.lastN, r.applied), T)
+	if !r.shrunk {
+		r.shrunk = true
+		if r.cutAt >= 0 && r.safeVec == nil {
+			r.safeVec = s.safeBound(r)
+		}
+	}
+}
+
+// syncWrite computes r's slice from what it read and writes it with a
+// compare-and-swap on the revision read.
+func (s *sim) syncWrite(r *simReplica) {
+	r.pending = false
+	T := len(s.tot.Teams)
+	self := Member{ID: r.id, Demand: r.demand(T), Applied: r.applied.Clone(), Used: r.used(T)}
+	ms := slices.DeleteFunc(slices.Clone(r.readMembers), func(m Member) bool { return m.ID == r.id })
+	ms = append(ms, self)
+	SortMembers(ms)
+	k := slices.IndexFunc(ms, func(m Member) bool { return m.ID == r.id })
+	targets := Target(s.tot, ms)
+	sum := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
+	for _, x := range targets {
+		sum = addSlice(sum, x, T)
+	}
+	if !reflect.DeepEqual(sum, s.tot.Whole) {
+		s.t.Fatalf("t=%v: targets sum to %+v, want %+v", s.now, sum, s.tot.Whole)
+	}
+	target, next := Rebalance(s.tot, ms, k)
+	tv, nv := target.vec(T), next.vec(T)
+	for b := range nv {
+		if nv[b] < 0 || nv[b] > tv[b] {
+			s.t.Fatalf("t=%v: next %v not within [0, target %v]", s.now, nv, tv)
+		}
+	}
+	// Shrink at once; grow only once the write is in.
+	r.applied = MinSlice(r.applied, next, T)
+	r.lastN = len(ms)
+	if s.down || r.cut {
+		return // the write never arrived
+	}
+	if s.store.rev != r.readRev {
+		// The compare-and-swap failed: its answer carries the members
+		// as they are now (the txn's failure branch reads them), and the
+		// replica tries again.
+		s.syncRead(r)
+		return
+	}
+	if _, ok := s.store.members[r.id]; !ok {
+		s.store.expiry[r.id] = s.now + simTTL // a new lease
+		r.lastKeep = s.now
+		if r.cutAt >= 0 && r.backAt < 0 {
+			r.backAt = s.now
+		}
+	}
+	r.shrunk = false
+	self.Applied, self.Used = next.Clone(), r.used(T)
+	s.store.members[r.id] = self
+	s.store.rev++
+	r.applied = next
+}
+
+func addSlice(a, b Slice, T int) Slice {
+	x, y := a.vec(T), b.vec(T)
+	for i := range x {
+		x[i] += y[i]
+	}
+	return sliceOf(x, T)
+}
+
+// step advances the simulation by one step.
+func (s *sim) step() {
+	s.now += simStep
+	T := len(s.tot.Teams)
+	// The store expires leases.
+	if !s.down {
+		for id, exp := range s.store.expiry {
+			if exp > s.now {
+				continue
+			}
+			delete(s.store.expiry, id)
+			delete(s.store.members, id)
+			s.store.rev++
+			for _, r := range s.replicas {
+				if r.id == id && r.alive {
+					r.cutAt, r.backAt, r.safeVec = s.now, -1, nil
+					if r.shrunk {
+						r.safeVec = s.safeBound(r)
+					}
+					u := r.used(T).vec(T)
+					a := r.applied.vec(T)
+					r.hold = make([]int64, len(a))
+					for b := range a {
+						r.hold[b] = max(a[b], u[b])
+					}
+				}
+			}
+		}
+	}
+	for _, r := range s.replicas {
+		if !r.alive {
+			continue
+		}
+		// Requests finish.
+		r.inflight = slices.DeleteFunc(r.inflight, func(q simReq) bool { return q.end <= s.now })
+		// Arrivals.
+		for i, rate := range r.rates {
+			for n := rate; n > 0; n -= 100 {
+				if s.rng.IntN(100) < min(n, 100) && len(r.waiting) < 200 {
+					r.waiting = append(r.waiting, simReq{team: i, tok: int64(10 + s.rng.IntN(90)),
+						end: time.Duration(1+s.rng.IntN(int(simD/simStep))) * simStep})
+				}
+			}
+		}
+		// Sync.
+		reach := !s.down && !r.cut
+		if r.pending && s.now >= r.writeAt {
+			s.syncWrite(r)
+		}
+		if reach && !r.pending && (s.now+r.phase)%simSync == 0 {
+			s.syncRead(r)
+		}
+		// Cut off past the lease: shrink to the safe slice.
+		if !reach && s.now >= r.lastKeep+simTTL {
+			s.shrink(r)
+		}
+		s.admit(r)
+	}
+	s.checkBound()
+}
+
+// checkBound asserts the overshoot bound in every budget.
+func (s *sim) checkBound() {
+	T := len(s.tot.Teams)
+	total := make([]int64, 2+2*T)
+	bound := s.tot.Whole.vec(T)
+	for _, r := range s.replicas {
+		if !r.alive {
+			continue
+		}
+		u := r.used(T).vec(T)
+		for b := range u {
+			total[b] += u[b]
+		}
+		if r.cutAt < 0 {
+			continue
+		}
+		if r.backAt >= 0 && s.now-r.backAt >= simD {
+			r.cutAt, r.backAt, r.hold, r.safeVec = -1, -1, nil, nil
+			continue
+		}
+		for b := range bound {
+			if r.backAt < 0 && s.now-r.cutAt >= simHold && r.safeVec != nil {
+				bound[b] += r.safeVec[b]
+			} else {
+				bound[b] += r.hold[b]
+			}
+		}
+	}
+	for b := range total {
+		if total[b] > bound[b] {
+			s.t.Fatalf("t=%v: budget %d has %d in flight, bound %d (totals %v)", s.now, b, total[b], bound[b], s.tot.Whole.vec(T))
+		}
+	}
+}
+
+func (s *sim) alive() []*simReplica {
+	var out []*simReplica
+	for _, r := range s.replicas {
+		if r.alive {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestReplicasBound runs random sequences of demand shifts, deaths,
+// restarts, partitions and store outages, and checks the overshoot bound
+// at every step; then heals everything, stops the load and checks that
+// the slices converge to the targets and fill the pool.
+func TestReplicasBound(t *testing.T) {
+	for seed := range uint64(100) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := newSim(t, seed, 2+int(seed%3))
+			for range 3000 {
+				switch x := s.rng.IntN(1000); {
+				case x < 10:
+					live := s.alive()
+					s.shift(live[s.rng.IntN(len(live))])
+				case x < 12 && len(s.alive()) > 1:
+					live := s.alive()
+					r := live[s.rng.IntN(len(live))]
+					r.alive, r.inflight, r.waiting = false, nil, nil
+				case x < 14 && len(s.alive()) < 5:
+					s.add()
+				case x < 18:
+					live := s.alive()
+					r := live[s.rng.IntN(len(live))]
+					r.cut = !r.cut
+				case x < 19:
+					s.down = !s.down
+				}
+				s.step()
+			}
+			// Heal, stop arrivals, and let it settle.
+			s.down = false
+			for _, r := range s.replicas {
+				r.cut = false
+				clear(r.rates)
+				r.waiting = nil
+			}
+			for range int((2*simD + 3*simTTL + 5*simSync) / simStep) {
+				s.step()
+			}
+			T := len(s.tot.Teams)
+			sum := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
+			_, ms := s.snapshot()
+			targets := Target(s.tot, ms)
+			for k, m := range ms {
+				var r *simReplica
+				for _, x := range s.replicas {
+					if x.id == m.ID {
+						r = x
+					}
+				}
+				if r == nil || !r.alive {
+					t.Fatalf("member %s in the store is not alive", m.ID)
+				}
+				if !reflect.DeepEqual(r.applied, targets[k]) {
+					t.Errorf("settled replica %s applies %+v, want its target %+v", r.id, r.applied, targets[k])
+				}
+				sum = addSlice(sum, r.applied, T)
+			}
+			if len(ms) != len(s.alive()) {
+				t.Errorf("settled store has %d members, want the %d alive", len(ms), len(s.alive()))
+			}
+			if !reflect.DeepEqual(sum, s.tot.Whole) {
+				t.Errorf("settled slices sum to %+v, want the whole pool %+v", sum, s.tot.Whole)
+			}
+		})
+	}
+}
+
+// TestReplicaDeathReturnsSlice: a dead replica's slice is back with the
+// others within TTL + one sync (+ the write's latency).
+func TestReplicaDeathReturnsSlice(t *testing.T) {
+	s := newSim(t, 7, 3)
+	for _, r := range s.replicas {
+		clear(r.rates)
+	}
+	for range 100 {
+		s.step()
+	}
+	dead := s.replicas[2]
+	if dead.applied.Capacity == 0 {
+		t.Fatalf("replica %s has no slice before its death: %+v", dead.id, dead.applied)
+	}
+	dead.alive = false
+	for range int((simTTL + simSync + 3*simStep) / simStep) {
+		s.step()
+	}
+	got := s.replicas[0].applied.Capacity + s.replicas[1].applied.Capacity
+	if got != s.tot.Whole.Capacity {
+		t.Errorf("TTL + one sync after a death the two others apply %d sequences, want the whole %d", got, s.tot.Whole.Capacity)
+	}
+}

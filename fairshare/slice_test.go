@@ -1,0 +1,111 @@
+package fairshare
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func slicePool(t *testing.T) *Pool {
+	t.Helper()
+	p := NewPool("p", Config{Capacity: 20, KVTokens: 2000, QueueLimit: 50, Teams: []TeamConfig{
+		{Name: "a", Share: 0.5}, {Name: "b", Share: 0.3}, {Name: "c", Share: 0.1},
+	}}, time.Unix(0, 0))
+	verify(t, p)
+	return p
+}
+
+func TestPoolTotals(t *testing.T) {
+	p := slicePool(t)
+	if got, want := p.Totals(), totals3(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Totals() = %+v, want %+v", got, want)
+	}
+	// A slice does not change the totals.
+	p.SetSlice(&Slice{Capacity: 3, Reserved: []int{1}})
+	if got, want := p.Totals(), totals3(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Totals() under a slice = %+v, want %+v", got, want)
+	}
+}
+
+// TestSetSliceDecides: a sliced pool grants within share up to the
+// slice's reservation, borrowers up to the slice's capacity, and queues
+// the rest; the record keeps the slice; nil gives the whole pool back.
+func TestSetSliceDecides(t *testing.T) {
+	now := time.Unix(0, 0)
+	p := slicePool(t)
+	s := Slice{Capacity: 4, KVTokens: 400, Reserved: []int{2, 1, 0}, ReservedTokens: []int64{200, 100, 0}}
+	p.SetSlice(&s)
+	verify(t, p)
+	if got, ok := p.Slice(); !ok || !reflect.DeepEqual(got, s) {
+		t.Fatalf("Slice() = %+v, %v, want %+v, true", got, ok, s)
+	}
+	var out []string
+	for id, team := range []string{"a", "a", "a", "b", "c", "a"} {
+		g, _, o := p.Arrive(now, Request{Holder: 1, ID: uint64(id), Team: team, Tokens: 50})
+		out = append(out, fmt.Sprintf("%s:%v/%v", team, o, g.Borrowing))
+		verify(t, p)
+	}
+	want := []string{"a:granted/false", "a:granted/false", "a:granted/true", "b:granted/false", "c:queued/false", "a:queued/false"}
+	if !reflect.DeepEqual(out, want) {
+		t.Fatalf("Arrive under slice %+v = %v, want %v", s, out, want)
+	}
+	demand, used := p.Report()
+	if wantD := []int{4, 1, 1}; !reflect.DeepEqual(demand, wantD) {
+		t.Errorf("Report() demand = %v, want %v", demand, wantD)
+	}
+	wantU := Slice{Capacity: 4, KVTokens: 200, Reserved: []int{2, 1, 0}, ReservedTokens: []int64{100, 50, 0}}
+	if !reflect.DeepEqual(used, wantU) {
+		t.Errorf("Report() used = %+v, want %+v", used, wantU)
+	}
+
+	// The record carries the slice.
+	rec, _ := p.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(rec); err != nil {
+		t.Fatal(err)
+	}
+	verify(t, &q)
+	if got, ok := q.Slice(); !ok || !reflect.DeepEqual(got, s) {
+		t.Fatalf("decoded Slice() = %+v, %v, want %+v", got, ok, s)
+	}
+
+	// Back to the whole pool: the waiting requests go.
+	p.SetSlice(nil)
+	verify(t, p)
+	if _, ok := p.Slice(); ok || p.Capacity() != 20 || !reflect.DeepEqual(p.Reserved(), map[string]int{"a": 10, "b": 6, "c": 2}) {
+		t.Fatalf("after SetSlice(nil): capacity %d reserved %v, want the whole pool", p.Capacity(), p.Reserved())
+	}
+	if _, _, st := p.Dispatch(now, 1); st != Dispatched {
+		t.Fatalf("Dispatch after SetSlice(nil) = %v, want dispatched", st)
+	}
+}
+
+func TestSetSliceClamps(t *testing.T) {
+	p := slicePool(t)
+	// Beyond the pool, and reservations beyond the slice's capacity: cut
+	// last team first.
+	p.SetSlice(&Slice{Capacity: 99, KVTokens: 99999, Reserved: []int{15, 6, 2, 7}, ReservedTokens: []int64{-5, 600, 200}})
+	verify(t, p)
+	got, _ := p.Slice()
+	want := Slice{Capacity: 20, KVTokens: 2000, Reserved: []int{15, 5, 0}, ReservedTokens: []int64{0, 600, 200}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slice() = %+v, want %+v", got, want)
+	}
+}
+
+// TestSetSliceReconfigure: a new configuration keeps the slice, each
+// reservation with its team; a new team has none until the next slice.
+func TestSetSliceReconfigure(t *testing.T) {
+	p := slicePool(t)
+	p.SetSlice(&Slice{Capacity: 6, KVTokens: 600, Reserved: []int{3, 2, 1}, ReservedTokens: []int64{300, 200, 100}})
+	p.Reconfigure(time.Unix(1, 0), Config{Capacity: 20, KVTokens: 2000, QueueLimit: 50, Teams: []TeamConfig{
+		{Name: "d", Share: 0.2}, {Name: "b", Share: 0.3}, {Name: "a", Share: 0.5},
+	}})
+	verify(t, p)
+	got, ok := p.Slice()
+	want := Slice{Capacity: 6, KVTokens: 600, Reserved: []int{0, 2, 3}, ReservedTokens: []int64{0, 200, 300}}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Slice() after Reconfigure = %+v, %v, want %+v", got, ok, want)
+	}
+}

@@ -1,0 +1,629 @@
+package plugin
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/tidwall/gjson"
+)
+
+// One pool across several proxies (the cluster block).
+//
+// Every proxy (an Envoy, a replica of the gateway) decides its requests
+// against its slice of each pool, locally, in its own shared data, as a
+// single proxy decides against the whole pool: nothing on the request
+// path talks to etcd. One VM per proxy, the one that holds the cluster
+// key of shared data (re-elected when it stops writing it for three sync
+// intervals), syncs with etcd on its tick:
+//
+//	tick ─▶ lease keepalive (or grant) ─▶ for each pool:
+//	          range <prefix>/<pool>/     every member's report and usage
+//	          Rebalance (fairshare)      shrink now, usage = own + others
+//	          txn if no member changed:  put my report (under my lease)
+//	                                     and my usage contribution
+//	          on success: apply the grown slice
+//
+// Keys: <prefix>/<pool>/m/<replica> is a member's report (team names,
+// demand, applied slice, in flight), under the replica's lease, so it
+// disappears when the replica stops keeping its lease alive;
+// <prefix>/<pool>/u/<replica> is its usage contribution (every team's
+// usage it charged, decayed to a time), kept without a lease so that
+// usage outlives the replicas. A replica's own contribution is what its
+// record holds beyond the others' contributions it last merged in.
+//
+// Faults: a replica that cannot reach etcd keeps its slices until its
+// lease would have expired (the last keepalive sent + TTL), then shrinks
+// each to fairshare.SafeSlice; one that finds its report gone shrinks the
+// same way until its new registration is written. A new replica starts
+// with empty slices (every request borrows, or waits with flow control)
+// until its first sync.
+
+// clusterState is what the syncing VM keeps in shared data, so that the
+// VM elected after it goes on with the same replica ID, lease and usage
+// bookkeeping.
+type clusterState struct {
+	leader  uint32 // holder of the syncing VM
+	at      int64  // when it last wrote (unix ns)
+	replica string
+	lease   string // etcd lease ID ("": none)
+	sent    int64  // when the last successful keepalive was sent (unix ns)
+	pools   map[string]*poolSync
+}
+
+// poolSync is one pool's bookkeeping in the cluster state.
+type poolSync struct {
+	n        int                // members last seen
+	othersAt int64              // others' usage decayed to this time (unix ns)
+	others   map[string]float64 // the other replicas' usage merged into the record
+	// restored: this replica's own contribution, as etcd kept it from
+	// before a restart, is in the record (done once per cluster state).
+	restored bool
+}
+
+// clusterKey is the shared-data key of the cluster state.
+func clusterKey(plugin string) string { return plugin + "/fairshare/cluster" }
+
+func (s *clusterState) encode() []byte {
+	b := []byte(`{"leader":`)
+	b = strconv.AppendUint(b, uint64(s.leader), 10)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, s.at, 10)
+	b = append(b, `,"replica":`...)
+	b = appendJSONString(b, s.replica)
+	b = append(b, `,"lease":`...)
+	b = appendJSONString(b, s.lease)
+	b = append(b, `,"sent":`...)
+	b = strconv.AppendInt(b, s.sent, 10)
+	b = append(b, `,"pools":{`...)
+	names := make([]string, 0, len(s.pools))
+	for n := range s.pools {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		ps := s.pools[n]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, n)
+		b = append(b, `:{"n":`...)
+		b = strconv.AppendInt(b, int64(ps.n), 10)
+		b = append(b, `,"at":`...)
+		b = strconv.AppendInt(b, ps.othersAt, 10)
+		b = append(b, `,"others":`...)
+		b = appendUsage(b, ps.others)
+		b = append(b, `,"restored":`...)
+		b = strconv.AppendBool(b, ps.restored)
+		b = append(b, '}')
+	}
+	return append(b, `}}`...)
+}
+
+// appendUsage appends usage as a JSON object, teams sorted.
+func appendUsage(b []byte, u map[string]float64) []byte {
+	teams := make([]string, 0, len(u))
+	for t := range u {
+		teams = append(teams, t)
+	}
+	slices.Sort(teams)
+	b = append(b, '{')
+	for i, t := range teams {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, t)
+		b = append(b, ':')
+		b = strconv.AppendFloat(b, u[t], 'g', -1, 64)
+	}
+	return append(b, '}')
+}
+
+func parseUsage(r gjson.Result) map[string]float64 {
+	u := map[string]float64{}
+	r.ForEach(func(k, v gjson.Result) bool {
+		if x := v.Float(); x >= 0 && !math.IsInf(x, 0) {
+			u[k.String()] = x
+		}
+		return true
+	})
+	return u
+}
+
+func decodeClusterState(b []byte) (*clusterState, bool) {
+	if !gjson.ValidBytes(b) {
+		return nil, false
+	}
+	r := gjson.ParseBytes(b)
+	s := &clusterState{leader: uint32(r.Get("leader").Uint()), at: r.Get("at").Int(), replica: r.Get("replica").String(),
+		lease: r.Get("lease").String(), sent: r.Get("sent").Int(), pools: map[string]*poolSync{}}
+	r.Get("pools").ForEach(func(k, v gjson.Result) bool {
+		s.pools[k.String()] = &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others")),
+			restored: v.Get("restored").Bool()}
+		return true
+	})
+	return s, s.replica != ""
+}
+
+// appendVec appends a slice as [capacity, tokens, reserved..., reserved tokens...].
+func appendVec(b []byte, s fairshare.Slice) []byte {
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(s.Capacity), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, s.KVTokens, 10)
+	for _, x := range s.Reserved {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	for _, x := range s.ReservedTokens {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return append(b, ']')
+}
+
+// encodeMember is a member's report as stored in etcd.
+func encodeMember(teams []string, demand []int, applied, used fairshare.Slice) []byte {
+	b := []byte(`{"teams":[`)
+	for i, t := range teams {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, t)
+	}
+	b = append(b, `],"demand":[`...)
+	for i, d := range demand {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(d), 10)
+	}
+	b = append(b, `],"applied":`...)
+	b = appendVec(b, applied)
+	b = append(b, `,"used":`...)
+	b = appendVec(b, used)
+	return append(b, '}')
+}
+
+// decodeMember reads a member's report for the teams of this proxy's
+// configuration: a team the report does not name counts 0 (a proxy on
+// another configuration, during a rollout).
+func decodeMember(id string, b []byte, teams []string) (fairshare.Member, bool) {
+	if !gjson.ValidBytes(b) {
+		return fairshare.Member{}, false
+	}
+	r := gjson.ParseBytes(b)
+	var theirs []string
+	for _, t := range r.Get("teams").Array() {
+		theirs = append(theirs, t.String())
+	}
+	n := len(theirs)
+	dem := r.Get("demand").Array()
+	app := r.Get("applied").Array()
+	use := r.Get("used").Array()
+	if len(dem) != n || len(app) != 2+2*n || len(use) != 2+2*n {
+		return fairshare.Member{}, false
+	}
+	T := len(teams)
+	m := fairshare.Member{ID: id, Demand: make([]int, T),
+		Applied: fairshare.Slice{Capacity: int(app[0].Int()), KVTokens: app[1].Int(), Reserved: make([]int, T), ReservedTokens: make([]int64, T)},
+		Used:    fairshare.Slice{Capacity: int(use[0].Int()), KVTokens: use[1].Int(), Reserved: make([]int, T), ReservedTokens: make([]int64, T)}}
+	for i, t := range teams {
+		j := slices.Index(theirs, t)
+		if j < 0 {
+			continue
+		}
+		m.Demand[i] = int(dem[j].Int())
+		m.Applied.Reserved[i], m.Applied.ReservedTokens[i] = int(app[2+j].Int()), app[2+n+j].Int()
+		m.Used.Reserved[i], m.Used.ReservedTokens[i] = int(use[2+j].Int()), use[2+n+j].Int()
+	}
+	return m, true
+}
+
+// etcdCaller sends one call to etcd and hands its answer (HTTP status,
+// body; status 0 when the call failed) to done, later.
+type etcdCaller func(path string, body []byte, done func(status int, body []byte)) error
+
+// hostEtcdCaller calls etcd with proxy_http_call.
+func hostEtcdCaller(cfg *clusterConfig) etcdCaller {
+	return func(path string, body []byte, done func(int, []byte)) error {
+		hdrs := [][2]string{{":method", "POST"}, {":path", path}, {":authority", cfg.authority}, {"content-type", "application/json"}}
+		if cfg.auth != "" {
+			hdrs = append(hdrs, [2]string{"authorization", cfg.auth})
+		}
+		_, err := hostcalls.DispatchHttpCall(cfg.etcd, hdrs, body, nil, uint32(cfg.timeout/time.Millisecond),
+			func(numHeaders, bodySize, _ int) {
+				if numHeaders == 0 {
+					done(0, nil)
+					return
+				}
+				status := 0
+				if h, err := hostcalls.GetHttpCallResponseHeaders(); err == nil {
+					for _, kv := range h {
+						if kv[0] == ":status" {
+							status, _ = strconv.Atoi(kv[1])
+						}
+					}
+				}
+				var b []byte
+				if bodySize > 0 {
+					b, _ = hostcalls.GetHttpCallResponseBody(0, bodySize)
+				}
+				done(status, b)
+			})
+		return err
+	}
+}
+
+// clusterSync is a VM's side of the cluster: the election, and, in the
+// elected VM, the sync with etcd.
+type clusterSync struct {
+	pc       *pluginContext
+	cfg      *clusterConfig
+	call     etcdCaller
+	now      func() time.Time
+	st       *clusterState // loaded while this VM syncs
+	lastTick time.Time
+	busy     bool // a chain of calls is under way
+	busyAt   time.Time
+}
+
+// leaderStale is how many sync intervals the syncing VM may go without
+// writing the cluster state before another VM takes over.
+const leaderStale = 3
+
+// tick runs on every tick of every VM: at each sync interval it holds
+// the election and, in the elected VM, starts a sync.
+func (cs *clusterSync) tick(now time.Time) {
+	if now.Sub(cs.lastTick) < cs.cfg.syncInterval-cs.cfg.syncInterval/8 {
+		return
+	}
+	cs.lastTick = now
+	if cs.busy && now.Sub(cs.busyAt) < 4*cs.cfg.timeout+cs.cfg.syncInterval {
+		return // the last sync is still waiting for etcd
+	}
+	cs.busy = false
+	if !cs.elect(now) {
+		return
+	}
+	st := cs.st
+	if st.sent > 0 && now.UnixNano() >= st.sent+int64(cs.cfg.leaseTTL) {
+		cs.shrinkAll(now) // the lease would have expired: etcd may have given our slices away
+	}
+	cs.busy, cs.busyAt = true, now
+	sent := now.UnixNano()
+	if st.lease == "" {
+		cs.grant(sent)
+		return
+	}
+	err := cs.call(etcdKeepAlive, keepAliveBody(st.lease), func(status int, body []byte) {
+		if cs.st != st {
+			return
+		}
+		ttl, err := parseKeepAlive(body)
+		switch {
+		case status != 200 || err != nil:
+			cs.fail("keepalive", status, err)
+		case ttl <= 0:
+			// The lease expired: our reports are gone and others may hold
+			// our slices; shrink, then register anew.
+			st.lease = ""
+			cs.shrinkAll(cs.now())
+			cs.grant(sent)
+		default:
+			st.sent = sent
+			cs.syncPool(0, 0)
+		}
+	})
+	if err != nil {
+		cs.fail("keepalive", 0, err)
+	}
+}
+
+// grant asks etcd for a new lease, then syncs the pools.
+func (cs *clusterSync) grant(sent int64) {
+	st := cs.st
+	err := cs.call(etcdLeaseGrant, leaseGrantBody(int64(cs.cfg.leaseTTL/time.Second)), func(status int, body []byte) {
+		if cs.st != st {
+			return
+		}
+		id, err := parseGrant(body)
+		if status != 200 || err != nil {
+			cs.fail("lease grant", status, err)
+			return
+		}
+		st.lease, st.sent = id, sent
+		cs.syncPool(0, 0)
+	})
+	if err != nil {
+		cs.fail("lease grant", 0, err)
+	}
+}
+
+// fail ends a sync that could not reach etcd.
+func (cs *clusterSync) fail(what string, status int, err error) {
+	cs.busy = false
+	cs.pc.met.pluginCounter(mClusterFailures, 1)
+	if err != nil {
+		hostcalls.LogWarnf("fairshare: cluster: %s: %v", what, err)
+	} else {
+		hostcalls.LogWarnf("fairshare: cluster: %s: HTTP %d", what, status)
+	}
+	cs.save(cs.now())
+}
+
+// poolPrefix is the etcd prefix of a pool's keys.
+func (cs *clusterSync) poolPrefix(pool string) string {
+	return cs.cfg.prefix + "/" + pool + "/"
+}
+
+// maxTxnAttempts bounds the transactions of one pool in one sync (a
+// failed compare is followed at once by a new read).
+const maxTxnAttempts = 3
+
+// syncPool reads pool i's members, rebalances and writes this replica's
+// report; then the next pool. attempt counts the failed transactions.
+func (cs *clusterSync) syncPool(i, attempt int) {
+	st := cs.st
+	if i >= len(cs.pc.pools) {
+		cs.busy = false
+		cs.save(cs.now())
+		return
+	}
+	ps := cs.pc.pools[i]
+	pre := cs.poolPrefix(ps.cfg.name)
+	err := cs.call(etcdRange, rangeBody(pre, prefixEnd(pre)), func(status int, body []byte) {
+		if cs.st != st {
+			return
+		}
+		rev, kvs, err := parseRange(body)
+		if status != 200 || err != nil {
+			cs.fail("range "+pre, status, err)
+			return
+		}
+		next, puts, ok := cs.rebalance(ps, kvs)
+		if !ok {
+			cs.syncPool(i+1, 0)
+			return
+		}
+		err = cs.call(etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, puts), func(status int, body []byte) {
+			if cs.st != st {
+				return
+			}
+			done, err := parseTxn(body)
+			switch {
+			case status != 200 || err != nil:
+				cs.fail("txn "+pre, status, err)
+			case done:
+				cs.apply(ps, next)
+				cs.pc.met.pluginCounter(mClusterSyncs, 1)
+				cs.syncPool(i+1, 0)
+			case attempt+1 < maxTxnAttempts:
+				cs.pc.met.pluginCounter(mClusterConflicts, 1)
+				cs.syncPool(i, attempt+1)
+			default:
+				cs.pc.met.pluginCounter(mClusterConflicts, 1)
+				cs.syncPool(i+1, 0)
+			}
+		})
+		if err != nil {
+			cs.fail("txn "+pre, 0, err)
+		}
+	})
+	if err != nil {
+		cs.fail("range "+pre, 0, err)
+	}
+}
+
+// rebalance computes this replica's slice of ps from the members read
+// (kvs), shrinks the record's slice at once where it must shrink, merges
+// the others' usage into the record, and returns the slice to apply once
+// the report is written, with the puts that write it.
+func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, []etcdPut, bool) {
+	st := cs.st
+	now := cs.now()
+	pre := cs.poolPrefix(ps.cfg.name)
+	sync := st.pools[ps.cfg.name]
+	if sync == nil {
+		sync = &poolSync{others: map[string]float64{}}
+		st.pools[ps.cfg.name] = sync
+	}
+	hl := cs.pc.cfg.halfLife
+	var members []fairshare.Member
+	var reports, mine []fairshare.UsageReport
+	var teams []string
+	var next fairshare.Slice
+	var put []etcdPut
+	registered := false
+	newOthers := map[string]float64{}
+	_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		tot := p.Totals()
+		teams = tot.Teams
+		members, reports, mine, registered = members[:0], reports[:0], mine[:0], false
+		for _, kv := range kvs {
+			id, ok := strings.CutPrefix(kv.key, pre+"m/")
+			if ok {
+				if id == st.replica {
+					registered = true
+					continue
+				}
+				if m, ok := decodeMember(id, kv.value, teams); ok {
+					members = append(members, m)
+				}
+				continue
+			}
+			if id, ok := strings.CutPrefix(kv.key, pre+"u/"); ok && gjson.ValidBytes(kv.value) {
+				r := gjson.ParseBytes(kv.value)
+				rep := fairshare.UsageReport{ID: id, At: time.Unix(0, r.Get("at").Int()), Usage: parseUsage(r.Get("usage"))}
+				if id != st.replica {
+					reports = append(reports, rep)
+				} else if !sync.restored {
+					mine = append(mine, rep)
+				}
+			}
+		}
+		applied, _ := p.Slice()
+		if !registered {
+			// Our report is gone (or was never written): decide against
+			// the safe slice until the new one is in.
+			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, max(sync.n, len(members)+1), applied)
+			applied = fairshare.MinSlice(applied, safe, len(teams))
+		}
+		demand, used := p.Report()
+		if !cs.pc.cfg.holding() {
+			// Without flow control borrowers go whatever the slice's
+			// capacity (as on one proxy, the engine preempts them): only
+			// the reservations bound what a replica runs, so its requests
+			// beyond its capacity hold nothing back from the others.
+			used.Capacity = min(used.Capacity, applied.Capacity)
+			used.KVTokens = min(used.KVTokens, applied.KVTokens)
+		}
+		self := fairshare.Member{ID: st.replica, Demand: demand, Applied: applied, Used: used}
+		all := append(slices.Clone(members), self)
+		fairshare.SortMembers(all)
+		k := slices.IndexFunc(all, func(m fairshare.Member) bool { return m.ID == st.replica })
+		_, next = fairshare.Rebalance(tot, all, k)
+		shrunk := fairshare.MinSlice(applied, next, len(teams))
+		p.SetSlice(&shrunk)
+		// Usage: ours is what the record holds beyond the others' last
+		// merged; the record then holds ours plus the others' now.
+		cur, _ := p.Usage(now)
+		decay := 1.0
+		if dt := now.UnixNano() - sync.othersAt; hl > 0 && dt > 0 && sync.othersAt > 0 {
+			decay = math.Exp(-math.Ln2 * float64(dt) / float64(hl))
+		}
+		clear(newOthers)
+		for t, x := range fairshare.SumUsage(now, hl, reports) {
+			newOthers[t] = x
+		}
+		// After a restart of this replica, its contribution from before
+		// (kept in etcd under its name) is its own again.
+		before := fairshare.SumUsage(now, hl, mine)
+		own := map[string]float64{}
+		for t, x := range cur {
+			own[t] = max(x+before[t]-sync.others[t]*decay, 0)
+			if x := own[t] + newOthers[t]; x != cur[t] {
+				p.SetUsage(now, t, x)
+			}
+		}
+		usage := appendUsage([]byte(`{"at":`+strconv.FormatInt(now.UnixNano(), 10)+`,"usage":`), own)
+		usage = append(usage, '}')
+		// The report carries the slice in force once the write is in.
+		put = []etcdPut{
+			{key: pre + "m/" + st.replica, value: encodeMember(teams, demand, next, used), lease: st.lease},
+			{key: pre + "u/" + st.replica, value: usage},
+		}
+	})
+	if err != nil {
+		cs.pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: cluster: pool %s: %v", ps.cfg.name, err)
+		return next, nil, false
+	}
+	sync.n = len(members) + 1
+	sync.others, sync.othersAt = newOthers, now.UnixNano()
+	sync.restored = true
+	return next, put, true
+}
+
+// apply makes next the pool's slice (its report with next is written).
+func (cs *clusterSync) apply(ps *poolState, next fairshare.Slice) {
+	now := cs.now()
+	if _, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.SetSlice(&next) }); err != nil {
+		cs.pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: cluster: pool %s: apply slice: %v", ps.cfg.name, err)
+	}
+}
+
+// shrinkAll shrinks every pool's slice to its safe slice.
+func (cs *clusterSync) shrinkAll(now time.Time) {
+	for _, ps := range cs.pc.pools {
+		n := 1
+		if s := cs.st.pools[ps.cfg.name]; s != nil {
+			n = max(s.n, 1)
+		}
+		_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+			applied, _ := p.Slice()
+			tot := p.Totals()
+			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, n, applied)
+			p.SetSlice(&safe)
+		})
+		if err != nil {
+			hostcalls.LogWarnf("fairshare: cluster: pool %s: shrink: %v", ps.cfg.name, err)
+		}
+	}
+}
+
+// elect reports whether this VM syncs: it holds the cluster key of shared
+// data, or takes it from a VM that stopped writing it.
+func (cs *clusterSync) elect(now time.Time) bool {
+	key := clusterKey(cs.pc.name)
+	st := cs.pc.rs.st
+	v, cas, err := st.GetSharedData(key)
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		s := &clusterState{leader: cs.pc.holder, at: now.UnixNano(), replica: cs.cfg.replica, pools: map[string]*poolSync{}}
+		if s.replica == "" {
+			s.replica = strconv.FormatUint(rand.Uint64(), 16)
+		}
+		created, err := cs.pc.rs.createIfAbsent(key, s.encode())
+		if err != nil || !created {
+			return false
+		}
+		cs.st = s
+		return true
+	case err != nil:
+		return false
+	}
+	s, ok := decodeClusterState(v)
+	if !ok {
+		s = &clusterState{replica: cs.cfg.replica, pools: map[string]*poolSync{}}
+		if s.replica == "" {
+			s.replica = strconv.FormatUint(rand.Uint64(), 16)
+		}
+	}
+	if s.leader == cs.pc.holder && cs.st != nil {
+		return true
+	}
+	if s.leader != cs.pc.holder && now.UnixNano()-s.at < leaderStale*int64(cs.cfg.syncInterval) {
+		cs.st = nil
+		return false
+	}
+	s.leader, s.at = cs.pc.holder, now.UnixNano()
+	if cs.cfg.replica != "" {
+		s.replica = cs.cfg.replica
+	}
+	if err := st.SetSharedData(key, s.encode(), cas); err != nil {
+		cs.st = nil
+		return false
+	}
+	cs.st = s
+	return true
+}
+
+// save writes the cluster state; losing the key to another VM ends this
+// VM's syncing.
+func (cs *clusterSync) save(now time.Time) {
+	if cs.st == nil {
+		return
+	}
+	key := clusterKey(cs.pc.name)
+	v, cas, err := cs.pc.rs.st.GetSharedData(key)
+	if err != nil {
+		return
+	}
+	if s, ok := decodeClusterState(v); ok && s.leader != cs.pc.holder {
+		cs.st = nil
+		return
+	}
+	cs.st.at = now.UnixNano()
+	if err := cs.pc.rs.st.SetSharedData(key, cs.st.encode(), cas); err != nil {
+		cs.st = nil
+	}
+}

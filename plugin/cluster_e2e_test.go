@@ -1,0 +1,687 @@
+//go:build !wasip1
+
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+	"github.com/tidwall/gjson"
+)
+
+// The cluster scenarios run several proxies (one Host each: its own
+// shared data, its own VMs) against a real etcd embedded in the test, on
+// the real clock: etcd's leases expire in real time.
+
+// clusterConfig is a pool of 12 with teams a (0.5: 6 reserved) and b
+// (0.25: 3), shared through etcd with a sync every 100 ms and a 2 s lease.
+func clusterConfig(replica string) string { return clusterConfigTTL(replica, "2s") }
+
+// clusterConfigTTL is clusterConfig with another lease TTL.
+func clusterConfigTTL(replica, ttl string) string {
+	return `{
+  "default_max_tokens": 16,
+  "tick": "100ms",
+  "status_token": "sesame",
+  "cluster": {"etcd_cluster": "etcd", "replica": "` + replica + `", "sync_interval": "100ms", "lease_ttl": "` + ttl + `", "timeout": "100ms"},
+  "pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]
+}`
+}
+
+func startEtcd(t testing.TB) *etcdtest.Server {
+	t.Helper()
+	s, err := etcdtest.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// startReplica starts a proxy named replica with vms VMs syncing through
+// etcd at url.
+func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
+	t.Helper()
+	return startReplicaConfig(t, url, replica, vms, clusterConfig(replica))
+}
+
+func startReplicaConfig(t *testing.T, url, replica string, vms int, cfg string) *host.Host {
+	t.Helper()
+	h, err := compiled(t).Start(context.Background(), host.Options{
+		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
+		PluginConfig: []byte(cfg), Clusters: map[string]string{"etcd": url},
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", replica, err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+// eventually polls cond until it holds; after a minute it fails the
+// test with what was last seen (a guard against a hang, not a speed
+// requirement).
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+	}
+	t.Fatalf("%s: never happened; last seen %s", what, last)
+}
+
+// slices returns every proxy's slice of pool small.
+func slicesOf(t testing.TB, hs []*host.Host) ([]fairshare.Slice, string) {
+	var out []fairshare.Slice
+	var b strings.Builder
+	for i, h := range hs {
+		s, ok := pool(t, h, "small").Slice()
+		if !ok {
+			fmt.Fprintf(&b, "[%d: not sliced]", i)
+		}
+		fmt.Fprintf(&b, "[%d: %+v]", i, s)
+		out = append(out, s)
+	}
+	return out, b.String()
+}
+
+// whole reports whether the slices add up to the whole pool (12; a 6, b 3).
+func whole(ss []fairshare.Slice) bool {
+	c, a, b := 0, 0, 0
+	for _, s := range ss {
+		if len(s.Reserved) != 2 {
+			return false
+		}
+		c, a, b = c+s.Capacity, a+s.Reserved[0], b+s.Reserved[1]
+	}
+	return c == 12 && a == 6 && b == 3
+}
+
+// TestWasmClusterSlices: three proxies act as one pool. Idle, they split
+// it evenly; when team a's demand is all at one proxy, a's whole
+// reservation moves there and a request of a at another proxy borrows;
+// when a proxy dies, its slice returns to the others once its lease
+// expires; usage charged at one proxy ranks at the others.
+func TestWasmClusterSlices(t *testing.T) {
+	url := startEtcd(t).URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 1), startReplica(t, url, "r2", 1)}
+
+	eventually(t, "idle proxies split the pool evenly", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		for _, s := range ss {
+			if s.Capacity != 4 {
+				return false, seen
+			}
+		}
+		return whole(ss), seen
+	})
+
+	// Five requests of a at r0, held open.
+	var open []*host.Stream
+	for range 5 {
+		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+	}
+	// a's demand (5) at r0, and the rest of its 6 as headroom, to r0
+	// too (ties go to the first ID).
+	eventually(t, "a's reservation follows its demand to r0", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
+	})
+	// The status of r0 shows its slice and the whole pool.
+	q := hs[0].NewStream(0)
+	q.RequestHeaders([][2]string{{":method", "GET"}, {":path", "/fairshare/status"}, {"authorization", "Bearer sesame"}}, true)
+	if lr := q.LocalReply(); lr == nil || lr.Status != 200 ||
+		gjson.GetBytes(lr.Body, "pools.0.pool_capacity").Int() != 12 || gjson.GetBytes(lr.Body, "pools.0.teams.0.reserved").Int() != 6 {
+		t.Errorf("status of r0 = %+v, want pool_capacity 12 and a's 6 reserved", lr)
+	}
+	s := request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p < fairshare.BorrowBase {
+		t.Errorf("a request of a at r1 while r0 holds a's reservation: priority %d, want borrowing (>= %d)", p, fairshare.BorrowBase)
+	}
+	s = request(hs[0], 1, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's sixth request at r0 (on its other VM): priority %d, want 0 (within r0's slice)", p)
+	}
+	open = append(open, s)
+
+	// Usage charged at r0 reaches r1's ranking.
+	for _, s := range open {
+		respondJSON(s, 100, 50)
+	}
+	eventually(t, "r0's usage merged at r1", func() (bool, string) {
+		u0 := teamStats(t, hs[0], "small")["a"].Usage
+		u1 := teamStats(t, hs[1], "small")["a"].Usage
+		return u0 > 1000 && math.Abs(u0-u1) < 1e-6*u0, fmt.Sprintf("usage of a: r0 %v, r1 %v", u0, u1)
+	})
+
+	// r2 dies: once its lease expires, r0 and r1 hold the whole pool.
+	hs[2].Close(context.Background())
+	eventually(t, "r2's slice returns", func() (bool, string) {
+		ss, seen := slicesOf(t, hs[:2])
+		return whole(ss), seen
+	})
+}
+
+// cutProxy stands between one proxy and etcd: cut, it answers 503 (a
+// partition between that proxy and etcd).
+type cutProxy struct {
+	srv   *httptest.Server
+	cut   atomic.Bool
+	calls sync.Map // path → *atomic.Int64: the calls that reached etcd
+}
+
+// count returns the calls to path that reached etcd.
+func (p *cutProxy) count(path string) int64 {
+	if v, ok := p.calls.Load(path); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = nil
+	p := &cutProxy{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.cut.Load() {
+			http.Error(w, "partitioned", http.StatusServiceUnavailable)
+			return
+		}
+		v, _ := p.calls.LoadOrStore(r.URL.Path, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func capacities(ss []fairshare.Slice) (sum int, each []int) {
+	for _, s := range ss {
+		sum += s.Capacity
+		each = append(each, s.Capacity)
+	}
+	return sum, each
+}
+
+// TestWasmClusterPartition: a proxy cut off from etcd keeps its slice
+// until its lease would have expired, then shrinks to its safe slice
+// (⌊0.5 × 12 / 3⌋ = 2); the two others take the rest; the slices never
+// add up to more than 12 + 2 (the stated bound); healed, it rejoins and
+// the pool is split evenly again.
+func TestWasmClusterPartition(t *testing.T) {
+	url := startEtcd(t).URL()
+	var cuts []*cutProxy
+	var hs []*host.Host
+	for i := range 3 {
+		c := newCutProxy(t, url)
+		cuts = append(cuts, c)
+		hs = append(hs, startReplica(t, c.srv.URL, fmt.Sprint("r", i), 1))
+	}
+	even := func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && each[0] == 4 && each[1] == 4 && each[2] == 4, seen
+	}
+	eventually(t, "an even split", even)
+	bounded := func(ss []fairshare.Slice, seen string) {
+		if sum, _ := capacities(ss); sum > 12+2 {
+			t.Fatalf("slices add up to %d > 12 + 2 (the bound): %s", sum, seen)
+		}
+	}
+	cuts[2].cut.Store(true)
+	eventually(t, "r2 shrinks to its safe slice, r0 and r1 take the rest", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		bounded(ss, seen)
+		return ss[2].Capacity == 2 && ss[2].Reserved[0] == 1 && ss[2].Reserved[1] == 0 && whole(ss[:2]), seen
+	})
+	// A request at r2 is still decided locally, against its safe slice.
+	s := request(hs[2], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's request at the cut-off r2: priority %d, want 0 (its safe slice keeps 1 of a)", p)
+	}
+	respondJSON(s, 1, 1)
+	cuts[2].cut.Store(false)
+	eventually(t, "r2 rejoins: an even split again", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		bounded(ss, seen)
+		ok, _ := even()
+		return ok, seen
+	})
+}
+
+// TestWasmClusterEtcdRestart: with etcd down, every proxy goes on deciding
+// from its local slice (shrunk to its safe slice once its lease would
+// have expired); etcd back, the slices reconverge to the whole pool.
+func TestWasmClusterEtcdRestart(t *testing.T) {
+	etcd := startEtcd(t)
+	url := etcd.URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1)}
+	eventually(t, "the pool split between both", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Capacity > 0 && ss[1].Capacity > 0, seen
+	})
+	etcd.Stop()
+	eventually(t, "both shrink to their safe slice (3)", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return each[0] == 3 && each[1] == 3, seen
+	})
+	s := request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p != 0 {
+		t.Errorf("a's request while etcd is down: priority %d, want 0 (r0's safe slice keeps 1 of a)", p)
+	}
+	respondJSON(s, 1, 1)
+	if err := etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the slices reconverge", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss), seen
+	})
+}
+
+// TestWasmClusterNoLostUsage: three proxies charge usage concurrently
+// while they all sync (their transactions conflict); once settled, every
+// proxy's record holds the sum of what all of them charged.
+func TestWasmClusterNoLostUsage(t *testing.T) {
+	url := startEtcd(t).URL()
+	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 2), startReplica(t, url, "r2", 2)}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && !slices.Contains(each, 0), seen
+	})
+	const perVM = 20
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		for vm := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range perVM {
+					s := request(h, vm, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+					respondJSON(s, 10+i, 5)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Each request costs (10+i) × 1 + 5 × 2.
+	want := 0.0
+	for i := range perVM {
+		want += float64(10+i) + 10
+	}
+	want *= float64(len(hs) * 2)
+	eventually(t, "every proxy ranks on the sum of all charges", func() (bool, string) {
+		var seen []float64
+		ok := true
+		for _, h := range hs {
+			u := teamStats(t, h, "small")["a"].Usage
+			seen = append(seen, u)
+			// The default half-life (168 h) decays a few seconds' usage
+			// by less than 1e-4.
+			ok = ok && math.Abs(u-want) <= 1e-4*want
+		}
+		return ok, fmt.Sprintf("usage of a %v, want %v", seen, want)
+	})
+}
+
+// BenchmarkClusterRequestPath measures one scheduled request (1 KiB body,
+// a JSON response with usage) through the built module on a proxy that
+// shares its pool through etcd (the cluster block, syncing every second
+// on the real clock against an embedded etcd, its record sliced) and on
+// one without the block, interleaved request by request. It reports ns
+// per request of each (medians) and their ratio (x-cluster): decisions
+// stay local, so the ratio should be 1 up to noise.
+func BenchmarkClusterRequestPath(b *testing.B) {
+	ctx := context.Background()
+	url := startEtcd(b).URL()
+	const pools = `"pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]}`
+	start := func(id, cfg string) *host.Host {
+		h, err := compiled(b).Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", b.Name(), id, b),
+			PluginConfig: []byte(cfg), Clusters: map[string]string{"etcd": url}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Close(ctx) })
+		return h
+	}
+	on := start("on", `{"default_max_tokens": 16, "cluster": {"etcd_cluster": "etcd"}, `+pools)
+	off := start("off", `{"default_max_tokens": 16, `+pools)
+	eventually(b, "the proxy holds the whole pool", func() (bool, string) {
+		ss, seen := slicesOf(b, []*host.Host{on})
+		return whole(ss), seen
+	})
+	body := []byte(chatOfSize(1 << 10))
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	one := func(h *host.Host) time.Duration {
+		t0 := time.Now()
+		s := h.NewStream(0)
+		s.RequestHeaders(hdrs, false)
+		s.RequestBody(body, true)
+		s.ResponseHeaders(rh, false)
+		s.ResponseBody(resp, true)
+		s.Complete()
+		d := time.Since(t0)
+		if s.LocalReply() != nil {
+			b.Fatalf("local reply %+v", s.LocalReply())
+		}
+		return d
+	}
+	var dOn, dOff []time.Duration
+	for b.Loop() {
+		// Alternate which goes first, so that neither always finds the
+		// caches the other left.
+		if len(dOn)%2 == 0 {
+			dOff = append(dOff, one(off))
+			dOn = append(dOn, one(on))
+		} else {
+			dOn = append(dOn, one(on))
+			dOff = append(dOff, one(off))
+		}
+	}
+	// Medians: the machine's other load lands on single requests.
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	mOff, mOn := median(dOff), median(dOn)
+	b.ReportMetric(mOff, "ns-off/req")
+	b.ReportMetric(mOn, "ns-on/req")
+	b.ReportMetric(mOn/mOff, "x-cluster")
+}
+
+// TestWasmClusterNoCallPerRequest: a proxy's calls to etcd follow its
+// syncs, not its requests: at steady state one keepalive, one range and
+// one transaction per pool per sync, however many requests it serves.
+func TestWasmClusterNoCallPerRequest(t *testing.T) {
+	url := startEtcd(t).URL()
+	c := newCutProxy(t, url)
+	h := startReplica(t, c.srv.URL, "r0", 2)
+	eventually(t, "the proxy holds the whole pool", func() (bool, string) {
+		ss, seen := slicesOf(t, []*host.Host{h})
+		return whole(ss), seen
+	})
+	snap := func() (ka, rg, tx int64) {
+		return c.count("/v3/lease/keepalive"), c.count("/v3/kv/range"), c.count("/v3/kv/txn")
+	}
+	ka0, rg0, tx0 := snap()
+	for i := range 200 {
+		s := request(h, i%2, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+		respondJSON(s, 10, 5)
+	}
+	// Wait for a few more syncs, then compare.
+	eventually(t, "five more keepalives", func() (bool, string) {
+		ka, _, _ := snap()
+		return ka >= ka0+5, fmt.Sprint(ka - ka0)
+	})
+	ka, rg, tx := snap()
+	dk, dr, dt := ka-ka0, rg-rg0, tx-tx0
+	// A sync may be under way at either snapshot: one call of slack.
+	if dr < dk-1 || dr > dk+1 || dt < dk-1 || dt > dk+1 {
+		t.Errorf("over 200 requests: %d keepalives, %d ranges, %d transactions; want one range and one transaction per keepalive", dk, dr, dt)
+	}
+}
+
+// failoverProxy sends each call to the first etcd member that answers, as
+// an Envoy cluster of three endpoints with outlier detection does.
+func failoverProxy(t *testing.T, members []string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		for _, m := range members {
+			resp, err := http.Post(m+r.URL.Path, "application/json", bytes.NewReader(body))
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			w.WriteHeader(resp.StatusCode)
+			w.Write(b)
+			return
+		}
+		http.Error(w, "no etcd member answers", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestWasmClusterEtcdMemberLoss: three proxies on a 3-member etcd; the
+// member that leads stops: no proxy's slice changes, and slices still follow demand
+// (the two remaining members keep a quorum).
+func TestWasmClusterEtcdMemberLoss(t *testing.T) {
+	ms, err := etcdtest.NewCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := etcdtest.StartAll(ms); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, m := range ms {
+		t.Cleanup(m.Stop)
+		urls = append(urls, m.URL())
+	}
+	url := failoverProxy(t, urls).URL
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		// A lease longer than an etcd leader election (about a second).
+		hs = append(hs, startReplicaConfig(t, url, r, 1, clusterConfigTTL(r, "5s")))
+	}
+	even := func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && slices.Equal(each, []int{4, 4, 4}), seen
+	}
+	eventually(t, "an even split", even)
+	// Stop the Raft leader: the others elect a new one.
+	leader := slices.IndexFunc(ms, (*etcdtest.Server).IsLeader)
+	if leader < 0 {
+		t.Fatal("no etcd member is the leader")
+	}
+	ms[leader].Stop()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok, seen := even(); !ok {
+			t.Fatalf("after an etcd member stopped the slices changed: %s", seen)
+		}
+	}
+	var open []*host.Stream
+	for range 5 {
+		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+	}
+	// a's demand (5) at r1, the rest of its 6 as headroom (to r0: ties go
+	// to the first ID).
+	eventually(t, "a's reservation follows its demand to r1", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[1].Reserved[0] == 5 && ss[0].Reserved[0] == 1, seen
+	})
+	for _, s := range open {
+		respondJSON(s, 1, 1)
+	}
+}
+
+// TestWasmClusterFlowControlBound: with flow control, three proxies never
+// have more than the pool's 12 requests in flight between them, while
+// each holds 8 requests (24 in all, none finishing): the slices split the
+// capacity by demand and every request beyond waits at its proxy.
+func TestWasmClusterFlowControlBound(t *testing.T) {
+	url := startEtcd(t).URL()
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		cfg := strings.Replace(clusterConfig(r), `"tick": "100ms",`, `"tick": "100ms", "max_queue_time": "60s",`, 1)
+		hs = append(hs, startReplicaConfig(t, url, r, 1, cfg))
+	}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && !slices.Contains(each, 0), seen
+	})
+	var open []*host.Stream
+	for _, h := range hs {
+		for range 8 {
+			open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "b"}}, chat("m", 10, "")))
+		}
+	}
+	inFlight := func() (int, string) {
+		n := 0
+		var seen []string
+		for i, h := range hs {
+			st := teamStats(t, h, "small")["b"]
+			n += st.InFlight
+			seen = append(seen, fmt.Sprintf("r%d: %d in flight, %d waiting", i, st.InFlight, st.Waiting))
+		}
+		return n, strings.Join(seen, "; ")
+	}
+	eventually(t, "the pool's 12 in flight", func() (bool, string) {
+		n, seen := inFlight()
+		if n > 12 {
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
+		}
+		return n == 12, seen
+	})
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n, seen := inFlight(); n > 12 {
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
+		}
+	}
+	for _, s := range open {
+		s.Reset()
+	}
+}
+
+// TestWasmClusterUsageSurvivesRestart: usage charged on two proxies
+// survives a restart of both (new processes, empty shared data, the same
+// replica names): the new proxies restore it from etcd, each its own
+// contribution and the other's.
+func TestWasmClusterUsageSurvivesRestart(t *testing.T) {
+	url := startEtcd(t).URL()
+	usageOf := func(hs []*host.Host) ([]float64, string) {
+		var us []float64
+		for _, h := range hs {
+			us = append(us, teamStats(t, h, "small")["a"].Usage)
+		}
+		return us, fmt.Sprint(us)
+	}
+	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1)}
+	eventually(t, "both registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss) && ss[0].Capacity > 0 && ss[1].Capacity > 0, seen
+	})
+	for i, h := range hs {
+		for range 3 * (i + 1) {
+			respondJSON(request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")), 100, 50)
+		}
+	}
+	const want = 9 * 200.0 // 9 requests of 100 + 2 × 50
+	merged := func(hs []*host.Host) func() (bool, string) {
+		return func() (bool, string) {
+			us, seen := usageOf(hs)
+			for _, u := range us {
+				if math.Abs(u-want) > 1e-4*want {
+					return false, seen
+				}
+			}
+			return true, seen
+		}
+	}
+	eventually(t, "usage merged on both", merged(hs))
+	for _, h := range hs {
+		h.Close(context.Background())
+	}
+	// New processes: new VM ids (empty shared data), the same names.
+	restarted := []*host.Host{startReplicaConfig(t, url, "r0", 1, clusterConfig("r0")), startReplicaConfig(t, url, "r1", 1, clusterConfig("r1"))}
+	eventually(t, "usage restored on both", merged(restarted))
+	// And it stays (a restored contribution is published again, not lost).
+	time.Sleep(500 * time.Millisecond)
+	if ok, seen := merged(restarted)(); !ok {
+		t.Errorf("usage after a few more syncs = %s, want %v on both", seen, want)
+	}
+}
+
+// BenchmarkClusterFollowDemand measures how long slices take to follow a
+// demand shift: three proxies syncing every 100 ms against an embedded
+// etcd; each iteration opens 5 requests of team a at one proxy (in turn)
+// and times until that proxy holds a's whole reservation, then ends them.
+// It reports the time per shift and its ratio to the sync interval
+// (x-sync): the rule needs one sync of the proxy that shrinks and one of
+// the proxy that grows.
+func BenchmarkClusterFollowDemand(b *testing.B) {
+	url := startEtcd(b).URL()
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		h, err := compiled(b).Start(context.Background(), host.Options{VMs: 1, PluginName: pluginName,
+			VMID: fmt.Sprintf("%s-%s-%p", b.Name(), r, b), PluginConfig: []byte(clusterConfig(r)), Clusters: map[string]string{"etcd": url}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { h.Close(context.Background()) })
+		hs = append(hs, h)
+	}
+	eventually(b, "an even split", func() (bool, string) {
+		ss, seen := slicesOf(b, hs)
+		_, each := capacities(ss)
+		return whole(ss) && slices.Equal(each, []int{4, 4, 4}), seen
+	})
+	var total time.Duration
+	n := 0
+	for b.Loop() {
+		k := n % 3
+		var open []*host.Stream
+		t0 := time.Now()
+		for range 5 {
+			open = append(open, request(hs[k], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+		}
+		for {
+			s, ok := pool(b, hs[k], "small").Slice()
+			if ok && len(s.Reserved) > 0 && s.Reserved[0] >= 5 {
+				break
+			}
+			if time.Since(t0) > time.Minute {
+				b.Fatalf("r%d's slice never followed its demand: %+v", k, s)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		total += time.Since(t0)
+		for _, s := range open {
+			respondJSON(s, 1, 1)
+		}
+		n++
+	}
+	per := total / time.Duration(n)
+	b.ReportMetric(float64(per.Milliseconds()), "ms/shift")
+	b.ReportMetric(float64(per)/float64(100*time.Millisecond), "x-sync")
+}

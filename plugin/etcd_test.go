@@ -1,0 +1,106 @@
+//go:build !wasip1
+
+package plugin
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+)
+
+// startEtcd starts an embedded etcd for the test and returns its client URL.
+func startEtcd(t testing.TB) *etcdtest.Server {
+	t.Helper()
+	s, err := etcdtest.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func postEtcd(t *testing.T, base, path string, body []byte) []byte {
+	t.Helper()
+	resp, err := http.Post(base+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s %s = %d %s", path, body, resp.StatusCode, b)
+	}
+	return b
+}
+
+// TestEtcdJSON sends the bodies the plugin builds to a real etcd and
+// reads its answers with the plugin's parsers.
+func TestEtcdJSON(t *testing.T) {
+	base := startEtcd(t).URL()
+	lease, err := parseGrant(postEtcd(t, base, etcdLeaseGrant, leaseGrantBody(5)))
+	if err != nil {
+		t.Fatalf("parseGrant: %v", err)
+	}
+	if ttl, err := parseKeepAlive(postEtcd(t, base, etcdKeepAlive, keepAliveBody(lease))); err != nil || ttl != 5 {
+		t.Fatalf("parseKeepAlive = %d, %v; want 5", ttl, err)
+	}
+	pre := "/fs/pool/"
+	rev, kvs, err := parseRange(postEtcd(t, base, etcdRange, rangeBody(pre, prefixEnd(pre))))
+	if err != nil || rev <= 0 || len(kvs) != 0 {
+		t.Fatalf("parseRange(empty) = %d, %v, %v", rev, kvs, err)
+	}
+	puts := []etcdPut{{key: pre + "m/a", value: []byte(`{"x":1}`), lease: lease}, {key: pre + "u/a", value: []byte("\x00bin")}}
+	ok, err := parseTxn(postEtcd(t, base, etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, puts)))
+	if err != nil || !ok {
+		t.Fatalf("parseTxn(at the revision read) = %v, %v; want true", ok, err)
+	}
+	ok, err = parseTxn(postEtcd(t, base, etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, puts)))
+	if err != nil || ok {
+		t.Fatalf("parseTxn(stale revision) = %v, %v; want false", ok, err)
+	}
+	// A usage write (outside m/) does not fail the members' compare.
+	rev, kvs, err = parseRange(postEtcd(t, base, etcdRange, rangeBody(pre, prefixEnd(pre))))
+	if err != nil || len(kvs) != 2 || kvs[0].key != pre+"m/a" || string(kvs[0].value) != `{"x":1}` || string(kvs[1].value) != "\x00bin" {
+		t.Fatalf("parseRange = %v, %+v, %v", rev, kvs, err)
+	}
+	postEtcd(t, base, etcdTxn, txnBody(pre+"u/", prefixEnd(pre+"u/"), rev, []etcdPut{{key: pre + "u/b", value: []byte("1")}}))
+	if ok, _ := parseTxn(postEtcd(t, base, etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, puts[:1]))); !ok {
+		t.Fatalf("txn after a usage write failed, want it to succeed")
+	}
+	// A revoked lease: keepalive answers TTL 0, its keys are gone.
+	postEtcd(t, base, "/v3/lease/revoke", keepAliveBody(lease))
+	if ttl, err := parseKeepAlive(postEtcd(t, base, etcdKeepAlive, keepAliveBody(lease))); err != nil || ttl != 0 {
+		t.Fatalf("parseKeepAlive(revoked) = %d, %v; want 0", ttl, err)
+	}
+	if _, kvs, _ := parseRange(postEtcd(t, base, etcdRange, rangeBody(pre+"m/", prefixEnd(pre+"m/")))); len(kvs) != 0 {
+		t.Fatalf("members after the lease was revoked = %+v, want none", kvs)
+	}
+}
+
+func TestMemberCodec(t *testing.T) {
+	teams := []string{"a", "b"}
+	applied := fairshareSlice(3, 30, []int{1, 2}, []int64{10, 20})
+	used := fairshareSlice(2, 5, []int{1, 0}, []int64{5, 0})
+	b := encodeMember(teams, []int{4, 1}, applied, used)
+	m, ok := decodeMember("r1", b, []string{"b", "c", "a"})
+	if !ok || m.ID != "r1" || m.Demand[0] != 1 || m.Demand[1] != 0 || m.Demand[2] != 4 ||
+		m.Applied.Capacity != 3 || m.Applied.Reserved[0] != 2 || m.Applied.ReservedTokens[2] != 10 || m.Used.KVTokens != 5 {
+		t.Fatalf("decodeMember(%s) for teams b, c, a = %+v, %v", b, m, ok)
+	}
+	for _, bad := range []string{``, `{}`, `{"teams":["a"],"demand":[1],"applied":[1,2],"used":[1,2,3,4]}`} {
+		if _, ok := decodeMember("x", []byte(bad), teams); ok {
+			t.Errorf("decodeMember(%q) accepted", bad)
+		}
+	}
+}
+
+func fairshareSlice(c int, k int64, r []int, rt []int64) fairshare.Slice {
+	return fairshare.Slice{Capacity: c, KVTokens: k, Reserved: r, ReservedTokens: rt}
+}
