@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
 	"github.com/fairshare-wasm/fairshare/bench/fairness/wasmgw"
@@ -29,7 +30,7 @@ func plugin(t *testing.T) fairbench.NewGateway {
 	if modErr != nil {
 		t.Fatalf("compile plugin.wasm: %v", modErr)
 	}
-	return wasmgw.New(mod, wasmgw.DefaultVMs)
+	return wasmgw.New(mod, wasmgw.Options{})
 }
 
 // reduced loads a scenario of testdata/scenarios and scales its times by f.
@@ -135,6 +136,149 @@ func TestSameSeedSameResults(t *testing.T) {
 	}
 	if reflect.DeepEqual(a, e) {
 		t.Errorf("runs of %s with seeds %d and %d are identical: the seed is not used", s1.Name, s1.Seed, s1.Seed+1)
+	}
+}
+
+// TestKVScenarioBindsOnKV checks that S7 is what it claims: under FCFS the
+// KV cache is nearly full and the engine preempts for it while most
+// sequence slots stay free, so KV blocks, not max_num_seqs, bind.
+func TestKVScenarioBindsOnKV(t *testing.T) {
+	s := reduced(t, "s7-kv", 0.5)
+	for _, mode := range fairbench.Modes {
+		fcfs := runOne(t, s, fairbench.NewFCFS(), mode)
+		p := fcfs.Pool
+		if p.KVUtil < 0.8 || p.SlotUtil > 0.6 || p.Preemptions == 0 {
+			t.Errorf("%s: KV blocks busy %.3f, slots busy %.3f, %d preemptions: want KV >= 0.8, slots <= 0.6 and preemptions (KV binds first)",
+				mode, p.KVUtil, p.SlotUtil, p.Preemptions)
+		}
+		t.Logf("%s: KV blocks busy %.3f, slots busy %.3f, %d preemptions", mode, p.KVUtil, p.SlotUtil, p.Preemptions)
+	}
+}
+
+// flowPlugin returns the flow-control plugin column (the options of
+// `make fairness -flow`) on the real plugin.wasm.
+func flowPlugin(t *testing.T) fairbench.NewGateway {
+	t.Helper()
+	plugin(t) // compiles the module
+	p, _, _ := flowOptions()
+	return wasmgw.New(mod, p)
+}
+
+// needFlow stops a flow-control test while plugin.wasm has no flow
+// control (it would reject the configuration).
+func needFlow(t *testing.T) {
+	t.Helper()
+	if !flowInPlugin {
+		t.Skip("flow control is not yet in plugin.wasm (flowInPlugin = false): prepared, not run")
+	}
+}
+
+// TestFlowHoldsBorrowersOnly runs S1 at half length with flow control:
+// some of flood's borrowers must be held at the gateway, none of chat's
+// requests (within share) may be, and nothing may stay held after a long
+// drain.
+func TestFlowHoldsBorrowersOnly(t *testing.T) {
+	needFlow(t)
+	s := reduced(t, "s1-flood", 0.5)
+	for _, mode := range fairbench.Modes {
+		gw := flowPlugin(t)().(*wasmgw.Gateway)
+		// A drain long enough for the held backlog to clear: a request
+		// still held after it has leaked.
+		res, err := fairbench.Run(s, gw, fairbench.RunOptions{Mode: mode, Drain: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, c := res.Team("flood"), res.Team("chat")
+		if n := f.Class[0].Held + f.Class[1].Held; n == 0 {
+			t.Errorf("%s: no flood request held at the gateway, want its borrowers held while the pool is full", mode)
+		}
+		if n := c.Class[fairbench.Interactive].Held; n != 0 {
+			t.Errorf("%s: %d of chat's requests held, want none (within share)", mode, n)
+		}
+		if gw.Held() != 0 {
+			t.Errorf("%s: %d requests still held after the run", mode, gw.Held())
+		}
+	}
+}
+
+// flowKnownFailures are the targets of issue 10 that the flow-control
+// plugin column misses today ("scenario/mode/target"), as measured by
+// `make fairness` (docs/results/README.md). TestFlowControlAcceptance
+// fails on any other target that misses, and on any of these that holds:
+// the list can only shrink, and no target is weakened to pass.
+var flowKnownFailures = map[string]bool{
+	"s1-flood/vllm/`chat` interactive p99 TTFT / alone": true,
+	"s2-saturate/vllm/worst p99 TTFT / VTC's worst":     true,
+	"s2-saturate/vllm/max share error (points)":         true,
+	"s2-saturate/vllm/service vs FCFS":                  true,
+	"s2-saturate/pr45561/worst p99 TTFT / VTC's worst":  true,
+	"s2-saturate/pr45561/max share error (points)":      true,
+	"s2-saturate/pr45561/service vs FCFS":               true,
+	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":      true,
+	"s5-reclaim/vllm/max share error (points)":          true,
+	"s5-reclaim/vllm/Jain":                              true,
+	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst":   true,
+	"s5-reclaim/pr45561/max share error (points)":       true,
+	"s5-reclaim/pr45561/Jain":                           true,
+	"s6-capacity/vllm/worst p99 TTFT / VTC's worst":     true,
+	"s6-capacity/vllm/service vs FCFS":                  true,
+	"s6-capacity/pr45561/worst p99 TTFT / VTC's worst":  true,
+	"s6-capacity/pr45561/service vs FCFS":               true,
+	"s7-kv/vllm/`rag` interactive p99 TTFT / FCFS's":    true,
+	"s7-kv/pr45561/`rag` interactive p99 TTFT / FCFS's": true,
+}
+
+// TestFlowControlAcceptance asserts issue 10's acceptance targets
+// (fairbench.FlowTargets) on the flow-control plugin column, every
+// scenario at full length, both engine behaviours, as `make fairness`
+// measures them; the targets in flowKnownFailures must still miss.
+func TestFlowControlAcceptance(t *testing.T) {
+	needFlow(t)
+	scenarios, err := fairbench.LoadScenarios(filepath.Join("..", "..", "testdata", "scenarios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := append(fairbench.Baselines(), flowPlugin(t))
+	seen := map[string]bool{}
+	for _, s := range scenarios {
+		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range fairbench.FlowTargets(rep, "plugin") {
+			key := tg.Scenario + "/" + tg.Mode + "/" + tg.Name
+			seen[key] = true
+			switch {
+			case tg.OK() && flowKnownFailures[key]:
+				t.Errorf("%v: now holds: remove it from flowKnownFailures", tg)
+			case !tg.OK() && !flowKnownFailures[key]:
+				t.Error(tg)
+			default:
+				t.Log(tg)
+			}
+		}
+	}
+	for key := range flowKnownFailures {
+		if !seen[key] {
+			t.Errorf("flowKnownFailures: %q is no target", key)
+		}
+	}
+}
+
+// TestFlowSameSeedSameResults runs a short S6 (held requests, dispatch
+// ticks, reconfigurations) twice through the flow-control plugin column:
+// the results must be identical.
+func TestFlowSameSeedSameResults(t *testing.T) {
+	needFlow(t)
+	newPlugin := flowPlugin(t)
+	s := reduced(t, "s6-capacity", 0.3)
+	a := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	b := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s with flow control and the same seed differ", s.Name)
+	}
+	if n := a.Team("a").Class[0].Held + a.Team("a").Class[1].Held; n == 0 {
+		t.Errorf("no request of team a held in %s: the run does not exercise holding", s.Name)
 	}
 }
 

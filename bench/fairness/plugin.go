@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
 	"github.com/fairshare-wasm/fairshare/bench/fairness/wasmgw"
@@ -11,15 +12,75 @@ import (
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
-// pluginGateway returns the constructor of the plugin column and its label:
-// "wasm" builds ./cmd/plugin for wasip1 and runs it in the wazero host,
-// "native" runs package fairshare directly.
-// A prebuilt module can be named by wasmFile or the FAIRSHARE_WASM
-// environment variable (as make test does).
-func pluginGateway(kind, wasmFile string) (fairbench.NewGateway, string, error) {
+// flowInPlugin says whether plugin.wasm has flow control (holding
+// borrowers, kv_tokens, lending limits): it is the default of -flow, and
+// the flow-control acceptance tests run only when it is true. A
+// plugin.wasm without flow control rejects the fields as unknown.
+const flowInPlugin = true
+
+// queueTime is max_queue_time of the flow-control columns: long enough
+// that no request times out in any scenario, so every column serves the
+// same requests.
+const queueTime = 600 * time.Second
+
+// flowOptions returns the options of the flow-control plugin column and
+// of its ablations, in column order: `plugin` (holding on, kv_tokens from
+// the engine, the scenario's lending limits), `plugin-noflow` (no
+// flow-control field: the plugin before issue 10), `plugin-nohold`
+// (max_queue_time "0s"), `plugin-nokv` (no kv_tokens), `plugin-nolend`
+// (no lending limit).
+func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []string) {
+	plugin = wasmgw.Options{Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true, Lend: true}}
+	ablations = []wasmgw.Options{
+		{Name: "plugin-noflow"},
+		{Name: "plugin-nohold", Flow: &wasmgw.Flow{KV: true, Lend: true}},
+		{Name: "plugin-nokv", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, Lend: true}},
+		{Name: "plugin-nolend", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true}},
+	}
+	notes = []string{
+		"plugin.wasm without any flow-control field (its defaults: no holding, no kv_tokens, no lending limit): the plugin before issue 10",
+		"plugin.wasm with max_queue_time \"0s\": nothing is held, borrowers go to vLLM at once at their borrowing priority (kv_tokens and lending limits still set)",
+		"plugin.wasm without kv_tokens: capacity in sequences only",
+		"plugin.wasm without the scenario's lending limits (run only where the scenario has some)",
+	}
+	return plugin, ablations, notes
+}
+
+// nativeFlowVariants are the ablation columns while plugin.wasm has no
+// flow control: the core's flow control run natively, with and without
+// kv_tokens and lending limits, as a forecast of the plugin column.
+func nativeFlowVariants() []fairbench.Variant {
+	return []fairbench.Variant{
+		fairbench.AblationVariant(fairbench.AblationNativeFlow),
+		fairbench.AblationVariant(fairbench.AblationNativeFlowNoKV),
+		nolend(fairbench.AblationVariant(fairbench.AblationNativeFlowNoLend)),
+		fairbench.AblationVariant(fairbench.AblationNativeFlowMaxTokens),
+	}
+}
+
+// nolend marks a no-lending-limit variant to be skipped where no team has
+// a lending limit.
+func nolend(v fairbench.Variant) fairbench.Variant {
+	v.Skip = fairbench.NoLendingLimits
+	return v
+}
+
+// pluginGateway returns the constructor of the plugin column, the extra
+// plugin columns of the ablation tables, and the column's label: "wasm"
+// builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
+// runs package fairshare directly. With flow (wasm only) the plugin runs
+// with flow control and its ablations are plugin-noflow, plugin-nohold,
+// plugin-nokv, plugin-nolend and native-flow; without, the ablations are
+// the native flow-control forecasts (nativeFlowVariants). A prebuilt
+// module can be named by wasmFile or the FAIRSHARE_WASM environment
+// variable (as make test does).
+func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fairbench.Variant, string, error) {
 	switch kind {
 	case "native":
-		return fairbench.NewNativePlugin, "native (package fairshare, no Wasm)", nil
+		if flow {
+			return nil, nil, "", fmt.Errorf("-flow needs -plugin wasm")
+		}
+		return fairbench.NewNativePlugin, nativeFlowVariants(), "native (package fairshare, no Wasm)", nil
 	case "wasm":
 		if wasmFile == "" {
 			wasmFile = os.Getenv("FAIRSHARE_WASM")
@@ -32,13 +93,28 @@ func pluginGateway(kind, wasmFile string) (fairbench.NewGateway, string, error) 
 			wasm, err = wasmbuild.Build(wasmbuild.PluginPackage)
 		}
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		mod, err := host.Compile(context.Background(), wasm)
 		if err != nil {
-			return nil, "", fmt.Errorf("compile plugin.wasm: %w", err)
+			return nil, nil, "", fmt.Errorf("compile plugin.wasm: %w", err)
 		}
-		return wasmgw.New(mod, wasmgw.DefaultVMs), fmt.Sprintf("wasm (plugin.wasm in the wazero host, %d VMs, virtual clock)", wasmgw.DefaultVMs), nil
+		label := fmt.Sprintf("wasm (plugin.wasm in the wazero host, %d VMs, virtual clock", wasmgw.DefaultVMs)
+		if !flow {
+			return wasmgw.New(mod, wasmgw.Options{}), nativeFlowVariants(), label + ", no flow control)", nil
+		}
+		p, abl, notes := flowOptions()
+		var vs []fairbench.Variant
+		for i, o := range abl {
+			v := fairbench.Variant{New: wasmgw.New(mod, o), Note: notes[i]}
+			if o.Flow != nil && !o.Flow.Lend {
+				v.Skip = fairbench.NoLendingLimits // the same as the plugin column there
+			}
+			vs = append(vs, v)
+		}
+		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
+		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, kv_tokens, lending limits)",
+			label, queueTime, wasmgw.DefaultDispatchTick), nil
 	}
-	return nil, "", fmt.Errorf("-plugin: unknown %q (wasm, native)", kind)
+	return nil, nil, "", fmt.Errorf("-plugin: unknown %q (wasm, native)", kind)
 }

@@ -21,6 +21,9 @@ type Dispatcher interface {
 	Submit(r *Request, priority int)
 	// InFlight returns the number of submitted, unfinished requests.
 	InFlight() int
+	// After runs f on the simulation's thread d of virtual time from now
+	// (a gateway's own timers, e.g. the plugin's dispatch tick).
+	After(d time.Duration, f func())
 }
 
 // Gateway decides when each request goes to the engines and with which

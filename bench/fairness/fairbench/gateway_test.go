@@ -14,6 +14,9 @@ type fakeDispatcher struct {
 
 func (f *fakeDispatcher) Now() time.Duration { return f.now }
 func (f *fakeDispatcher) InFlight() int      { return f.inflight }
+func (f *fakeDispatcher) After(time.Duration, func()) {
+	panic("fakeDispatcher: After is not used by the gateways under test")
+}
 func (f *fakeDispatcher) Submit(r *Request, prio int) {
 	r.Priority = prio
 	f.inflight++
@@ -120,5 +123,56 @@ func TestVTCLiftForgetsIdleTime(t *testing.T) {
 	// of the team served last (a), so its idle time earned no credit.
 	if g.counter["b"] < g.counter["a"] {
 		t.Errorf("counter b = %v < counter a = %v: idle time earned credit", g.counter["b"], g.counter["a"])
+	}
+}
+
+// TestNativeFlowHoldsBorrowersAndKeepsLentSlots: with C = 4 and two
+// teams of share 0.5, team a fills its 2 slots and borrows what b lends;
+// with b's lending limit 0.5 only one of b's slots is lent, so a's fourth
+// request is held, b's request goes at once within share, and a's held
+// request goes when one of a's finishes, at the priority decided then.
+func TestNativeFlowHoldsBorrowersAndKeepsLentSlots(t *testing.T) {
+	half := 0.5
+	s := &Scenario{Name: "g", Duration: 10, Engine: EngineSpec{Preset: "demo"},
+		Teams: []TeamSpec{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5, LendingLimit: &half}}}
+	for _, tt := range []struct {
+		name     string
+		ablation string
+		heldA    int // a's requests held of 4
+	}{
+		{"lending limit", AblationNativeFlow, 1},
+		{"no lending limit", AblationNativeFlowNoLend, 0},
+	} {
+		d := &fakeDispatcher{}
+		g := NewAblation(tt.ablation)()
+		if err := g.Start(d, s, 4); err != nil {
+			t.Fatal(err)
+		}
+		var a []*Request
+		for i := range 4 {
+			r := &Request{ID: int64(i + 1), Team: "a", Class: Batch, Prompt: 10, MaxTokens: 10, Output: 5}
+			a = append(a, r)
+			g.Arrive(r)
+		}
+		if held := 4 - len(d.submitted); held != tt.heldA {
+			t.Fatalf("%s: %d of a's 4 requests held, want %d", tt.name, held, tt.heldA)
+		}
+		b := &Request{ID: 10, Team: "b", Class: Interactive, Prompt: 10, MaxTokens: 10, Output: 5}
+		g.Arrive(b)
+		if d.submitted[len(d.submitted)-1] != b || b.Priority != 0 || b.Borrowing {
+			t.Fatalf("%s: b's request not sent at once within share (priority %d, borrowing %v)", tt.name, b.Priority, b.Borrowing)
+		}
+		if tt.heldA == 0 {
+			continue
+		}
+		n := len(d.submitted)
+		d.now = time.Second
+		d.finish(g, a[0])
+		if len(d.submitted) != n+1 || d.submitted[n] != a[3] {
+			t.Fatalf("%s: a's held request not dispatched when a's first finished (%d submitted, want %d)", tt.name, len(d.submitted), n+1)
+		}
+		if a[3].Borrowing || a[3].Priority != 1 {
+			t.Errorf("%s: a's held request went at priority %d (borrowing %v), want 1 (within share at dispatch: a has 2 in flight again)", tt.name, a[3].Priority, a[3].Borrowing)
+		}
 	}
 }

@@ -22,15 +22,70 @@ func (s *Scenario) halfLife() time.Duration {
 	return DefaultHalfLife
 }
 
+// DefaultMaxTokens is the plugin's completion estimate of a request
+// without max_tokens (its default_max_tokens).
+const DefaultMaxTokens = 512
+
 // Estimate returns the plugin's cost estimate of a request at admission,
-// in cost units: prompt tokens weigh 1 and the requested max_tokens 2 (the
-// plugin's default cost weights; the benchmark sends max_tokens = the
-// request's output length).
-func Estimate(r *Request) float64 { return ServiceUnits(r.Prompt, r.Output) }
+// in cost units: prompt tokens weigh 1 and the max_tokens the client sent
+// 2 (the plugin's default cost weights; DefaultMaxTokens if none). The real
+// output length is not known at admission.
+func Estimate(r *Request) float64 {
+	out := r.MaxTokens
+	if out <= 0 {
+		out = DefaultMaxTokens
+	}
+	return ServiceUnits(r.Prompt, out)
+}
 
 // AblationNoEntryPenalty is the native plugin policy with the entry
 // penalty off: a request's cost is charged only when it completes.
 const AblationNoEntryPenalty = "no-entry-penalty"
+
+// Variant is an extra column of the ablation tables: a gateway and what it
+// is.
+type Variant struct {
+	// New constructs the gateway.
+	New NewGateway
+	// Note says what the variant changes, for the report.
+	Note string
+	// Skip, if set, reports scenarios where the variant would be the
+	// plugin column again (not run there; "—" in the tables).
+	Skip func(*Scenario) bool
+}
+
+// NoLendingLimits reports whether no team of s has a lending limit.
+func NoLendingLimits(s *Scenario) bool {
+	for _, t := range s.Teams {
+		if t.LendingLimit != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// AblationVariant returns the named native ablation as a Variant (New is
+// nil if the name is unknown).
+func AblationVariant(name string) Variant {
+	return Variant{New: NewAblation(name), Note: AblationNote(name)}
+}
+
+// AblationNote returns what a named native ablation is, for the report.
+func AblationNote(name string) string {
+	switch name {
+	case AblationNoEntryPenalty:
+		return "the plugin's algorithm run natively on package fairshare without the entry penalty"
+	case AblationNativeFlow:
+		return "the core's flow control run natively on package fairshare (what plugin.wasm with flow control decides, on one VM): borrowers held at the gateway, kv_tokens, the scenario's lending limits; KV demand = prompt + the team's running mean of completions (capped by max_tokens)"
+	case AblationNativeFlowMaxTokens:
+		return "`native-flow` with KV demand = prompt + max_tokens (the client's cap) instead of the team's mean completion"
+	case AblationNativeFlowNoKV:
+		return "`native-flow` without kv_tokens"
+	case AblationNativeFlowNoLend:
+		return "`native-flow` without lending limits (run only where the scenario has some)"
+	}
+	return ""
+}
 
 // NewAblation returns the constructor of a named ablation (see
 // Scenario.Ablations), or nil if the name is unknown.
@@ -38,8 +93,14 @@ func NewAblation(name string) NewGateway {
 	switch name {
 	case AblationNoEntryPenalty:
 		return func() Gateway { return &native{name: "plugin-no-penalty", noPenalty: true} }
-	case AblationGatewayHold:
-		return newHold
+	case AblationNativeFlow:
+		return newNativeFlow(name, true, true, false)
+	case AblationNativeFlowNoKV:
+		return newNativeFlow(name, false, true, false)
+	case AblationNativeFlowNoLend:
+		return newNativeFlow(name, true, false, false)
+	case AblationNativeFlowMaxTokens:
+		return newNativeFlow(name, true, true, true)
 	}
 	return nil
 }

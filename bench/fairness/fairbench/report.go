@@ -37,8 +37,11 @@ type Report struct {
 	Modes   []string
 	Results map[string][]*Result
 	// Ablations[mode] holds the runs of the scenario's ablations, in
-	// Scenario.Ablations order.
+	// Scenario.Ablations order, then the suite's extra variants.
 	Ablations map[string][]*Result
+	// AblationNotes say what each ablation column is, in the order of
+	// Ablations[mode].
+	AblationNotes []string
 	// Alone is the Alone team's workloads run alone under FCFS (nil if
 	// the scenario has no Alone team).
 	Alone *Result
@@ -83,7 +86,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		rep.writeLatency(&b, rs, "Batch end-to-end latency p50 / p99 (s)", Batch, false)
 		rep.writePool(&b, rs)
 		if ab := rep.Ablations[mode]; len(ab) > 0 {
-			rep.writeAblations(&b, rs[len(rs)-1], ab)
+			rep.writeAblations(&b, rs, ab)
 		}
 		for _, c := range rep.Charts[mode] {
 			fmt.Fprintf(&b, "![%s](%s)\n\n", filepath.Base(c), filepath.Base(c))
@@ -137,7 +140,13 @@ func describeWorkload(w WorkloadSpec) string {
 	case KindBurst:
 		d = fmt.Sprintf("burst of %d", w.Count)
 	}
-	d += fmt.Sprintf(", prompt %s, output %s, %.0f%% interactive", describeDist(w.Prompt), describeDist(w.Output), 100*w.Interactive)
+	d += fmt.Sprintf(", prompt %s, output %s", describeDist(w.Prompt), describeDist(w.Output))
+	if w.MaxTokens > 0 {
+		d += fmt.Sprintf(" (max_tokens %d)", w.MaxTokens)
+	} else {
+		d += " (no max_tokens)"
+	}
+	d += fmt.Sprintf(", %.0f%% interactive", 100*w.Interactive)
 	if w.Kind == KindBurst {
 		d += fmt.Sprintf(", at %.0f s", w.Start)
 	} else if w.Start > 0 || w.Stop > 0 {
@@ -351,11 +360,27 @@ func (rep *Report) WriteCharts(dir, mode string) ([]string, error) {
 	return []string{tp, cp}, nil
 }
 
-// writeAblations compares the plugin column with the ablation runs, team by
-// team.
-func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result) {
+// writeAblations compares the plugin column (the last of main) with the
+// ablation runs, team by team, then pool-wide with the fcfs and vtc
+// columns of main for reference.
+func (rep *Report) writeAblations(b *strings.Builder, main, ab []*Result) {
+	fcfs, plug := main[0], main[len(main)-1]
 	rs := append([]*Result{plug}, ab...)
-	b.WriteString("### Ablation\n\nThe plugin column against variants of the same algorithm run natively on package fairshare (see docs/fairness.md): `plugin-no-penalty` without the entry penalty, `plugin-hold` holding borrowers at the gateway beyond C (a prototype, not in plugin.wasm).\n\n")
+	var refs []*Result
+	for _, r := range main {
+		if r.Policy == "fcfs" || r.Policy == "vtc" {
+			refs = append(refs, r)
+		}
+	}
+	b.WriteString("### Ablation\n\nThe plugin column against variants (see docs/fairness.md):\n\n")
+	for i, r := range ab {
+		note := ""
+		if i < len(rep.AblationNotes) {
+			note = rep.AblationNotes[i]
+		}
+		fmt.Fprintf(b, "- `%s`: %s\n", r.Policy, note)
+	}
+	b.WriteString("\n")
 	header(b, []string{"team", "measure"}, rs)
 	for i, t := range plug.Teams {
 		rows := []struct {
@@ -384,6 +409,22 @@ func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result
 				}
 				return secs(c.E2Ep50) + " / " + secs(c.E2Ep99)
 			}},
+			{"within-share interactive TTFT p50 (s)", func(r *Result) string {
+				c := r.Teams[i].Class[Interactive]
+				if c.Within == 0 {
+					return "—"
+				}
+				return secs(c.WithinTTFTp50)
+			}},
+			{"held at the gateway (requests; wait p99, s; still held at the end)", func(r *Result) string {
+				t := r.Teams[i]
+				n := t.Class[0].Held + t.Class[1].Held
+				out := fmt.Sprintf("%d; %s", n, secs(max(t.Class[0].Waitp99, t.Class[1].Waitp99)))
+				if never := t.Class[0].NeverSent + t.Class[1].NeverSent; never > 0 {
+					out += fmt.Sprintf("; **%d never sent**", never)
+				}
+				return out
+			}},
 			{"borrowing requests", func(r *Result) string { return fmt.Sprintf("%d", r.Teams[i].Borrowing) }},
 		}
 		for _, row := range rows {
@@ -393,6 +434,34 @@ func (rep *Report) writeAblations(b *strings.Builder, plug *Result, ab []*Result
 			}
 			b.WriteString("\n")
 		}
+	}
+	pool := []struct {
+		name string
+		f    func(*Result) string
+	}{
+		{"worst p99 TTFT of any team and class (s)", func(r *Result) string { return secs(r.WorstTTFTp99()) }},
+		{"max share error (pp) / Jain", func(r *Result) string {
+			return fmt.Sprintf("%.1f / %.3f", 100*r.MaxShareError(), r.Pool.Jain)
+		}},
+		{"service rate vs fcfs", func(r *Result) string {
+			if fcfs.Pool.ServiceRate == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.3f", r.Pool.ServiceRate/fcfs.Pool.ServiceRate)
+		}},
+		{"KV blocks / slots busy", func(r *Result) string {
+			return fmt.Sprintf("%.1f%% / %.1f%%", 100*r.Pool.KVUtil, 100*r.Pool.SlotUtil)
+		}},
+		{"preemptions", func(r *Result) string { return fmt.Sprintf("%d", r.Pool.Preemptions) }},
+	}
+	b.WriteString("\nPool-wide, with the fcfs and vtc columns for reference:\n\n")
+	header(b, []string{"measure"}, append(append([]*Result(nil), refs...), rs...))
+	for _, row := range pool {
+		fmt.Fprintf(b, "| %s |", row.name)
+		for _, r := range append(append([]*Result(nil), refs...), rs...) {
+			fmt.Fprintf(b, " %s |", row.f(r))
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 }

@@ -2,6 +2,7 @@ package fairbench
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -68,6 +69,20 @@ type ClassResult struct {
 	NoToken int
 	// TTFT and E2E percentiles.
 	TTFTp50, TTFTp99, E2Ep50, E2Ep99 time.Duration
+	// Within counts the requests that were within their team's share on
+	// arrival: sent to the engine at once and not as borrowers (under a
+	// gateway without shares, every request it does not queue), and
+	// WithinTTFTp50 is their median TTFT.
+	Within        int
+	WithinTTFTp50 time.Duration
+	// Held counts the requests that waited at the gateway (submitted after
+	// their arrival); Waitp99 is the p99 of the time every request spent
+	// at the gateway (censored at the end for one never submitted).
+	Held    int
+	Waitp99 time.Duration
+	// NeverSent counts the requests still at the gateway at the end of
+	// the run (never submitted to an engine).
+	NeverSent int
 }
 
 // PoolResult are the pool-wide measures.
@@ -210,6 +225,8 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 	res.TTFT, res.TTFTBatch = make([][]time.Duration, n), make([][]time.Duration, n)
 	ttft := make([][2][]time.Duration, n)
 	e2e := make([][2][]time.Duration, n)
+	within := make([][2][]time.Duration, n)
+	wait := make([][2][]time.Duration, n)
 	res.Teams = make([]TeamResult, n)
 	for i, t := range s.Teams {
 		tr := TeamResult{Team: t.Name, Share: t.Share, Saturated: sat[t.Name], Service: c.service[i], OutputTokens: c.tokens[i]}
@@ -247,6 +264,18 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			fin = end
 		}
 		ttft[i][r.Class] = append(ttft[i][r.Class], ft-r.Arrival)
+		if !r.Borrowing && r.Submitted == r.Arrival {
+			within[i][r.Class] = append(within[i][r.Class], ft-r.Arrival)
+		}
+		sub := r.Submitted
+		if sub < 0 {
+			sub = end
+			cr.NeverSent++
+		}
+		if sub > r.Arrival {
+			cr.Held++
+		}
+		wait[i][r.Class] = append(wait[i][r.Class], sub-r.Arrival)
 		e2e[i][r.Class] = append(e2e[i][r.Class], fin-r.Arrival)
 	}
 	for i := range res.Teams {
@@ -258,6 +287,11 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			cr.TTFTp99 = percentileSorted(ttft[i][k], 0.99)
 			cr.E2Ep50 = percentileSorted(e2e[i][k], 0.5)
 			cr.E2Ep99 = percentileSorted(e2e[i][k], 0.99)
+			slices.Sort(within[i][k])
+			slices.Sort(wait[i][k])
+			cr.Within = len(within[i][k])
+			cr.WithinTTFTp50 = percentileSorted(within[i][k], 0.5)
+			cr.Waitp99 = percentileSorted(wait[i][k], 0.99)
 		}
 		res.TTFT[i] = ttft[i][Interactive]
 		res.TTFTBatch[i] = ttft[i][Batch]

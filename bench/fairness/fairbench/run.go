@@ -268,6 +268,9 @@ func (r *runner) at(t time.Duration, f func()) {
 
 func (r *runner) after(d time.Duration, f func()) { r.at(r.now+d, f) }
 
+// After implements Dispatcher.
+func (r *runner) After(d time.Duration, f func()) { r.after(max(d, 0), f) }
+
 // advance runs the engines of a lockstep run up to t.
 func (r *runner) advance(t time.Duration) {
 	for r.now < t {
@@ -303,6 +306,11 @@ func (r *runner) arrive(q *Request) {
 	if q.Prompt+q.Output > maxLen {
 		q.Output = maxLen - q.Prompt
 	}
+	if q.MaxTokens > maxLen-q.Prompt {
+		// vLLM answers 400 to prompt + max_tokens > max_model_len: the
+		// client asks for what fits.
+		q.MaxTokens = maxLen - q.Prompt
+	}
 	r.reqs = append(r.reqs, q)
 	r.open++
 	r.col.arrive(q)
@@ -330,7 +338,8 @@ func (r *runner) Submit(q *Request, priority int) {
 	q.Submitted = r.now
 	q.Priority = priority
 	r.inflight++
-	vr := vllmsim.Request{ID: strconv.FormatInt(q.ID, 10), Priority: int64(priority), PromptTokens: q.Prompt, MaxTokens: q.Output}
+	vr := vllmsim.Request{ID: strconv.FormatInt(q.ID, 10), Priority: int64(priority), PromptTokens: q.Prompt,
+		MaxTokens: q.MaxTokens, EOSAfter: q.Output}
 	cb := vllmsim.Callbacks{
 		OnAdmit: func(_ int, _ time.Time) { r.col.admit(q) },
 		OnToken: func(_ int, k int, at time.Time) {

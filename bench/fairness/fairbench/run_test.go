@@ -38,7 +38,8 @@ func (c *capacityCheck) Arrive(r *Request) {
 func TestRunCompletesEveryRequest(t *testing.T) {
 	s := smallScenario()
 	for _, mode := range Modes {
-		for _, ng := range append(Baselines(), NewNativePlugin, NewAblation(AblationNoEntryPenalty), NewAblation(AblationGatewayHold)) {
+		for _, ng := range append(Baselines(), NewNativePlugin, NewAblation(AblationNoEntryPenalty),
+			NewAblation(AblationNativeFlow), NewAblation(AblationNativeFlowNoKV), NewAblation(AblationNativeFlowNoLend)) {
 			gw := &capacityCheck{Gateway: ng()}
 			res, err := Run(s, gw, RunOptions{Mode: mode})
 			if err != nil {
@@ -88,5 +89,53 @@ func TestRunWithReplicaChanges(t *testing.T) {
 	}
 	if again.Pool != res.Pool {
 		t.Errorf("two runs with replica changes differ: %+v vs %+v", res.Pool, again.Pool)
+	}
+}
+
+// finishLog records the output length of every finished request.
+type finishLog struct {
+	Gateway
+	out []*Request
+}
+
+func (f *finishLog) Finish(r *Request) {
+	f.out = append(f.out, r)
+	f.Gateway.Finish(r)
+}
+
+// TestEngineStopsAtRealOutput: requests carry the client's max_tokens, and
+// the engine generates the workload's drawn output, not max_tokens, while
+// a request that would exceed the model's context asks for what fits.
+func TestEngineStopsAtRealOutput(t *testing.T) {
+	s := &Scenario{Name: "cap", Seed: 5, Duration: 5, Capacity: 16, Engine: EngineSpec{Preset: "demo"},
+		Teams: []TeamSpec{{Name: "a", Share: 1}},
+		Workloads: []WorkloadSpec{
+			{Team: "a", Kind: KindPoisson, Rate: 4, Prompt: LengthDist{Mean: 100}, Output: LengthDist{Mean: 20}, MaxTokens: 300},
+			{Team: "a", Kind: KindBurst, Count: 2, Prompt: LengthDist{Mean: 4000}, Output: LengthDist{Mean: 50}, MaxTokens: 4096},
+			{Team: "a", Kind: KindBurst, Count: 2, Prompt: LengthDist{Mean: 100}, Output: LengthDist{Mean: 50}, MaxTokens: 30},
+		}}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw := &finishLog{Gateway: NewFCFS()}
+	if _, err := Run(s, gw, RunOptions{Mode: ModeVLLM}); err != nil {
+		t.Fatal(err)
+	}
+	n := map[int]int{}
+	for _, r := range gw.out {
+		n[r.Stream]++
+		want, wantMax := 20, 300
+		switch {
+		case r.Stream == 1:
+			want, wantMax = 50, 4096-4000
+		case r.Stream == 2:
+			want, wantMax = 30, 30
+		}
+		if r.Output != want || r.MaxTokens != wantMax {
+			t.Errorf("stream %d: output %d tokens with max_tokens %d, want %d with %d", r.Stream, r.Output, r.MaxTokens, want, wantMax)
+		}
+	}
+	if n[0] < 10 || n[1] != 2 || n[2] != 2 {
+		t.Errorf("finished per stream %v, want >= 10, 2, 2", n)
 	}
 }

@@ -50,7 +50,9 @@ type Scenario struct {
 	Alone string `json:"alone,omitempty"`
 	// Ablations lists variants of the native plugin policy also run for
 	// this scenario, each reported in its own table next to the plugin
-	// column: AblationNoEntryPenalty, AblationGatewayHold.
+	// column: AblationNoEntryPenalty, AblationNativeFlow,
+	// AblationNativeFlowNoKV, AblationNativeFlowNoLend,
+	// AblationNativeFlowMaxTokens.
 	Ablations []string `json:"ablations,omitempty"`
 	// Saturated lists the teams expected to be backlogged for the whole
 	// measured part: the throughput-share and Jain columns compare them
@@ -83,6 +85,10 @@ type TeamSpec struct {
 	Share float64 `json:"share"`
 	// Weight multiplies the team's standing among borrowers (0 means 1).
 	Weight float64 `json:"weight,omitempty"`
+	// LendingLimit, if set, is the fraction of the team's reservation it
+	// lends while idle (the plugin's lending_limit, written only when the
+	// plugin column runs with flow control; nil: lends all).
+	LendingLimit *float64 `json:"lending_limit,omitempty"`
 }
 
 // Generator kinds of a WorkloadSpec.
@@ -118,6 +124,12 @@ type WorkloadSpec struct {
 	// Prompt and Output are the length distributions in tokens.
 	Prompt LengthDist `json:"prompt"`
 	Output LengthDist `json:"output"`
+	// MaxTokens is the max_tokens every request of the generator carries,
+	// as a client sets a cap (512 for a chat front end, 4096 for a batch
+	// job); the real output is drawn from Output and cut at this cap. It
+	// is lowered to max_model_len − prompt for requests that would not
+	// fit, as a client would. 0: the requests carry no max_tokens.
+	MaxTokens int `json:"max_tokens,omitempty"`
 	// Interactive is the fraction of requests of class interactive, in
 	// [0, 1]; the rest are batch.
 	Interactive float64 `json:"interactive"`
@@ -254,6 +266,9 @@ func (s *Scenario) Validate() error {
 		if !(t.Share > 0 && t.Share <= 1) {
 			bad(p+".share", "must be in (0, 1], got %v", t.Share)
 		}
+		if l := t.LendingLimit; l != nil && !(*l >= 0 && *l <= 1) {
+			bad(p+".lending_limit", "must be in [0, 1], got %v", *l)
+		}
 		if t.Weight < 0 || math.IsNaN(t.Weight) {
 			bad(p+".weight", "must be >= 0, got %v", t.Weight)
 		}
@@ -291,6 +306,9 @@ func (s *Scenario) Validate() error {
 		if w.Start < 0 || (w.Stop != 0 && w.Stop <= w.Start) {
 			bad(p+".start_s", "start %v and stop %v: need 0 <= start < stop", w.Start, w.Stop)
 		}
+		if w.MaxTokens < 0 {
+			bad(p+".max_tokens", "must be >= 0, got %d", w.MaxTokens)
+		}
 		if w.Interactive < 0 || w.Interactive > 1 {
 			bad(p+".interactive", "must be in [0, 1], got %v", w.Interactive)
 		}
@@ -320,7 +338,8 @@ func (s *Scenario) Validate() error {
 	}
 	for i, a := range s.Ablations {
 		if NewAblation(a) == nil {
-			bad(fmt.Sprintf("ablations[%d]", i), "must be %q or %q, got %q", AblationNoEntryPenalty, AblationGatewayHold, a)
+			bad(fmt.Sprintf("ablations[%d]", i), "must be %q, %q, %q, %q or %q, got %q",
+				AblationNoEntryPenalty, AblationNativeFlow, AblationNativeFlowNoKV, AblationNativeFlowNoLend, AblationNativeFlowMaxTokens, a)
 		}
 	}
 	if s.Alone != "" && !teams[s.Alone] {

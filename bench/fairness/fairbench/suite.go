@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Baselines returns the constructors of the four baseline gateways, in
@@ -31,6 +32,9 @@ type SuiteOptions struct {
 	PluginPath string
 	// Parallel bounds the runs in flight (default GOMAXPROCS).
 	Parallel int
+	// Variants are extra columns of the ablation tables, run for every
+	// scenario after the scenario's own ablations.
+	Variants []Variant
 }
 
 // RunScenario runs s under every mode and policy (and its Alone run) and
@@ -60,10 +64,25 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 			jobs = append(jobs, job{m, i, s, p})
 		}
 	}
+	variants := make([]Variant, 0, len(s.Ablations)+len(opt.Variants))
+	for _, a := range s.Ablations {
+		variants = append(variants, Variant{New: NewAblation(a), Note: AblationNote(a)})
+	}
+	variants = append(variants, opt.Variants...)
+	kept := variants[:0]
+	for _, v := range variants {
+		if v.Skip == nil || !v.Skip(s) {
+			kept = append(kept, v)
+		}
+	}
+	variants = kept
+	for _, v := range variants {
+		rep.AblationNotes = append(rep.AblationNotes, v.Note)
+	}
 	for _, m := range modes {
-		rep.Ablations[m] = make([]*Result, len(s.Ablations))
-		for i, a := range s.Ablations {
-			jobs = append(jobs, job{"ablation/" + m, i, s, NewAblation(a)})
+		rep.Ablations[m] = make([]*Result, len(variants))
+		for i, v := range variants {
+			jobs = append(jobs, job{"ablation/" + m, i, s, v.New})
 		}
 	}
 	if a := s.AloneScenario(); a != nil {
@@ -124,6 +143,20 @@ func (r *Result) MaxShareError() float64 {
 	return e
 }
 
+// WorstTTFTp99 returns the largest TTFT p99 over every team and class of
+// r that had requests.
+func (r *Result) WorstTTFTp99() time.Duration {
+	var w time.Duration
+	for _, t := range r.Teams {
+		for _, c := range t.Class {
+			if c.Requests > 0 {
+				w = max(w, c.TTFTp99)
+			}
+		}
+	}
+	return w
+}
+
 // Team returns the measures of the named team (nil if absent).
 func (r *Result) Team(name string) *TeamResult {
 	for i := range r.Teams {
@@ -182,7 +215,7 @@ func WriteSummary(w io.Writer, reps []*Report) error {
 		return fmt.Sprintf("%.3f", r.Pool.Jain)
 	})
 	table("Interactive TTFT p99 of the protected team, s (× running alone)",
-		"The protected team is the scenario's `alone` team (S1 `chat`, S4 `chat`, S5 `owner`); other scenarios show the worst interactive p99 over teams.",
+		"The protected team is the scenario's `alone` team (S1 `chat`, S4 `chat`, S5 `owner`, S7 `rag`); other scenarios show the worst interactive p99 over teams.",
 		func(rep *Report, r *Result) string {
 			name := rep.headlineTeam()
 			var p99 float64

@@ -39,8 +39,14 @@ type Request struct {
 	Stream int
 	// User is the closed-loop user that sent it (-1 for open loops).
 	User int
-	// Prompt and Output are the prompt and output lengths in tokens.
+	// Prompt and Output are the prompt and output lengths in tokens:
+	// Output is what the model will generate (drawn from the workload's
+	// distribution, at most MaxTokens), which no gateway knows in advance.
 	Prompt, Output int
+	// MaxTokens is the max_tokens the client sends, the workload's cap
+	// (0: none sent; the engine then allows max_model_len − prompt).
+	// Gateways see this, never Output.
+	MaxTokens int
 	// Arrival is when the request reached the gateway.
 	Arrival time.Duration
 
@@ -122,13 +128,19 @@ func (d LengthDist) Sample(r *rand.Rand) int {
 	return n
 }
 
-// drawRequest fills the random fields of a request of workload w from r.
-func drawRequest(w *WorkloadSpec, r *rand.Rand) (prompt, output int, class Class) {
-	class = Batch
+// drawRequest returns a request of workload w with its random fields
+// drawn from r: class, prompt and real output length (cut at the
+// workload's max_tokens, as the engine would), and max_tokens.
+func drawRequest(w *WorkloadSpec, r *rand.Rand) *Request {
+	class := Batch
 	if r.Float64() < w.Interactive {
 		class = Interactive
 	}
-	return w.Prompt.Sample(r), w.Output.Sample(r), class
+	q := &Request{Team: w.Team, Class: class, Prompt: w.Prompt.Sample(r), Output: w.Output.Sample(r), MaxTokens: w.MaxTokens}
+	if q.MaxTokens > 0 && q.Output > q.MaxTokens {
+		q.Output = q.MaxTokens
+	}
+	return q
 }
 
 // OpenLoopArrivals returns the requests of the open-loop and burst
@@ -153,13 +165,15 @@ func OpenLoopArrivals(s *Scenario, seed uint64) []*Request {
 				if t >= stop {
 					break
 				}
-				p, o, c := drawRequest(w, r)
-				out = append(out, &Request{Team: w.Team, Class: c, Stream: i, User: -1, Prompt: p, Output: o, Arrival: t})
+				q := drawRequest(w, r)
+				q.Stream, q.User, q.Arrival = i, -1, t
+				out = append(out, q)
 			}
 		case KindBurst:
 			for k := 0; k < w.Count; k++ {
-				p, o, c := drawRequest(w, r)
-				out = append(out, &Request{Team: w.Team, Class: c, Stream: i, User: -1, Prompt: p, Output: o, Arrival: Sec(w.Start)})
+				q := drawRequest(w, r)
+				q.Stream, q.User, q.Arrival = i, -1, Sec(w.Start)
+				out = append(out, q)
 			}
 		}
 	}
@@ -186,8 +200,9 @@ func (u *closedUser) next(t time.Duration) *Request {
 	if t >= u.stop {
 		return nil
 	}
-	p, o, c := drawRequest(u.w, u.rand)
-	return &Request{Team: u.w.Team, Class: c, Stream: u.stream, User: u.user, Prompt: p, Output: o, Arrival: t}
+	q := drawRequest(u.w, u.rand)
+	q.Stream, q.User, q.Arrival = u.stream, u.user, t
+	return q
 }
 
 // closedUsers returns the users of the closed-loop workloads of s.

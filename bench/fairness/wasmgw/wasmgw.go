@@ -6,6 +6,13 @@
 // on completion the response headers, a vLLM JSON response with usage, and
 // the end of the stream), and the priority the plugin wrote into the
 // forwarded body is what the simulated vLLM engine receives.
+//
+// A request the plugin holds (its body callback pauses the stream) reaches
+// the engine only when the host has resumed the stream and passed the body
+// upstream, from a tick or a queue wake-up of the holding VM; the gateway
+// learns of it from the stream's state (Stream.RequestDone, LocalReply)
+// after every host event and at every dispatch tick of virtual time, and
+// submits the request then, with the priority of the body as forwarded.
 package wasmgw
 
 import (
@@ -32,55 +39,139 @@ const DefaultVMs = 4
 // Tick is the plugin's tick period in the benchmark's configuration.
 const Tick = time.Second
 
+// DefaultDispatchTick is the plugin's dispatch_tick in the benchmark's
+// flow-control configuration (the plugin's default).
+const DefaultDispatchTick = 20 * time.Millisecond
+
 // vmIDs makes every host's vm_id unique, so that parallel runs in one
 // process never share a shared-data store.
 var vmIDs atomic.Uint64
 
+// Flow is the flow-control part of the plugin configuration
+// (max_queue_time, dispatch_tick, per pool kv_tokens, per team
+// lending_limit). Only a plugin.wasm with flow control accepts these
+// fields.
+type Flow struct {
+	// MaxQueueTime is max_queue_time: how long a borrower may be held at
+	// the gateway before a 429; 0 writes "0s", which turns holding off.
+	MaxQueueTime time.Duration
+	// DispatchTick is dispatch_tick, and the period at which the gateway
+	// moves the host's clock while it holds requests (0:
+	// DefaultDispatchTick).
+	DispatchTick time.Duration
+	// KV writes kv_tokens = num_gpu_blocks × block_size of the engine,
+	// times the number of replicas (C / max_num_seqs).
+	KV bool
+	// Lend writes each team's lending_limit from the scenario.
+	Lend bool
+}
+
+// tick returns the dispatch tick.
+func (f *Flow) tick() time.Duration {
+	if f == nil || f.DispatchTick <= 0 {
+		return DefaultDispatchTick
+	}
+	return f.DispatchTick
+}
+
+// Options configure a plugin gateway.
+type Options struct {
+	// VMs is the number of worker VMs (0: DefaultVMs).
+	VMs int
+	// Name is the column name (default "plugin").
+	Name string
+	// Flow, if set, adds the flow-control fields to the configuration.
+	Flow *Flow
+}
+
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
 type Gateway struct {
 	mod   *host.Module
-	vms   int
+	opt   Options
 	d     fairbench.Dispatcher
 	s     *fairbench.Scenario
 	clock *host.VirtualClock
 	h     *host.Host
 	next  int
 	open  map[int64]*host.Stream
+	held  []heldRequest
+	wake  bool // a dispatch-tick wake-up is scheduled
 	err   error
+
+	// config builds the plugin configuration (tests replace it).
+	config func(s *fairbench.Scenario, c int) ([]byte, error)
+	// anyPriority accepts a forwarded body without priority (tests on a
+	// module that is not the plugin).
+	anyPriority bool
 
 	// Logger, if set, receives the plugin's log lines (warnings and
 	// above).
 	Logger *slog.Logger
 }
 
-// New returns a constructor of plugin gateways on the compiled module mod,
-// each with vms worker VMs (0: DefaultVMs). The module is shared; each run
-// starts its own host.
-func New(mod *host.Module, vms int) fairbench.NewGateway {
-	if vms <= 0 {
-		vms = DefaultVMs
+// heldRequest is a request whose stream the plugin has paused.
+type heldRequest struct {
+	r *fairbench.Request
+	s *host.Stream
+}
+
+// New returns a constructor of plugin gateways on the compiled module mod.
+// The module is shared; each run starts its own host.
+func New(mod *host.Module, opt Options) fairbench.NewGateway {
+	if opt.VMs <= 0 {
+		opt.VMs = DefaultVMs
 	}
-	return func() fairbench.Gateway { return &Gateway{mod: mod, vms: vms} }
+	if opt.Name == "" {
+		opt.Name = "plugin"
+	}
+	return func() fairbench.Gateway {
+		g := &Gateway{mod: mod, opt: opt}
+		g.config = func(s *fairbench.Scenario, c int) ([]byte, error) { return Config(s, c, opt.Flow) }
+		return g
+	}
 }
 
 // Name implements fairbench.Gateway.
-func (g *Gateway) Name() string { return "plugin" }
+func (g *Gateway) Name() string { return g.opt.Name }
 
 // EnginePolicy implements fairbench.Gateway: the plugin needs vLLM's
 // priority scheduler.
 func (g *Gateway) EnginePolicy() string { return fairbench.EnginePriority }
 
+// KVTokens returns the KV capacity in tokens of a pool of capacity c in
+// scenario s: num_gpu_blocks × block_size of one engine, times c /
+// max_num_seqs replicas.
+func KVTokens(s *fairbench.Scenario, c int) (int, error) {
+	e, err := fairbench.EngineConfig(s, fairbench.EnginePriority, fairbench.ModeVLLM)
+	if err != nil {
+		return 0, err
+	}
+	return e.NumBlocks * e.BlockSize * c / e.MaxNumSeqs, nil
+}
+
 // Config returns the plugin configuration of scenario s for capacity c: one
 // pool matching every model, with the scenario's teams, half-life and the
-// default cost weights (prompt 1, completion 2) and entry penalty.
-func Config(s *fairbench.Scenario, c int) []byte {
+// default cost weights (prompt 1, completion 2) and entry penalty; with
+// flow, the flow-control fields too.
+func Config(s *fairbench.Scenario, c int, flow *Flow) ([]byte, error) {
 	hl := fairbench.DefaultHalfLife
 	if s.HalfLife > 0 {
 		hl = fairbench.Sec(s.HalfLife)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,"pools":[{"name":"bench","capacity":%d,"models":["*"],"teams":{`,
-		hl.String(), Tick.String(), c)
+	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
+	if flow != nil {
+		fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,`, flow.MaxQueueTime.String(), flow.tick().String())
+	}
+	fmt.Fprintf(&b, `"pools":[{"name":"bench","capacity":%d,`, c)
+	if flow != nil && flow.KV {
+		kv, err := KVTokens(s, c)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, `"kv_tokens":%d,`, kv)
+	}
+	b.WriteString(`"models":["*"],"teams":{`)
 	for i, t := range s.Teams {
 		if i > 0 {
 			b.WriteString(",")
@@ -90,10 +181,13 @@ func Config(s *fairbench.Scenario, c int) []byte {
 		if t.Weight > 0 {
 			fmt.Fprintf(&b, `,"weight":%s`, strconv.FormatFloat(t.Weight, 'g', -1, 64))
 		}
+		if flow != nil && flow.Lend && t.LendingLimit != nil {
+			fmt.Fprintf(&b, `,"lending_limit":%s`, strconv.FormatFloat(*t.LendingLimit, 'g', -1, 64))
+		}
 		b.WriteString("}")
 	}
 	b.WriteString("}}]}")
-	return []byte(b.String())
+	return []byte(b.String()), nil
 }
 
 // Start implements fairbench.Gateway: it starts a host with the scenario's
@@ -102,18 +196,25 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 	g.d, g.s = d, s
 	g.open = map[int64]*host.Stream{}
 	g.clock = host.NewVirtualClock(fairbench.Epoch.Add(d.Now()))
+	cfg, err := g.config(s, c)
+	if err != nil {
+		return fmt.Errorf("wasmgw: %w", err)
+	}
 	h, err := g.mod.Start(context.Background(), host.Options{
-		VMs:          g.vms,
+		VMs:          g.opt.VMs,
 		VMID:         "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
 		PluginName:   "fairshare",
 		RootID:       "fairshare",
-		PluginConfig: Config(s, c),
+		PluginConfig: cfg,
 		Clock:        g.clock,
 		Seed:         s.Seed + 1,
 		LogLevel:     hostcalls.LogLevelWarn,
 		Logger:       g.Logger,
 	})
 	if err != nil {
+		if g.opt.Flow != nil {
+			return fmt.Errorf("wasmgw: start plugin with flow control (max_queue_time, dispatch_tick, kv_tokens, lending_limit: a plugin.wasm without flow control rejects them): %w", err)
+		}
 		return fmt.Errorf("wasmgw: start plugin: %w", err)
 	}
 	g.h = h
@@ -133,8 +234,9 @@ func (g *Gateway) sync() {
 var filler = strings.Repeat("lorem ipsum dolor sit amet ", 1024)
 
 // requestBody returns a chat completion request of about prompt tokens
-// (by the plugin's bytes/4 estimate) asking for output tokens.
-func requestBody(prompt, output int) []byte {
+// (by the plugin's bytes/4 estimate) with the client's max_tokens (none if
+// 0): what a client sends, not how long the answer will be.
+func requestBody(prompt, maxTokens int) []byte {
 	n := 4 * prompt
 	for n > len(filler) {
 		n = len(filler)
@@ -143,18 +245,26 @@ func requestBody(prompt, output int) []byte {
 	b.Grow(n + 128)
 	b.WriteString(`{"model":"bench","messages":[{"role":"user","content":"`)
 	b.WriteString(filler[:n])
-	b.WriteString(`"}],"max_tokens":`)
-	b.WriteString(strconv.Itoa(output))
+	b.WriteString(`"}]`)
+	if maxTokens > 0 {
+		b.WriteString(`,"max_tokens":`)
+		b.WriteString(strconv.Itoa(maxTokens))
+	}
 	b.WriteString(`}`)
 	return []byte(b.String())
 }
 
-// responseBody returns a vLLM chat completion response with usage.
-func responseBody(id int64, prompt, output int) []byte {
+// responseBody returns a vLLM chat completion response with usage; its
+// finish_reason is "length" if the output reached maxTokens, else "stop".
+func responseBody(id int64, prompt, output, maxTokens int) []byte {
+	reason := "stop"
+	if maxTokens > 0 && output >= maxTokens {
+		reason = "length"
+	}
 	return fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1767225600,"model":"bench",`+
-		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":"length","stop_reason":null}],`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":%q,"stop_reason":null}],`+
 		`"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null}}`,
-		id, prompt, prompt+output, output)
+		id, reason, prompt, prompt+output, output)
 }
 
 func (g *Gateway) fail(err error) {
@@ -164,23 +274,66 @@ func (g *Gateway) fail(err error) {
 }
 
 // Arrive implements fairbench.Gateway: it runs the request through a stream
-// of the next VM and submits it with the priority of the forwarded body.
+// of the next VM; a request the plugin forwards at once is submitted now,
+// one it holds when its stream is resumed.
 func (g *Gateway) Arrive(r *fairbench.Request) {
 	g.sync()
-	s := g.h.NewStream(g.next % g.vms)
+	s := g.h.NewStream(g.next % g.opt.VMs)
 	g.next++
 	s.RequestHeaders([][2]string{
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
 	}, false)
-	s.RequestBody(requestBody(r.Prompt, r.Output), true)
+	s.RequestBody(requestBody(r.Prompt, r.MaxTokens), true)
+	g.held = append(g.held, heldRequest{r, s})
+	g.poll()
+}
+
+// poll submits every held request whose stream the host has resumed (its
+// body passed upstream), in arrival order, and fails the run on a local
+// reply or a reset. If requests are still held it makes sure a wake-up at
+// the next dispatch tick is scheduled.
+func (g *Gateway) poll() {
+	kept := g.held[:0]
+	for _, p := range g.held {
+		switch {
+		case p.s.LocalReply() != nil:
+			lr := p.s.LocalReply()
+			g.fail(fmt.Errorf("wasmgw: request %d (team %s): local reply %d %s after %v at the gateway", p.r.ID, p.r.Team, lr.Status, lr.Body, g.d.Now()-p.r.Arrival))
+		case p.s.RequestDone():
+			g.submit(p.r, p.s)
+		case p.s.Ended():
+			g.fail(fmt.Errorf("wasmgw: request %d: stream reset while held: %s", p.r.ID, p.s.ResetReason()))
+		default:
+			kept = append(kept, p)
+		}
+	}
+	clear(g.held[len(kept):])
+	g.held = kept
+	if len(g.held) > 0 && !g.wake {
+		g.wake = true
+		dt := g.opt.Flow.tick()
+		now := g.d.Now()
+		g.d.After(dt-now%dt, g.dispatchTick)
+	}
+}
+
+// dispatchTick runs at the plugin's dispatch_tick (aligned on the run's
+// start) while requests are held: the host's clock moves to now, running
+// the holding VMs' ticks, and resumed requests are submitted.
+func (g *Gateway) dispatchTick() {
+	g.wake = false
+	g.sync()
+	g.poll()
+}
+
+// submit sends r to the engine with the priority of its forwarded body.
+func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	prio := 0
-	if lr := s.LocalReply(); lr != nil {
-		g.fail(fmt.Errorf("wasmgw: request %d: local reply %d %s", r.ID, lr.Status, lr.Body))
-	} else if p := gjson.GetBytes(s.ForwardedRequestBody(), "priority"); !p.Exists() {
-		g.fail(fmt.Errorf("wasmgw: request %d: forwarded body without priority", r.ID))
-	} else {
+	if p := gjson.GetBytes(s.ForwardedRequestBody(), "priority"); p.Exists() {
 		prio = int(p.Int())
+	} else if !g.anyPriority {
+		g.fail(fmt.Errorf("wasmgw: request %d: forwarded body without priority", r.ID))
 	}
 	r.Borrowing = prio >= 10
 	g.open[r.ID] = s
@@ -189,7 +342,8 @@ func (g *Gateway) Arrive(r *fairbench.Request) {
 
 // Finish implements fairbench.Gateway: the stream gets vLLM's response with
 // the usage and ends, so the plugin releases the grant and charges the
-// team.
+// team (and may dispatch held requests, on this VM or, through a shared
+// queue, on the holder's).
 func (g *Gateway) Finish(r *fairbench.Request) {
 	s, ok := g.open[r.ID]
 	if !ok {
@@ -198,22 +352,34 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 	delete(g.open, r.ID)
 	g.sync()
 	s.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
-	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output), true)
+	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens), true)
 	s.Complete()
+	g.poll()
 }
 
 // SetCapacity implements fairbench.Gateway: the plugin is reconfigured
 // with the new capacity, as an operator (or a controller) would.
 func (g *Gateway) SetCapacity(c int) {
 	g.sync()
-	if err := g.h.Reconfigure(Config(g.s, c)); err != nil {
+	cfg, err := g.config(g.s, c)
+	if err == nil {
+		err = g.h.Reconfigure(cfg)
+	}
+	if err != nil {
 		g.fail(fmt.Errorf("wasmgw: reconfigure: %w", err))
 	}
+	g.poll()
 }
 
 // Tick implements fairbench.Gateway: it advances the host's clock, which
 // runs the plugin's ticks that are due.
-func (g *Gateway) Tick() { g.sync() }
+func (g *Gateway) Tick() {
+	g.sync()
+	g.poll()
+}
+
+// Held returns the number of requests the plugin holds now.
+func (g *Gateway) Held() int { return len(g.held) }
 
 // Err returns the first failure of the plugin path (a local reply, a body
 // without priority, a failed reconfiguration), or nil.

@@ -1,15 +1,22 @@
 package wasmgw
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 	"github.com/tidwall/gjson"
 )
 
 func TestConfigKeepsTeamOrderAndValues(t *testing.T) {
 	s := &fairbench.Scenario{HalfLife: 90, Teams: []fairbench.TeamSpec{{Name: "zeta", Share: 0.7, Weight: 2}, {Name: "alpha", Share: 0.3}}}
-	cfg := Config(s, 24)
+	cfg, err := Config(s, 24, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !gjson.ValidBytes(cfg) {
 		t.Fatalf("Config = %s: not JSON", cfg)
 	}
@@ -34,6 +41,56 @@ func TestConfigKeepsTeamOrderAndValues(t *testing.T) {
 	if hl := gjson.GetBytes(cfg, "half_life").String(); hl != "1m30s" {
 		t.Errorf("half_life = %q, want 1m30s", hl)
 	}
+	for _, k := range []string{"max_queue_time", "dispatch_tick", "pools.0.kv_tokens"} {
+		if gjson.GetBytes(cfg, k).Exists() {
+			t.Errorf("%s present without flow control: plugin.wasm without it rejects the field", k)
+		}
+	}
+}
+
+func TestConfigFlow(t *testing.T) {
+	half := 0.5
+	s := &fairbench.Scenario{Name: "f", Engine: fairbench.EngineSpec{Preset: "demo", NumBlocks: 2049, BlockSize: 16},
+		Teams: []fairbench.TeamSpec{{Name: "flood", Share: 0.5}, {Name: "chat", Share: 0.5, LendingLimit: &half}}}
+	all := &Flow{MaxQueueTime: 600 * time.Second, KV: true, Lend: true}
+	for _, tt := range []struct {
+		name      string
+		flow      *Flow
+		c         int
+		queue     string
+		kv        int64 // 0: absent
+		lendLimit bool
+	}{
+		{"all", all, 16, "10m0s", 2049 * 16, true},
+		{"two replicas", all, 32, "10m0s", 2 * 2049 * 16, true},
+		{"nohold", &Flow{KV: true, Lend: true}, 16, "0s", 2049 * 16, true},
+		{"nokv", &Flow{MaxQueueTime: time.Minute, Lend: true}, 16, "1m0s", 0, true},
+		{"nolend", &Flow{MaxQueueTime: time.Minute, KV: true}, 16, "1m0s", 2049 * 16, false},
+	} {
+		cfg, err := Config(s, tt.c, tt.flow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !gjson.ValidBytes(cfg) {
+			t.Fatalf("%s: Config = %s: not JSON", tt.name, cfg)
+		}
+		if q := gjson.GetBytes(cfg, "max_queue_time").String(); q != tt.queue {
+			t.Errorf("%s: max_queue_time = %q, want %q", tt.name, q, tt.queue)
+		}
+		if d := gjson.GetBytes(cfg, "dispatch_tick").String(); d != "20ms" {
+			t.Errorf("%s: dispatch_tick = %q, want 20ms", tt.name, d)
+		}
+		if kv := gjson.GetBytes(cfg, "pools.0.kv_tokens"); kv.Int() != tt.kv || kv.Exists() != (tt.kv != 0) {
+			t.Errorf("%s: kv_tokens = %s, want %d (num_gpu_blocks × block_size × replicas; 0: absent)", tt.name, kv.Raw, tt.kv)
+		}
+		l := gjson.GetBytes(cfg, "pools.0.teams.chat.lending_limit")
+		if l.Exists() != tt.lendLimit || (tt.lendLimit && l.Float() != 0.5) {
+			t.Errorf("%s: chat lending_limit = %q, want 0.5: %v", tt.name, l.Raw, tt.lendLimit)
+		}
+		if gjson.GetBytes(cfg, "pools.0.teams.flood.lending_limit").Exists() {
+			t.Errorf("%s: flood has a lending_limit, want none (none in the scenario)", tt.name)
+		}
+	}
 }
 
 func TestBodies(t *testing.T) {
@@ -47,9 +104,97 @@ func TestBodies(t *testing.T) {
 	if got := gjson.GetBytes(b, "max_tokens").Int(); got != 77 {
 		t.Errorf("max_tokens = %d, want 77", got)
 	}
-	r := responseBody(5, 300, 77)
+	if b := requestBody(10, 0); gjson.GetBytes(b, "max_tokens").Exists() {
+		t.Errorf("requestBody(10, 0) = %.80s: has max_tokens, want none", b)
+	}
+	r := responseBody(5, 300, 40, 77)
 	u := gjson.GetBytes(r, "usage")
-	if u.Get("prompt_tokens").Int() != 300 || u.Get("completion_tokens").Int() != 77 || u.Get("total_tokens").Int() != 377 {
-		t.Errorf("usage = %s, want 300 / 77 / 377", u.Raw)
+	if u.Get("prompt_tokens").Int() != 300 || u.Get("completion_tokens").Int() != 40 || u.Get("total_tokens").Int() != 340 {
+		t.Errorf("usage = %s, want 300 / 40 / 340 (the real output, not max_tokens)", u.Raw)
+	}
+	if f := gjson.GetBytes(r, "choices.0.finish_reason").String(); f != "stop" {
+		t.Errorf("finish_reason = %q for 40 of 77 tokens, want stop", f)
+	}
+	if f := gjson.GetBytes(responseBody(5, 300, 77, 77), "choices.0.finish_reason").String(); f != "length" {
+		t.Errorf("finish_reason = %q at max_tokens, want length", f)
+	}
+}
+
+// record wraps a gateway and keeps every finished request.
+type record struct {
+	fairbench.Gateway
+	done []*fairbench.Request
+}
+
+func (r *record) Finish(q *fairbench.Request) {
+	r.done = append(r.done, q)
+	r.Gateway.Finish(q)
+}
+
+func holdScenario() *fairbench.Scenario {
+	return &fairbench.Scenario{Name: "hold", Seed: 11, Duration: 3, Capacity: 16, Engine: fairbench.EngineSpec{Preset: "demo"},
+		Teams: []fairbench.TeamSpec{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}},
+		Workloads: []fairbench.WorkloadSpec{
+			{Team: "a", Kind: fairbench.KindPoisson, Rate: 20, Prompt: fairbench.LengthDist{Mean: 100}, Output: fairbench.LengthDist{Mean: 10}, MaxTokens: 64, Interactive: 1},
+			{Team: "b", Kind: fairbench.KindClosed, Concurrency: 4, Prompt: fairbench.LengthDist{Mean: 200}, Output: fairbench.LengthDist{Mean: 20}, MaxTokens: 64},
+		}}
+}
+
+// TestHeldRequestsReachTheEngineWhenResumed runs the host package's hold
+// filter (testdata/holdguest in "hold" mode: every request is held at the
+// end of its body and resumed by the holding VM's next 1 ms tick) as the
+// gateway: no request may reach the engine before its stream is resumed,
+// each must reach it at the tick that resumes it (the first 1 ms boundary
+// after its arrival), and every request must complete.
+func TestHeldRequestsReachTheEngineWhenResumed(t *testing.T) {
+	mod, err := host.Compile(context.Background(), wasmbuild.Module(t, "./hostcalls/host/testdata/holdguest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(mod, Options{Flow: &Flow{DispatchTick: time.Millisecond}})().(*Gateway)
+	g.config = func(*fairbench.Scenario, int) ([]byte, error) { return []byte("hold"), nil }
+	g.anyPriority = true
+	rec := &record{Gateway: g}
+	s := holdScenario()
+	if _, err := fairbench.Run(s, rec, fairbench.RunOptions{Mode: fairbench.ModeVLLM}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.done) < 40 {
+		t.Fatalf("%d requests finished, want >= 40", len(rec.done))
+	}
+	for _, r := range rec.done {
+		want := (r.Arrival/time.Millisecond + 1) * time.Millisecond
+		if r.Submitted != want {
+			t.Errorf("request %d arrived at %v, reached the engine at %v, want %v (the next tick of its VM)", r.ID, r.Arrival, r.Submitted, want)
+		}
+	}
+	if g.Held() != 0 {
+		t.Errorf("%d requests still held after the run", g.Held())
+	}
+}
+
+// TestForwardedRequestsReachTheEngineAtOnce runs plugin.wasm (which
+// forwards every request when it arrives, with or without flow control on
+// an uncontended pool): each request reaches the engine at its arrival,
+// with the priority the plugin wrote.
+func TestForwardedRequestsReachTheEngineAtOnce(t *testing.T) {
+	mod, err := host.Compile(context.Background(), wasmbuild.Plugin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(mod, Options{})().(*Gateway)
+	rec := &record{Gateway: g}
+	if _, err := fairbench.Run(holdScenario(), rec, fairbench.RunOptions{Mode: fairbench.ModeVLLM}); err != nil {
+		t.Fatal(err)
+	}
+	prios := map[int]int{}
+	for _, r := range rec.done {
+		if r.Submitted != r.Arrival {
+			t.Errorf("request %d arrived at %v, reached the engine at %v: want at once", r.ID, r.Arrival, r.Submitted)
+		}
+		prios[r.Priority]++
+	}
+	if len(rec.done) < 40 || prios[0] == 0 {
+		t.Errorf("%d requests, priorities %v: want >= 40 requests, some at priority 0 (team a's interactive, within share)", len(rec.done), prios)
 	}
 }
