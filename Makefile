@@ -17,7 +17,7 @@ OCI_DIR     ?= build/oci
 OCI_TAG     ?= 0.1.0
 OCI_VARIANT ?= oci
 
-RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CONFIG)) $(if $(NO_LOAD),-no-load) $(if $(REPLICAS),-replicas=$(REPLICAS))
+override RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-config=$(CONFIG)) $(if $(NO_LOAD),-no-load) $(if $(REPLICAS),-replicas=$(REPLICAS))
 
 # Packages that hold benchmarks (evaluated only by `make bench`).
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null)))
