@@ -427,6 +427,31 @@ func (p *Pool) Cancel(now time.Time, holder uint32, id uint64) bool {
 	return true
 }
 
+// Reestimate lowers the KV-token demand of the waiting request (holder,
+// id) to tokens (clamped as Arrive clamps a demand), at time now, and
+// reports whether it changed. A holder calls it when it has learnt that a
+// request it holds will take less than it said on arrival (its team's
+// usual completion, once a first one is seen): a demand fixed at a
+// client's max_tokens could otherwise keep the request from ever fitting
+// and, at the head of the queue, hold every borrower behind it. A demand
+// is never raised: the request keeps the place its arrival gave it.
+// Reestimate counts as a heartbeat of holder. Cost: O(waiting).
+func (p *Pool) Reestimate(now time.Time, holder uint32, id uint64, tokens int64) bool {
+	t := now.UnixNano()
+	p.advance(t)
+	p.touch(holder, t, p.holderTimeout > 0)
+	k := p.findWait(holder, id)
+	if k < 0 {
+		return false
+	}
+	tok := p.tokens(tokens)
+	if tok >= p.waits[k].tokens {
+		return false
+	}
+	p.waits[k].tokens = tok
+	return true
+}
+
 // findWait returns the index of the waiting request (holder, id), or -1.
 func (p *Pool) findWait(holder uint32, id uint64) int {
 	for k := range p.waits {

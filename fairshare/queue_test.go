@@ -523,3 +523,33 @@ func TestFirstRequestWithinShare(t *testing.T) {
 		t.Fatalf("Dispatch = %v %+v, want a's request within share", st, g2)
 	}
 }
+
+// TestReestimate: a waiting request whose demand its holder lowers (the
+// team's usual completion learnt after arrival) goes once it fits; a demand
+// is never raised, and an unknown request is not touched.
+func TestReestimate(t *testing.T) {
+	p := flowPool(func(c *Config) {
+		c.Capacity, c.KVTokens = 4, 1000
+		c.Teams = []TeamConfig{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}}
+	}) // a, b: 2 sequences and 500 tokens each
+	arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "b", Tokens: 500}, Granted)
+	arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "a", Tokens: 300}, Granted)
+	// a's next asks 400 (its max_tokens): 300 + 400 > 500 and the pool has
+	// 200 tokens left: it waits, blocked.
+	arrive(t, p, base, Request{Holder: 1, ID: 3, Team: "a", Tokens: 400}, Queued)
+	if _, st := p.Next(base); st != Blocked {
+		t.Fatalf("Next = %v, want blocked", st)
+	}
+	if p.Reestimate(base, 1, 3, 900) || p.Reestimate(base, 1, 99, 10) {
+		t.Error("Reestimate raised a demand or touched an unknown request")
+	}
+	if !p.Reestimate(at(time.Second), 1, 3, 150) {
+		t.Fatal("Reestimate(150) = false")
+	}
+	verify(t, p)
+	g, _, st := p.Dispatch(at(time.Second), 1)
+	verify(t, p)
+	if st != Dispatched || g.Tokens != 150 || g.Borrowing {
+		t.Fatalf("Dispatch = %v %+v, want the request within share with 150 tokens", st, g)
+	}
+}

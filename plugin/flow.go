@@ -213,10 +213,46 @@ func (pc *pluginContext) dispatchHeld(now time.Time) {
 	for _, ps := range pc.pools {
 		for _, h := range pc.held {
 			if h.pool == ps {
+				pc.reestimate(now, ps)
 				pc.dispatch(now, ps, 0)
 				break
 			}
 		}
+	}
+}
+
+// reestimate lowers, in one record update, the KV demand of this VM's held
+// requests of pool ps whose team's usual completion it has learnt since
+// they arrived (Pool.Reestimate): a request recorded with its client's
+// max_tokens before any of its team's completions was seen would otherwise
+// keep that demand, and at the head of the queue hold every borrower.
+func (pc *pluginContext) reestimate(now time.Time, ps *poolState) {
+	var lower []*httpContext
+	for _, h := range pc.held {
+		if h.pool != ps || h.state != stHeld {
+			continue
+		}
+		kv := satAdd(h.prompt, pc.means.completion(ps.cfg.name, teamOf(ps, h.team), h.choices, h.maxCompletion))
+		if kv < h.kv {
+			h.newKV = kv
+			lower = append(lower, h)
+		}
+	}
+	if len(lower) == 0 {
+		return
+	}
+	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		for _, h := range lower {
+			p.Reestimate(now, pc.holder, h.reqID, h.newKV)
+		}
+	})
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		return
+	}
+	for _, h := range lower {
+		h.kv = h.newKV
 	}
 }
 

@@ -365,17 +365,21 @@ type httpContext struct {
 	prio      int
 	borrowing bool
 
-	pooling  bool  // a pooling endpoint: nothing is generated
-	choices  int64 // prompts × n: the completions the request asks for
-	json     bool  // the content type is JSON (or absent)
-	sniffed  bool  // stStrip: the body's first bytes were looked at
-	prompt   int64 // prompt tokens estimated from the request
-	hide     bool  // the plugin added include_usage: hide the usage chunk
-	sse      bool  // the response is an event stream
-	scan     sseScanner
-	status   int    // response status, 0 until the response headers
-	resp     []byte // bounded copy of a JSON response
-	overflow bool   // resp exceeded max_response_bytes
+	pooling bool  // a pooling endpoint: nothing is generated
+	choices int64 // prompts × n: the completions the request asks for
+	// maxCompletion is the request's completion cap per choice
+	// (max_tokens); kv the KV demand it was recorded with.
+	maxCompletion, kv int64
+	newKV             int64 // scratch of reestimate
+	json              bool  // the content type is JSON (or absent)
+	sniffed           bool  // stStrip: the body's first bytes were looked at
+	prompt            int64 // prompt tokens estimated from the request
+	hide              bool  // the plugin added include_usage: hide the usage chunk
+	sse               bool  // the response is an event stream
+	scan              sseScanner
+	status            int    // response status, 0 until the response headers
+	resp              []byte // bounded copy of a JSON response
+	overflow          bool   // resp exceeded max_response_bytes
 }
 
 // reply answers the stream with a JSON error and counts it.
@@ -622,8 +626,9 @@ func (h *httpContext) decide(size int) types.Action {
 	estimate := w.prompt*float64(prompt) + w.completion*float64(completion)
 	// The KV demand: the prompt plus the team's usual completion, capped
 	// by the request's own limit (see completionMeans).
-	h.choices = satMul(req.prompts, req.n)
+	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
 	kv := satAdd(prompt, pc.means.completion(ps.cfg.name, teamOf(ps, h.team), h.choices, req.completion))
+	h.kv = kv
 	pc.nextID++
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,

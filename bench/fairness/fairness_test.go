@@ -207,25 +207,18 @@ func TestFlowHoldsBorrowersOnly(t *testing.T) {
 // fails on any other target that misses, and on any of these that holds:
 // the list can only shrink, and no target is weakened to pass.
 var flowKnownFailures = map[string]bool{
-	"s1-flood/vllm/`chat` interactive p99 TTFT / alone": true,
-	"s2-saturate/vllm/worst p99 TTFT / VTC's worst":     true,
-	"s2-saturate/vllm/max share error (points)":         true,
-	"s2-saturate/vllm/service vs FCFS":                  true,
-	"s2-saturate/pr45561/worst p99 TTFT / VTC's worst":  true,
-	"s2-saturate/pr45561/max share error (points)":      true,
-	"s2-saturate/pr45561/service vs FCFS":               true,
-	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":      true,
-	"s5-reclaim/vllm/max share error (points)":          true,
-	"s5-reclaim/vllm/Jain":                              true,
-	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst":   true,
-	"s5-reclaim/pr45561/max share error (points)":       true,
-	"s5-reclaim/pr45561/Jain":                           true,
-	"s6-capacity/vllm/worst p99 TTFT / VTC's worst":     true,
-	"s6-capacity/vllm/service vs FCFS":                  true,
-	"s6-capacity/pr45561/worst p99 TTFT / VTC's worst":  true,
-	"s6-capacity/pr45561/service vs FCFS":               true,
-	"s7-kv/vllm/`rag` interactive p99 TTFT / FCFS's":    true,
-	"s7-kv/pr45561/`rag` interactive p99 TTFT / FCFS's": true,
+	"s2-saturate/vllm/worst p99 TTFT / VTC's worst":    true,
+	"s2-saturate/pr45561/worst p99 TTFT / VTC's worst": true,
+	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":     true,
+	"s5-reclaim/vllm/max share error (points)":         true,
+	"s5-reclaim/vllm/Jain":                             true,
+	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst":  true,
+	"s5-reclaim/pr45561/max share error (points)":      true,
+	"s5-reclaim/pr45561/Jain":                          true,
+	"s6-capacity/vllm/worst p99 TTFT / VTC's worst":    true,
+	"s6-capacity/vllm/service vs FCFS":                 true,
+	"s6-capacity/pr45561/worst p99 TTFT / VTC's worst": true,
+	"s6-capacity/pr45561/service vs FCFS":              true,
 }
 
 // TestFlowControlAcceptance asserts issue 10's acceptance targets
