@@ -146,7 +146,7 @@ var amounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 
 // runOps applies a random sequence of operations to a pool, checking every
 // invariant after each one. With sliced, SetCapacity turns now and then
 // into SetSlice (a replica's slice, or back to the whole pool).
-func runOps(t testing.TB, s source, sliced bool) {
+func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 	t.Helper()
 	hlChoice, _ := s.intn(3)
 	hl := []time.Duration{0, time.Second, time.Minute}[hlChoice]
@@ -171,7 +171,11 @@ func runOps(t testing.TB, s source, sliced bool) {
 	log := ""
 	var spare Pool
 	for step := 0; step < 400; step++ {
-		op, ok := s.intn(21)
+		nOps := 21
+		if len(reestimate) > 0 && reestimate[0] {
+			nOps = 22 // Reestimate too (its own streams: the others' stay as they were)
+		}
+		op, ok := s.intn(nOps)
 		if !ok {
 			break
 		}
@@ -479,6 +483,29 @@ func runOps(t testing.TB, s source, sliced bool) {
 			if got != was || p.findWait(w.holder, w.id) >= 0 || p.Cancel(at(), w.holder, w.id) {
 				t.Fatalf("%s: was waiting %v", what, was)
 			}
+		case 21: // Reestimate
+			w := wid{holder, uint64(pick(5))}
+			if len(queued) > 0 {
+				w = queued[pick(len(queued))]
+			}
+			p.advance(now)
+			tok := int64(pick(40)) - 5
+			before := int64(-1)
+			if k := p.findWait(w.holder, w.id); k >= 0 {
+				before = p.waits[k].tokens
+			}
+			got := p.Reestimate(at(), w.holder, w.id, tok)
+			what = fmt.Sprintf("Reestimate(%d, %d, %d) = %v", w.holder, w.id, tok, got)
+			want := before >= 0 && p.tokens(tok) < before
+			k := p.findWait(w.holder, w.id)
+			switch {
+			case got != want:
+				t.Fatalf("%s: want %v (demand before %d)", what, want, before)
+			case got && (k < 0 || p.waits[k].tokens != p.tokens(tok)):
+				t.Fatalf("%s: demand not lowered to %d", what, p.tokens(tok))
+			case !got && k >= 0 && p.waits[k].tokens != before:
+				t.Fatalf("%s: demand changed from %d", what, before)
+			}
 		}
 		verify(t, p)
 		// A long-lived pool decoding every record (the plugin's reuse,
@@ -571,6 +598,21 @@ func TestRandomOperationsSliced(t *testing.T) {
 	for _, seed := range append(seq(n), 104, 259, 435, 515) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 43)), left: 2000}, true)
+		})
+	}
+}
+
+// TestRandomOperationsReestimate is TestRandomOperations with holders
+// lowering waiting requests' demands among the operations (Reestimate), on
+// its own random stream.
+func TestRandomOperationsReestimate(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	for seed := range n {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 44)), left: 2000}, seed%2 == 1, true)
 		})
 	}
 }
