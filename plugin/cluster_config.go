@@ -48,15 +48,7 @@ func parseCluster(ps *problems, path string, v gjson.Result) *clusterConfig {
 	}
 	c := &clusterConfig{prefix: DefaultClusterPrefix, syncInterval: DefaultSyncInterval,
 		leaseTTL: DefaultLeaseTTL, timeout: DefaultClusterTimeout, safeFraction: DefaultSafeFraction}
-	seen := map[string]bool{}
-	v.ForEach(func(k, f gjson.Result) bool {
-		key := k.String()
-		p := path + "." + key
-		if seen[key] {
-			ps.add(p, "duplicate field")
-			return true
-		}
-		seen[key] = true
+	seen := members(ps, path, v, func(key, p string, f gjson.Result) bool {
 		switch key {
 		case "etcd_cluster":
 			if s, ok := str(ps, p, f); ok {

@@ -247,6 +247,29 @@ func (ps *problems) add(path, format string, args ...any) {
 	*ps = append(*ps, path+": "+fmt.Sprintf(format, args...))
 }
 
+// members calls f, in order, for every member of the JSON object v with its
+// key and its field path (path.key, or the key alone at the root, path
+// ""); a key seen before is reported as a duplicate field and not passed
+// on. f returns false to stop, as gjson's ForEach. It returns the keys
+// seen, for the caller's required-field checks.
+func members(ps *problems, path string, v gjson.Result, f func(key, fieldPath string, value gjson.Result) bool) map[string]bool {
+	seen := map[string]bool{}
+	v.ForEach(func(k, val gjson.Result) bool {
+		key := k.String()
+		fp := key
+		if path != "" {
+			fp = path + "." + key
+		}
+		if seen[key] {
+			ps.add(fp, "duplicate field")
+			return true
+		}
+		seen[key] = true
+		return f(key, fp, val)
+	})
+	return seen
+}
+
 // configError is every problem of a configuration.
 type configError struct{ problems []string }
 
@@ -297,14 +320,7 @@ func parse(data []byte) (config, error) {
 		return c, &configError{ps}
 	}
 	holderTimeoutSet := false
-	seen := map[string]bool{}
-	root.ForEach(func(k, v gjson.Result) bool {
-		key := k.String()
-		if seen[key] {
-			ps.add(key, "duplicate field")
-			return true
-		}
-		seen[key] = true
+	seen := members(&ps, "", root, func(key, _ string, v gjson.Result) bool {
 		switch key {
 		case "team_header":
 			c.teamHeader = headerName(&ps, key, v)
@@ -594,15 +610,7 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 		ps.add(path, "must be an object, got %s", typeName(v))
 		return
 	}
-	seen := map[string]bool{}
-	v.ForEach(func(k, w gjson.Result) bool {
-		key := k.String()
-		p := path + "." + key
-		if seen[key] {
-			ps.add(p, "duplicate field")
-			return true
-		}
-		seen[key] = true
+	members(ps, path, v, func(key, p string, w gjson.Result) bool {
 		var dst *float64
 		switch key {
 		case "prompt_token":
@@ -677,15 +685,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 			return true
 		}
 		p := poolConfig{}
-		seen := map[string]bool{}
-		pv.ForEach(func(k, f gjson.Result) bool {
-			key := k.String()
-			fp := pp + "." + key
-			if seen[key] {
-				ps.add(fp, "duplicate field")
-				return true
-			}
-			seen[key] = true
+		seen := members(ps, pp, pv, func(key, fp string, f gjson.Result) bool {
 			switch key {
 			case "name":
 				if s, ok := str(ps, fp, f); ok {
@@ -778,15 +778,7 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 		}
 		t := fairshare.TeamConfig{Name: name, Weight: 1}
 		hasShare := false
-		fields := map[string]bool{}
-		tv.ForEach(func(fk, fv gjson.Result) bool {
-			key := fk.String()
-			fp := tp + "." + key
-			if fields[key] {
-				ps.add(fp, "duplicate field")
-				return true
-			}
-			fields[key] = true
+		members(ps, tp, tv, func(key, fp string, fv gjson.Result) bool {
 			switch key {
 			case "share":
 				hasShare = true
