@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
@@ -24,13 +25,23 @@ import (
 // the body and no end of stream has gone upstream (Envoy keeps the
 // upstream request open until the filter continues).
 func TestResumedHeadersDoNotEndTheRequestEarly(t *testing.T) {
-	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	// The auth answer waits until the body has arrived: otherwise the
+	// stream could resume before the body and the body would reach the
+	// filter directly (a different case).
+	bodyIn := make(chan struct{})
+	release := sync.OnceFunc(func() { close(bodyIn) })
+	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-bodyIn
+		w.WriteHeader(204)
+	}))
 	t.Cleanup(auth.Close)
 	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("http_call=auth\nreq_body=nobuffer"),
 		Clusters: map[string]string{"auth": auth.URL}})
+	t.Cleanup(release) // runs first: a failed check must not leave the call hanging
 	s := h.NewStream(0)
 	equal(t, "headers", s.RequestHeaders(getReq, false), StopAllIterationAndWatermark)
 	equal(t, "body", s.RequestBody([]byte("abc"), true), Held)
+	release()
 	h.Wait()
 	equal(t, "body callbacks", messages(h, 0, "request_body"), []string{"request_body size=3 eos=true body=abc"})
 	if s.RequestHeaderMap() == nil {
