@@ -636,3 +636,38 @@ func TestDecodeOwnRecord(t *testing.T) {
 		verify(t, p)
 	}
 }
+
+// TestBatchAgingStaysLocal: the batch aging is not in the record, so a VM
+// of a layout that does not know it reads the record of one that uses it:
+// pools that differ only in it encode to the same bytes and fingerprint,
+// and a record decoded into a pool keeps that pool's aging.
+func TestBatchAgingStaysLocal(t *testing.T) {
+	cfg := Config{Capacity: 4, Teams: []TeamConfig{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}},
+		QueueLimit: 8, MaxQueueTime: time.Minute}
+	aged := cfg
+	aged.BatchAging = 2 * time.Second
+	if cfg.Fingerprint() != aged.Fingerprint() {
+		t.Errorf("Fingerprint changes with BatchAging")
+	}
+	p, q := NewPool("p", cfg, base), NewPool("p", aged, base)
+	for _, x := range []*Pool{p, q} {
+		for i := range 6 {
+			x.Arrive(base, Request{Holder: 1, ID: uint64(i + 1), Team: "a", Class: Class(i % 2)})
+		}
+	}
+	bp, _ := p.AppendBinary(nil)
+	bq, _ := q.AppendBinary(nil)
+	if !bytes.Equal(bp, bq) {
+		t.Fatalf("records differ with BatchAging:\n%x\n%x", bp, bq)
+	}
+	if err := q.UnmarshalBinary(bp); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Config().BatchAging; got != 2*time.Second {
+		t.Errorf("BatchAging after decoding = %v, want the pool's own 2s", got)
+	}
+	q.SetBatchAging(-time.Second)
+	if got := q.Config().BatchAging; got != 0 {
+		t.Errorf("SetBatchAging(-1s): BatchAging = %v, want 0", got)
+	}
+}

@@ -121,6 +121,26 @@ type Config struct {
 	// the requests of a VM that died without cancelling them wait for
 	// good). Negative values count as 0.
 	MaxQueueTime time.Duration
+	// BatchAging is how much later than an interactive request a waiting
+	// batch request of the same standing stands in the queue: requests of
+	// one rank go in the order of arrival, a batch request's counted
+	// BatchAging after its real arrival (Slurm's multifactor priority: a
+	// request's age earns it what its class costs it). A batch request
+	// thus yields to interactive requests that arrive up to BatchAging
+	// after it, and no longer: once it has waited BatchAging it goes before
+	// every interactive request that arrived after it. 0 (the zero value)
+	// ages nothing: class before arrival, so a batch request waits while
+	// any interactive request of its standing does. Negative values count
+	// as 0. See Dispatch for the whole order.
+	//
+	// BatchAging is the deciding holder's own setting, not the record's: it
+	// is neither encoded (a record decoded into a Pool keeps the Pool's
+	// value) nor part of the Fingerprint, so VMs of an older layout, which
+	// do not know it, read the records of newer ones during an upgrade.
+	// Holders that order differently (during such an upgrade) only pick
+	// the next request differently; no invariant depends on it. See
+	// SetBatchAging.
+	BatchAging time.Duration
 }
 
 // cleanTokens clamps a token count into [0, 2^40].

@@ -105,9 +105,19 @@
 //	or with its holder (HolderTimeout: nobody can resume its stream).
 //
 // Standing at dispatch, best first: (1) a request that now fits its team's
-// reservation, (2) the team's level-fairshare rank now, (3) Interactive
-// before Batch, (4) earlier arrival, (5) lower holder id, then lower
-// request id (a stable final tie-break: no two waiting requests tie).
+// reservation and is its team's first waiting request, (2) the team's
+// level-fairshare rank now, (3) the team's order: with Config.BatchAging
+// 0, Interactive before Batch then earlier arrival; with BatchAging > 0,
+// earlier arrival with a batch request's counted BatchAging later (its
+// age earns back what its class costs it, as Slurm's multifactor
+// priority weighs age against QOS), Interactive first on a tie, (4)
+// earlier arrival, (5) lower holder id, then lower request id (a stable
+// final tie-break: no two waiting requests tie). A team's reservation
+// goes to its waiting requests in the team's order: a request that
+// arrives while an earlier one of its team waits is not within share
+// (it queues behind it), and a smaller request of the team never takes
+// what is left of the reservation ahead of an earlier one that does not
+// fit it yet.
 // Requests whose team's borrowing limit forbids them to borrow now, or to
 // which the other teams' lending limits leave no sequence, are passed
 // over; the head is never overtaken by a smaller request that would

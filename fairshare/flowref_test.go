@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -87,20 +88,64 @@ func refEverFits(p *Pool, i int) bool {
 	return p.capacity-kept >= 1
 }
 
-// refKey is a waiting request's standing, compared lexicographically.
+// refKey is a waiting request's standing, compared lexicographically:
+// within share, rank, then the team's order (refOrder).
 type refKey struct {
 	notWithin int
 	rank      int
-	class     Class
-	arrival   int64
-	holder    uint32
-	id        uint64
+	order     [5]int64
 }
 
 func (a refKey) less(b refKey) bool {
-	x := []int64{int64(a.notWithin), int64(a.rank), int64(a.class), a.arrival, int64(a.holder), int64(a.id)}
-	y := []int64{int64(b.notWithin), int64(b.rank), int64(b.class), b.arrival, int64(b.holder), int64(b.id)}
+	x := append([]int64{int64(a.notWithin), int64(a.rank)}, a.order[:]...)
+	y := append([]int64{int64(b.notWithin), int64(b.rank)}, b.order[:]...)
 	return slices.Compare(x, y) < 0
+}
+
+// refOrder is a request's place in its team's order: (class, arrival)
+// without batch aging; with it, (arrival + aging for a batch request,
+// class); then arrival, holder, id.
+func refOrder(p *Pool, class Class, arrival int64, holder uint32, id uint64) [5]int64 {
+	if p.batchAging == 0 {
+		return [5]int64{int64(class), arrival, arrival, int64(holder), int64(id)}
+	}
+	aged := arrival
+	if class == Batch {
+		if aged > math.MaxInt64-int64(p.batchAging) {
+			aged = math.MaxInt64
+		} else {
+			aged += int64(p.batchAging)
+		}
+	}
+	return [5]int64{aged, int64(class), arrival, int64(holder), int64(id)}
+}
+
+// refWaitOrder is refOrder of a waiting request.
+func refWaitOrder(p *Pool, w waiter) [5]int64 {
+	return refOrder(p, w.class, w.arrival, w.holder, w.id)
+}
+
+// refFirst reports whether waiting request j stands before every other
+// waiting request of its team.
+func refFirst(p *Pool, j int) bool {
+	o := refWaitOrder(p, p.waits[j])
+	for k, w := range p.waits {
+		if wo := refWaitOrder(p, w); k != j && w.team == p.waits[j].team && slices.Compare(wo[:], o[:]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// refBefore reports whether a request of team i waits that stands before
+// a request arriving with the given order.
+func refBefore(p *Pool, i int, o [5]int64) bool {
+	for _, w := range p.waits {
+		if wo := refWaitOrder(p, w); w.team == i && slices.Compare(wo[:], o[:]) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // refRanks returns every entry's rank as Snapshot computes it.
@@ -120,11 +165,11 @@ func refHead(p *Pool) (k int, within, ready bool) {
 	k = -1
 	var best refKey
 	for j, w := range p.waits {
-		in := refWithin(p, w.team, w.tokens)
+		in := refWithin(p, w.team, w.tokens) && refFirst(p, j)
 		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
 			continue
 		}
-		key := refKey{boolInt(!in), ranks[w.team], w.class, w.arrival, w.holder, w.id}
+		key := refKey{boolInt(!in), ranks[w.team], refWaitOrder(p, w)}
 		if k < 0 || key.less(best) {
 			k, best, within = j, key, in
 		}
@@ -137,5 +182,5 @@ func refHead(p *Pool) (k int, within, ready bool) {
 
 // refArrivalKey is the standing of a borrowing request arriving now.
 func refArrivalKey(p *Pool, i int, class Class, holder uint32, id uint64, t int64) refKey {
-	return refKey{1, refRanks(p)[i], class, t, holder, id}
+	return refKey{1, refRanks(p)[i], refOrder(p, class, t, holder, id)}
 }

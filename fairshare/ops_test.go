@@ -125,6 +125,8 @@ func randConfig(s source, hl time.Duration) Config {
 		cfg.TeamQueueLimit = []int{0, 1, 4}[tq]
 		mq, _ := s.intn(3)
 		cfg.MaxQueueTime = []time.Duration{0, 2 * time.Second, 30 * time.Second}[mq]
+		ba, _ := s.intn(4)
+		cfg.BatchAging = []time.Duration{0, 0, time.Nanosecond, 3 * time.Second}[ba]
 	}
 	for k := range cfg.Teams {
 		l, _ := s.intn(8)
@@ -358,13 +360,13 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				w := queued[pick(len(queued))] // a duplicate id, perhaps
 				holder, reqID = w.holder, w.id
 			}
-			within := refWithin(p, i, ctok)
+			within := refWithin(p, i, ctok) && !refBefore(p, i, refOrder(p, class, now, holder, reqID))
 			room := refRoom(p, i, ctok) && refMayBorrow(p, i, ctok)
 			hk, hw, _ := refHead(p)
 			better := hk < 0
 			if hk >= 0 {
 				w := p.waits[hk]
-				better = refArrivalKey(p, i, class, holder, reqID, now).less(refKey{boolInt(!hw), refRanks(p)[w.team], w.class, w.arrival, w.holder, w.id})
+				better = refArrivalKey(p, i, class, holder, reqID, now).less(refKey{boolInt(!hw), refRanks(p)[w.team], refWaitOrder(p, w)})
 			}
 			dup := p.findWait(holder, reqID) >= 0
 			nWait, nTeam := len(p.waits), p.teams[i].waiting

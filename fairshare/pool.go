@@ -39,6 +39,7 @@ type Pool struct {
 	queueLimit     int
 	teamQueueLimit int
 	maxQueueTime   time.Duration
+	batchAging     time.Duration // see Config.BatchAging (0: class before arrival)
 
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
@@ -62,6 +63,7 @@ type Pool struct {
 	higher []float64 // scratch: LF values above the requester's
 	ranks  []int     // scratch: every entry's dense LF rank (queue.go)
 	sorted []int     // scratch: ranks of the sorted LF values
+	first  []int     // scratch: each entry's first waiting request in team order (queue.go)
 }
 
 // entry is one team of the pool (configured, draining or UnknownTeam).
@@ -170,6 +172,7 @@ func (p *Pool) Config() Config {
 		QueueLimit:     p.queueLimit,
 		TeamQueueLimit: p.teamQueueLimit,
 		MaxQueueTime:   p.maxQueueTime,
+		BatchAging:     p.batchAging,
 		Teams:          make([]TeamConfig, 0, p.configured),
 	}
 	for _, e := range p.teams[:p.configured] {
@@ -315,6 +318,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.queueLimit = cleanQueue(cfg.QueueLimit)
 	p.teamQueueLimit = cleanQueue(cfg.TeamQueueLimit)
 	p.maxQueueTime = cleanDuration(cfg.MaxQueueTime)
+	p.batchAging = cleanDuration(cfg.BatchAging)
 	// A waiting request demands at most the new K (none without a KV
 	// resource), so a smaller cache cannot block the queue for good.
 	for k := range p.waits {
@@ -341,6 +345,11 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.expireWaits(p.now)
 	p.invalidate()
 }
+
+// SetBatchAging sets the pool's Config.BatchAging (negative counts as 0),
+// the one setting a holder applies to every record it decodes rather than
+// reads from it (see Config.BatchAging). Cost: O(1).
+func (p *Pool) SetBatchAging(d time.Duration) { p.batchAging = cleanDuration(d) }
 
 // rewindow sets the request timeout to rt and moves every holder count
 // into the window of the new timeout that holds the start of its old

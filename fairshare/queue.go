@@ -167,9 +167,13 @@ func (s DispatchStatus) String() string {
 
 // Arrive decides a request as it arrives at time now.
 //
-//   - If it fits its team's reservation in every resource it is granted
-//     within share (priority 0/1), whatever the pool's load: within-share
-//     requests are never held.
+//   - If it fits its team's reservation in every resource, and no request
+//     of its team that stands before it in the team's order (see
+//     Dispatch) waits, it is granted within share (priority 0/1),
+//     whatever the pool's load: within-share requests are never held. A
+//     request behind its team's waiting ones is not within share: what is
+//     left of the reservation is theirs first (they go within share as
+//     it frees, in the team's order), so it queues behind them.
 //   - Otherwise it borrows. Without a queue (QueueLimit 0) it is granted
 //     at once, as Acquire would. With a queue it is granted only if its
 //     team may borrow (borrowing limit), the pool has room for it in every
@@ -184,8 +188,9 @@ func (s DispatchStatus) String() string {
 // holder answers the client if it has not been dispatched by then; its
 // arrival is the latest time the record has seen, now unless another
 // VM's clock is ahead). A refused request is not recorded. Arrive counts as a
-// heartbeat of r.Holder. Cost: O(teams) within share, O(teams·log teams
-// + waiting) for a borrower; no allocation once the buffers have grown.
+// heartbeat of r.Holder. Cost: O(teams) within share when its team has
+// nothing waiting, O(teams + waiting) when it has, O(teams·log teams +
+// waiting) for a borrower; no allocation once the buffers have grown.
 func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 	t := now.UnixNano()
 	p.advance(t)
@@ -193,17 +198,17 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 	class := clampClass(r.Class)
 	tok := p.tokens(r.Tokens)
 	est := sanitizeAmount(r.Estimate)
-	if p.withinFits(i, tok) {
+	// The arrival is the record's time: a VM whose clock lags queues in
+	// the order the record saw it, and never behind a deadline already
+	// passed.
+	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
+	if p.withinFits(i, tok) && !p.waitsBefore(&w) {
 		return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
 	}
 	if p.queueLimit == 0 {
 		return p.grantArrived(t, r, i, class, est, tok, true, p.rank(i)), Waiting{}, Granted
 	}
 	ranks := p.rankAll()
-	// The arrival is the record's time: a VM whose clock lags queues in
-	// the order the record saw it, and never behind a deadline already
-	// passed.
-	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
 	u := p.usage()
 	if p.mayBorrow(i, tok) && p.hasRoom(u, i, tok) {
 		// Granted unless a waiting request that could go stands better.
@@ -259,11 +264,19 @@ func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64,
 // go yet; Empty says nothing waits.
 //
 // Standing, best first:
-//  1. a request that now fits its team's reservation (within share);
+//  1. a request within share now: it fits its team's reservation and it
+//     is its team's first waiting request in the team's order (3 to 5);
 //  2. the team's level-fairshare rank now (lower first);
-//  3. class: Interactive before Batch;
+//  3. with BatchAging 0, class (Interactive before Batch) then arrival;
+//     with BatchAging > 0, the arrival, a batch request's counted
+//     BatchAging later, then class (Interactive first on a tie);
 //  4. arrival, earlier first;
 //  5. holder id, then request id, lower first (a stable final tie-break).
+//
+// Only a team's first request can be within share: a smaller request of
+// the team never takes the reservation ahead of an earlier one that does
+// not fit it yet (Kueue's StrictFIFO within a queue), so a large request
+// is not starved by its own team's small ones.
 //
 // Requests of a team that its borrowing limit keeps from borrowing now,
 // or to which the other teams' lending limits leave no sequence at all,
@@ -345,10 +358,11 @@ func (p *Pool) next() (k int, within bool, st DispatchStatus) {
 // sequence), and whether it is within share (-1 if none could go), given
 // u = p.usage(). Cost: O(waiting).
 func (p *Pool) head(u usage, ranks []int) (int, bool) {
+	first := p.firstOfTeams()
 	best, bestWithin := -1, false
 	for k := range p.waits {
 		w := &p.waits[k]
-		within := p.withinFits(w.team, w.tokens)
+		within := first[w.team] == k && p.withinFits(w.team, w.tokens)
 		if !within && (!p.mayBorrow(w.team, w.tokens) || !p.mayEverFit(u, w.team)) {
 			continue
 		}
@@ -368,10 +382,72 @@ func (p *Pool) better(a *waiter, aw bool, ranks []int, b *waiter, bw bool) bool 
 	if ra, rb := ranks[a.team], ranks[b.team]; ra != rb {
 		return ra < rb
 	}
-	if a.class != b.class {
-		return a.class < b.class
+	return p.compareInTeam(a, b) < 0
+}
+
+// compareInTeam orders waiting requests of one standing (steps 3 to 5 of
+// Dispatch's order; negative when a goes first): with BatchAging 0 by
+// class then arrival, else by arrival plus BatchAging for a batch
+// request, then class, then arrival. It is a strict total order (the
+// final tie-break is (holder, id), unique in the queue), independent of
+// the time: a request's place among its team's never changes while it
+// waits. Cost: O(1).
+func (p *Pool) compareInTeam(a, b *waiter) int {
+	if p.batchAging > 0 {
+		if c := cmp.Compare(p.aged(a), p.aged(b)); c != 0 {
+			return c
+		}
 	}
-	return compareWaiter(a, b) < 0
+	if a.class != b.class {
+		return cmp.Compare(a.class, b.class)
+	}
+	return compareWaiter(a, b)
+}
+
+// aged returns w's arrival as the queue counts it: BatchAging later for a
+// batch request (saturating).
+func (p *Pool) aged(w *waiter) int64 {
+	if w.class == Batch {
+		return addSat(w.arrival, p.batchAging)
+	}
+	return w.arrival
+}
+
+// firstOfTeams returns, for every entry, the index of its first waiting
+// request in the team's order (compareInTeam), -1 for none. Cost:
+// O(teams + waiting), no allocation once the scratch has grown.
+func (p *Pool) firstOfTeams() []int {
+	n := len(p.teams)
+	if cap(p.first) < n {
+		p.first = make([]int, n, n+4)
+	}
+	first := p.first[:n]
+	for i := range first {
+		first[i] = -1
+	}
+	for k := range p.waits {
+		w := &p.waits[k]
+		if f := first[w.team]; f < 0 || p.compareInTeam(w, &p.waits[f]) < 0 {
+			first[w.team] = k
+		}
+	}
+	p.first = first
+	return first
+}
+
+// waitsBefore reports whether a request of w's team that stands before w
+// in the team's order waits (w itself is not in the queue). Cost: O(1)
+// when the team has nothing waiting, else O(waiting).
+func (p *Pool) waitsBefore(w *waiter) bool {
+	if p.teams[w.team].waiting == 0 {
+		return false
+	}
+	for k := range p.waits {
+		if o := &p.waits[k]; o.team == w.team && p.compareInTeam(o, w) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // rankAll fills p.ranks with every entry's dense LF rank (as rank) and

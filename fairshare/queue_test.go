@@ -553,3 +553,63 @@ func TestReestimate(t *testing.T) {
 		t.Fatalf("Dispatch = %v %+v, want the request within share with 150 tokens", st, g)
 	}
 }
+
+// TestWithinShareInTeamOrder: a team's reservation goes to its waiting
+// requests in the team's order. A small request that would fit what is
+// left does not take it ahead of an earlier, larger one of its team that
+// does not fit yet: on arrival it queues behind it (it is not within
+// share), and at dispatch the larger one is the only one of the team that
+// can go within share.
+func TestWithinShareInTeamOrder(t *testing.T) {
+	p := flowPool(func(c *Config) { c.KVTokens = 100 }) // a and b: 2 sequences, 50 tokens each
+	a1 := arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 30}, Granted)
+	arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "b", Tokens: 25}, Granted)
+	arrive(t, p, base, Request{Holder: 2, ID: 2, Team: "b", Tokens: 25}, Granted)
+	// 30 + 40 > 50: not within share; 80 + 40 > 100: no room.
+	arrive(t, p, at(time.Millisecond), Request{Holder: 1, ID: 2, Team: "a", Tokens: 40}, Queued)
+	// 30 + 10 fits a's reservation, but a's larger request waits before it.
+	arrive(t, p, at(2*time.Millisecond), Request{Holder: 1, ID: 3, Team: "a", Tokens: 10}, Queued)
+	if _, w, st := p.Dispatch(at(3*time.Millisecond), 1); st != Blocked || w.ID != 2 {
+		t.Fatalf("Dispatch = %v, head %+v; want blocked on a's request 2 (the small one must not overtake it)", st, w)
+	}
+	p.Release(at(4*time.Millisecond), &a1, 1)
+	for _, id := range []uint64{2, 3} {
+		g, _, st := p.Dispatch(at(5*time.Millisecond), 1)
+		verify(t, p)
+		if st != Dispatched || g.ID != id || g.Borrowing {
+			t.Fatalf("Dispatch = %v %+v, want a's request %d within share", st, g, id)
+		}
+	}
+}
+
+// TestBatchAging: among waiting requests of one standing, a batch request
+// counts as arrived BatchAging after its arrival: it yields to an
+// interactive request that arrived within BatchAging after it, not to
+// one that arrived later. Without aging, class goes before arrival.
+func TestBatchAging(t *testing.T) {
+	for _, tc := range []struct {
+		aging time.Duration
+		want  []uint64
+	}{
+		{0, []uint64{2, 3, 1}},
+		{500 * time.Millisecond, []uint64{2, 1, 3}},
+		{time.Nanosecond, []uint64{1, 2, 3}},
+	} {
+		p := flowPool(func(c *Config) { c.Capacity, c.BatchAging = 2, tc.aging }) // a: 1, b: 1
+		g := arrive(t, p, base, Request{Holder: 1, ID: 9, Team: "a"}, Granted)
+		arrive(t, p, base, Request{Holder: 2, ID: 9, Team: "b"}, Granted)
+		arrive(t, p, at(100*time.Millisecond), Request{Holder: 1, ID: 1, Team: "a", Class: Batch}, Queued)
+		arrive(t, p, at(300*time.Millisecond), Request{Holder: 1, ID: 2, Team: "a"}, Queued)
+		arrive(t, p, at(800*time.Millisecond), Request{Holder: 1, ID: 3, Team: "a"}, Queued)
+		now := at(time.Second)
+		for k, id := range tc.want {
+			p.Release(now, &g, 1)
+			var st DispatchStatus
+			g, _, st = p.Dispatch(now, 1)
+			verify(t, p)
+			if st != Dispatched || g.ID != id || g.Borrowing {
+				t.Fatalf("BatchAging %v: #%d: Dispatch = %v %+v, want request %d within share", tc.aging, k, st, g, id)
+			}
+		}
+	}
+}

@@ -76,6 +76,12 @@ const (
 	// for now, turns holding off: borrowers are forwarded at once at their
 	// borrowing priority. Set it (e.g. "30s") to turn flow control on.
 	DefaultMaxQueueTime = 0
+	// DefaultBatchAging is how much later than an interactive request a
+	// held batch request of the same standing counts as arrived
+	// (batch_aging; fairshare.Config.BatchAging): it yields to interactive
+	// requests that arrive up to this long after it, not to later ones.
+	// "0s" never ages (interactive first, whatever the wait).
+	DefaultBatchAging = 2 * time.Second
 	// DefaultQueueLimit bounds the requests waiting in a pool
 	// (queue_limit); beyond it, 429.
 	DefaultQueueLimit = 1024
@@ -158,6 +164,9 @@ type config struct {
 	maxQueueTime   time.Duration
 	queueLimit     int
 	teamQueueLimit int
+	// batchAging is how much later a held batch request counts as
+	// arrived (fairshare.Config.BatchAging).
+	batchAging time.Duration
 	// dispatchTick is the tick period while this VM holds requests.
 	dispatchTick time.Duration
 	// cluster, when set, shares every pool with the other proxies that
@@ -193,7 +202,17 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 		QueueLimit:     c.coreQueueLimit(),
 		TeamQueueLimit: c.teamQueueLimit,
 		MaxQueueTime:   c.maxQueueTime,
+		BatchAging:     c.coreBatchAging(),
 	}
+}
+
+// coreBatchAging is the pool's batch aging: 0 when holding is off (no
+// request waits, and the record keeps no field that changes nothing).
+func (c *config) coreBatchAging() time.Duration {
+	if c.coreQueueLimit() == 0 {
+		return 0
+	}
+	return c.batchAging
 }
 
 // coreQueueLimit is the pool's queue limit: 0 (no queue, borrowers go at
@@ -296,6 +315,7 @@ func defaultConfig() config {
 		responseHeaders:  DefaultResponseHeaders,
 		statusPath:       DefaultStatusPath,
 		maxQueueTime:     DefaultMaxQueueTime,
+		batchAging:       DefaultBatchAging,
 		queueLimit:       DefaultQueueLimit,
 		dispatchTick:     DefaultDispatchTick,
 	}
@@ -405,6 +425,8 @@ func parse(data []byte) (config, error) {
 			c.teamQueueLimit = integer(&ps, key, v, 0, 1<<16, c.teamQueueLimit)
 		case "dispatch_tick":
 			c.dispatchTick = duration(&ps, key, v, time.Millisecond)
+		case "batch_aging":
+			c.batchAging = duration(&ps, key, v, 0)
 		case "status_public":
 			c.statusPublic = boolean(&ps, key, v, c.statusPublic)
 		case "unscheduled":

@@ -92,8 +92,8 @@ func TestParseProblems(t *testing.T) {
 		{"shares above 1", `{"pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.6},"b":{"share":0.6}}}]}`,
 			[]string{"pools[0].teams: shares sum to 1.2"}},
 		{"capacity", `{"pools":[{"name":"p","capacity":0,"models":["m"]}]}`, []string{"pools[0].capacity: must be an integer in [1,"}},
-		{"flow control", `{"max_queue_time":"soon","queue_limit":-1,"team_queue_limit":1.5,"dispatch_tick":"0s","pools":[{"name":"p","capacity":1,"kv_tokens":-5,"models":["m"],"teams":{"a":{"share":0.5,"lending_limit":1.5,"borrowing_limit":-0.1}}}]}`,
-			[]string{"max_queue_time: must be a duration", "queue_limit: must be an integer in [0,", "team_queue_limit: must be an integer in [0,",
+		{"flow control", `{"max_queue_time":"soon","batch_aging":"-1s","queue_limit":-1,"team_queue_limit":1.5,"dispatch_tick":"0s","pools":[{"name":"p","capacity":1,"kv_tokens":-5,"models":["m"],"teams":{"a":{"share":0.5,"lending_limit":1.5,"borrowing_limit":-0.1}}}]}`,
+			[]string{"max_queue_time: must be a duration", "batch_aging: must not be negative", "queue_limit: must be an integer in [0,", "team_queue_limit: must be an integer in [0,",
 				"dispatch_tick: must be at least", "pools[0].kv_tokens: must be an integer in [0,", "pools[0].teams.a.lending_limit: must be in [0, 1]", "pools[0].teams.a.borrowing_limit: must be in [0, 1]"}},
 		{"policies", `{"unscheduled":"drop","unknown_model":"allow","status_path":"/a//b","paths":["/v1/chat/%63ompletions"],"pools":[` + pool + `]}`,
 			[]string{"unscheduled: must be", "unknown_model: must be", "status_path: must be a clean path", "paths[0]: must be a clean path"}},
@@ -190,16 +190,27 @@ func TestParseFlowControl(t *testing.T) {
 	}
 	core := c.coreConfig(&c.pools[0])
 	if !c.holding() || c.dispatchTick != 10*time.Millisecond || core.QueueLimit != 64 || core.TeamQueueLimit != 8 ||
-		core.MaxQueueTime != 30*time.Second || core.KVTokens != 65536 {
+		core.MaxQueueTime != 30*time.Second || core.KVTokens != 65536 || core.BatchAging != DefaultBatchAging {
 		t.Errorf("core config %+v (holding %v, dispatch tick %v)", core, c.holding(), c.dispatchTick)
 	}
 	a, b := core.Teams[0], core.Teams[1]
 	if a.LendingLimit == nil || *a.LendingLimit != 0.25 || a.BorrowingLimit != nil || b.BorrowingLimit == nil || *b.BorrowingLimit != 0 || b.LendingLimit != nil {
 		t.Errorf("team limits: a %+v, b %+v", a, b)
 	}
-	// Holding off: no queue in the core, whatever queue_limit says.
-	c, err = parse([]byte(`{"max_queue_time":"0s","queue_limit":64,"pools":[{"name":"p","capacity":4,"models":["m"]}]}`))
-	if err != nil || c.holding() || c.coreConfig(&c.pools[0]).QueueLimit != 0 {
-		t.Errorf("max_queue_time 0s: holding %v, queue limit %d (%v)", c.holding(), c.coreConfig(&c.pools[0]).QueueLimit, err)
+	// batch_aging reaches the core; "0s" is strict class order.
+	for _, tc := range []struct {
+		field string
+		want  time.Duration
+	}{{`"batch_aging":"750ms",`, 750 * time.Millisecond}, {`"batch_aging":"0s",`, 0}} {
+		c, err = parse([]byte(`{"max_queue_time":"30s",` + tc.field + `"pools":[{"name":"p","capacity":4,"models":["m"]}]}`))
+		if got := c.coreConfig(&c.pools[0]).BatchAging; err != nil || got != tc.want {
+			t.Errorf("%s: core BatchAging = %v, want %v (%v)", tc.field, got, tc.want, err)
+		}
+	}
+	// Holding off: no queue in the core, whatever queue_limit says, and no
+	// aging (nothing waits).
+	c, err = parse([]byte(`{"max_queue_time":"0s","queue_limit":64,"batch_aging":"3s","pools":[{"name":"p","capacity":4,"models":["m"]}]}`))
+	if err != nil || c.holding() || c.coreConfig(&c.pools[0]).QueueLimit != 0 || c.coreConfig(&c.pools[0]).BatchAging != 0 {
+		t.Errorf("max_queue_time 0s: holding %v, queue limit %d, batch aging %v (%v)", c.holding(), c.coreConfig(&c.pools[0]).QueueLimit, c.coreConfig(&c.pools[0]).BatchAging, err)
 	}
 }

@@ -79,6 +79,8 @@
 //	queue_limit        1024                held requests per pool (429 beyond)
 //	team_queue_limit   0                   held requests per team (0: no limit)
 //	dispatch_tick      "20ms"              tick period while holding is on
+//	batch_aging        "2s"                a held batch request counts as arrived this much later
+//	                                       than an interactive one ("0s": interactive always first)
 //	request_timeout    "10m"               how long a dead VM's requests stay counted (phantoms)
 //	tick               "1s"                heartbeats, phantom expiry, gauges
 //	holder_timeout     5 × tick            a VM not seen for this long is presumed dead

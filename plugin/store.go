@@ -121,8 +121,12 @@ func (rs *records) newPool(now time.Time, r *record) *fairshare.Pool {
 
 // reconcile applies this VM's configuration to a decoded record when it
 // differs and this VM's generation is the newest: its pool configuration,
-// and whether the pool is shared (sliced).
+// and whether the pool is shared (sliced); and, always, this VM's batch
+// aging, which the record does not keep.
 func (rs *records) reconcile(now time.Time, r *record) {
+	// The batch aging is this VM's, never the record's (see
+	// fairshare.Config.BatchAging).
+	r.p.SetBatchAging(r.cfg.BatchAging)
 	fp, sliced := r.p.Fingerprint() != r.fp, r.p.Sliced() != rs.sliced
 	if !fp && !sliced || !rs.current() {
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/bench/fairness/wasmgw"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
+	fsplugin "github.com/fairshare-wasm/fairshare/plugin"
 )
 
 var (
@@ -207,18 +208,13 @@ func TestFlowHoldsBorrowersOnly(t *testing.T) {
 // fails on any other target that misses, and on any of these that holds:
 // the list can only shrink, and no target is weakened to pass.
 var flowKnownFailures = map[string]bool{
-	"s2-saturate/vllm/worst p99 TTFT / VTC's worst":    true,
-	"s2-saturate/pr45561/worst p99 TTFT / VTC's worst": true,
-	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":     true,
-	"s5-reclaim/vllm/max share error (points)":         true,
-	"s5-reclaim/vllm/Jain":                             true,
-	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst":  true,
-	"s5-reclaim/pr45561/max share error (points)":      true,
-	"s5-reclaim/pr45561/Jain":                          true,
-	"s6-capacity/vllm/worst p99 TTFT / VTC's worst":    true,
-	"s6-capacity/vllm/service vs FCFS":                 true,
-	"s6-capacity/pr45561/worst p99 TTFT / VTC's worst": true,
-	"s6-capacity/pr45561/service vs FCFS":              true,
+	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":    true,
+	"s5-reclaim/vllm/max share error (points)":        true,
+	"s5-reclaim/vllm/Jain":                            true,
+	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst": true,
+	"s5-reclaim/pr45561/max share error (points)":     true,
+	"s5-reclaim/pr45561/Jain":                         true,
+	"s6-capacity/pr45561/service vs FCFS":             true,
 }
 
 // TestFlowControlAcceptance asserts issue 10's acceptance targets
@@ -311,5 +307,14 @@ func TestReplicasKeepReservations(t *testing.T) {
 		if over := gw.(*fairbench.NativeReplicas).MaxOverReservation(); over != 0 {
 			t.Errorf("%s: S1: within-share requests across the replicas went %d above a team's reservation, want 0", mode, over)
 		}
+	}
+}
+
+// TestNativeFlowAgesAsPlugin: the native flow ablation forecasts what
+// plugin.wasm decides, so it ages batch requests as the plugin does by
+// default (the plugin column runs with the default batch_aging).
+func TestNativeFlowAgesAsPlugin(t *testing.T) {
+	if fairbench.NativeBatchAging != fsplugin.DefaultBatchAging {
+		t.Errorf("fairbench.NativeBatchAging = %v, want plugin.DefaultBatchAging %v", fairbench.NativeBatchAging, fsplugin.DefaultBatchAging)
 	}
 }

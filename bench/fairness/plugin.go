@@ -113,8 +113,8 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
-		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, kv_tokens, lending limits)",
-			label, queueTime, wasmgw.DefaultDispatchTick), nil
+		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, batch_aging %v (the default), kv_tokens, lending limits)",
+			label, queueTime, wasmgw.DefaultDispatchTick, fairbench.NativeBatchAging), nil
 	}
 	return nil, nil, "", fmt.Errorf("-plugin: unknown %q (wasm, native)", kind)
 }

@@ -38,6 +38,11 @@ const meanWeight = 1.0 / 16
 // enough that nothing times out in the benchmark.
 const NativeQueueTime = 600 * time.Second
 
+// NativeBatchAging is BatchAging of the native flow ablations: the
+// plugin's default batch_aging (plugin.DefaultBatchAging), so that they
+// decide as plugin.wasm does.
+const NativeBatchAging = 2 * time.Second
+
 // nativeFlow is the native flow-control gateway.
 type nativeFlow struct {
 	native
@@ -93,6 +98,7 @@ func (g *nativeFlow) config(c int) (fairshare.Config, error) {
 	cfg.Capacity = c
 	cfg.QueueLimit = 1 << 16
 	cfg.MaxQueueTime = NativeQueueTime
+	cfg.BatchAging = NativeBatchAging
 	cfg.KVTokens = 0
 	if g.kv {
 		kv, err := KVTokens(g.s, c)
@@ -166,6 +172,13 @@ func (g *nativeFlow) Finish(r *Request) {
 		g.mean[r.Team], g.seen[r.Team] = float64(r.Output), true
 	}
 	g.native.Finish(r)
+	// As plugin.wasm does: the held requests of the team are re-estimated
+	// with what has been learnt (a demand is only ever lowered).
+	for id, h := range g.held {
+		if h.Team == r.Team {
+			g.pool.Reestimate(g.now(), 1, id, g.tokens(h))
+		}
+	}
 	g.dispatch()
 }
 

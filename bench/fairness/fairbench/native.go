@@ -76,7 +76,7 @@ func AblationNote(name string) string {
 	case AblationNoEntryPenalty:
 		return "the plugin's algorithm run natively on package fairshare without the entry penalty"
 	case AblationNativeFlow:
-		return "the core's flow control run natively on package fairshare (what plugin.wasm with flow control decides, on one VM): borrowers held at the gateway, kv_tokens, the scenario's lending limits; KV demand = prompt + the team's running mean of completions (capped by max_tokens)"
+		return "the core's flow control run natively on package fairshare (what plugin.wasm with flow control decides, on one VM): borrowers held at the gateway, kv_tokens, the scenario's lending limits; KV demand = prompt + the team's running mean of completions (capped by max_tokens), re-estimated while held as plugin.wasm does; the plugin's default batch_aging"
 	case AblationNativeFlowMaxTokens:
 		return "`native-flow` with KV demand = prompt + max_tokens (the client's cap) instead of the team's mean completion"
 	case AblationNativeFlowNoKV:

@@ -64,6 +64,9 @@ type Flow struct {
 	KV bool
 	// Lend writes each team's lending_limit from the scenario.
 	Lend bool
+	// BatchAging, if not "", is written as batch_aging (else the plugin's
+	// default applies).
+	BatchAging string
 }
 
 // tick returns the dispatch tick.
@@ -162,6 +165,9 @@ func Config(s *fairbench.Scenario, c int, flow *Flow) ([]byte, error) {
 	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
 	if flow != nil {
 		fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,`, flow.MaxQueueTime.String(), flow.tick().String())
+		if flow.BatchAging != "" {
+			fmt.Fprintf(&b, `"batch_aging":%q,`, flow.BatchAging)
+		}
 	}
 	fmt.Fprintf(&b, `"pools":[{"name":"bench","capacity":%d,`, c)
 	if flow != nil && flow.KV {
