@@ -313,3 +313,77 @@ func TestReplicasKeepReservations(t *testing.T) {
 		}
 	}
 }
+
+// testEtcd starts a real etcd embedded in the test (startEtcd) and
+// returns its client URL.
+func testEtcd(t *testing.T) string {
+	t.Helper()
+	url, stop, err := startEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return url
+}
+
+// TestReplicasActAsOnePool asserts issue 13's targets on the scenarios
+// with gateway_replicas (S1, S2), at half length, both engine modes: the
+// flow-control plugin column run as three proxies of plugin.wasm sharing
+// the pool through a real etcd, 70/20/10 of the requests, against the
+// same plugin on one proxy: every team's share within ±2 points, the
+// protected team's interactive p99 TTFT within 1.2×, and never more
+// requests in flight than C (the stated bound without faults is 0; the
+// gateway checks it after every submission and fails the run).
+func TestReplicasActAsOnePool(t *testing.T) {
+	needFlow(t)
+	one := flowPlugin(t)
+	many := replicasPlugin(mod, testEtcd(t))
+	for _, name := range []string{"s1-flood", "s2-saturate"} {
+		s := reduced(t, name, 0.5)
+		if len(s.GatewayReplicas) != 3 {
+			t.Fatalf("%s: gateway_replicas %v, want three proxies", name, s.GatewayReplicas)
+		}
+		for _, mode := range fairbench.Modes {
+			o := runOne(t, s, one(), mode)
+			r := runOne(t, s, many(), mode)
+			ts, err := fairbench.ReplicaTargets(s, mode, o, r, replicaBound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tg := range ts {
+				if !tg.OK() {
+					t.Error(tg)
+				} else {
+					t.Log(tg)
+				}
+			}
+			t.Logf("%s/%s: most in flight: %d on one proxy, %d on three; notes %q", name, mode, o.Pool.MaxInFlight, r.Pool.MaxInFlight, r.Notes)
+			for i, tr := range r.Teams {
+				t.Logf("%s/%s: team %s share %.3f on three proxies, %.3f on one", name, mode, tr.Team, tr.ServiceShare, o.Teams[i].ServiceShare)
+			}
+		}
+	}
+}
+
+// TestReplicasSameSeedSameResults runs a short S1 twice through the
+// replicas column (three proxies, one etcd): each sync's calls complete
+// before the simulation moves on, so the results must be identical, and
+// no sync may have failed (a call to etcd answered later than the 1 s
+// timeout, which would make the runs differ).
+func TestReplicasSameSeedSameResults(t *testing.T) {
+	needFlow(t)
+	plugin(t) // compiles the module
+	many := replicasPlugin(mod, testEtcd(t))
+	s := reduced(t, "s1-flood", 0.2)
+	a := runOne(t, s, many(), fairbench.Mode45561)
+	b := runOne(t, s, many(), fairbench.Mode45561)
+	if a.Notes != nil || b.Notes != nil {
+		t.Errorf("failed syncs: %q, %q", a.Notes, b.Notes)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s on three proxies with the same seed differ", s.Name)
+	}
+	if a.Team("flood").Borrowing == 0 {
+		t.Errorf("no borrower in %s on three proxies: the run does not exercise the slices", s.Name)
+	}
+}

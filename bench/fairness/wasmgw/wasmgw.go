@@ -82,6 +82,9 @@ type Options struct {
 	Name string
 	// Flow, if set, adds the flow-control fields to the configuration.
 	Flow *Flow
+	// Cluster, if set, runs the gateway as several proxies sharing the
+	// pool through etcd (see Cluster).
+	Cluster *Cluster
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -93,6 +96,8 @@ type Gateway struct {
 	clock *host.VirtualClock
 	h     *host.Host
 	next  int
+	c     int      // the pool's capacity C now
+	cl    *proxies // the proxies of a cluster run (nil: one proxy)
 	open  map[int64]*host.Stream
 	held  []heldRequest
 	wake  bool // a dispatch-tick wake-up is scheduled
@@ -193,8 +198,11 @@ func Config(s *fairbench.Scenario, c int, flow *Flow) ([]byte, error) {
 // Start implements fairbench.Gateway: it starts a host with the scenario's
 // configuration on a virtual clock at fairbench.Epoch.
 func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) error {
-	g.d, g.s = d, s
+	g.d, g.s, g.c = d, s, c
 	g.open = map[int64]*host.Stream{}
+	if g.opt.Cluster != nil {
+		return g.startCluster()
+	}
 	g.clock = host.NewVirtualClock(fairbench.Epoch.Add(d.Now()))
 	cfg, err := g.config(s, c)
 	if err != nil {
@@ -224,6 +232,10 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 // sync moves the host's clock to the simulation's time, running the ticks
 // due on the way.
 func (g *Gateway) sync() {
+	if g.cl != nil {
+		g.cl.stepTo(fairbench.Epoch.Add(g.d.Now()))
+		return
+	}
 	if d := fairbench.Epoch.Add(g.d.Now()).Sub(g.clock.Now()); d > 0 {
 		g.h.Advance(d)
 	}
@@ -278,8 +290,13 @@ func (g *Gateway) fail(err error) {
 // one it holds when its stream is resumed.
 func (g *Gateway) Arrive(r *fairbench.Request) {
 	g.sync()
-	s := g.h.NewStream(g.next % g.opt.VMs)
-	g.next++
+	var s *host.Stream
+	if g.cl != nil {
+		s = g.cl.newStream(r.ID)
+	} else {
+		s = g.h.NewStream(g.next % g.opt.VMs)
+		g.next++
+	}
 	s.RequestHeaders([][2]string{
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
@@ -338,6 +355,9 @@ func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	r.Borrowing = prio >= 10
 	g.open[r.ID] = s
 	g.d.Submit(r, prio)
+	if g.cl != nil {
+		g.cl.checkBound(r)
+	}
 }
 
 // Finish implements fairbench.Gateway: the stream gets vLLM's response with
@@ -350,6 +370,9 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 		return
 	}
 	delete(g.open, r.ID)
+	if g.cl != nil {
+		g.cl.finish(r)
+	}
 	g.sync()
 	s.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
 	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens), true)
@@ -361,9 +384,16 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 // with the new capacity, as an operator (or a controller) would.
 func (g *Gateway) SetCapacity(c int) {
 	g.sync()
-	cfg, err := g.config(g.s, c)
-	if err == nil {
-		err = g.h.Reconfigure(cfg)
+	g.c = c
+	var err error
+	if g.cl != nil {
+		err = g.cl.reconfigure(c)
+	} else {
+		var cfg []byte
+		cfg, err = g.config(g.s, c)
+		if err == nil {
+			err = g.h.Reconfigure(cfg)
+		}
 	}
 	if err != nil {
 		g.fail(fmt.Errorf("wasmgw: reconfigure: %w", err))
@@ -385,8 +415,25 @@ func (g *Gateway) Held() int { return len(g.held) }
 // without priority, a failed reconfiguration), or nil.
 func (g *Gateway) Err() error { return g.err }
 
+// Notes implements fairbench.Noter: for a cluster run, the syncs that
+// could not reach etcd (the plugin's cluster_failures_total: a call to
+// etcd timed out on the wall clock; the proxy went on with its slice and
+// synced at its next interval, as it would in production).
+func (g *Gateway) Notes() []string {
+	if g.cl == nil {
+		return nil
+	}
+	if n, last := g.cl.failures(); n > 0 {
+		return []string{fmt.Sprintf("%d syncs could not reach etcd (last: %s)", n, last)}
+	}
+	return nil
+}
+
 // Close implements fairbench.Gateway.
 func (g *Gateway) Close() {
+	if g.cl != nil {
+		g.cl.close()
+	}
 	if g.h != nil {
 		g.h.Close(context.Background())
 	}
