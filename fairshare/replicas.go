@@ -301,7 +301,7 @@ func SortMembers(members []Member) {
 // Rebalance returns the target of member self (an index into members,
 // sorted by ID) and next, the slice it may apply now: its target, cut
 // down in every budget to what the other members' holds leave (see
-// above), its reservations then cut, last team first, to fit its
+// above), its reservations then cut, in proportion, to fit its
 // capacities (as Pool.SetSlice would). next is never negative; it is
 // below the member's applied slice where it must shrink. Cost: O(members × teams); it allocates.
 func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
@@ -325,25 +325,26 @@ func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	return target, sliceOf(nv, T)
 }
 
-// fitVec cuts the reservations of v, last team first, until they fit its
-// capacity and tokens (as Pool.SetSlice does), so that within-share
-// requests never outnumber the slice.
+// fitVec cuts the reservations of v until they fit its capacity and
+// tokens, every team in proportion to its reservation (a largest-
+// remainder split, ties to the first team), so that within-share
+// requests never outnumber the slice and no team bears the cut more than
+// another.
 func fitVec(v []int64, T int) {
-	var seq, tok int64
-	for i := range T {
-		seq += v[2+i]
-		tok += v[2+T+i]
-	}
-	for i := T - 1; i >= 0; i-- {
-		if d := min(v[2+i], seq-v[0]); d > 0 {
-			v[2+i] -= d
-			seq -= d
+	fit := func(total int64, res []int64) {
+		var sum int64
+		for _, x := range res {
+			sum += x
 		}
-		if d := min(v[2+T+i], tok-v[1]); d > 0 {
-			v[2+T+i] -= d
-			tok -= d
+		if sum <= total {
+			return
 		}
+		out := make([]int64, len(res))
+		split(max(total, 0), res, out)
+		copy(res, out)
 	}
+	fit(v[0], v[2:2+T])
+	fit(v[1], v[2+T:2+2*T])
 }
 
 // SafeSlice returns the slice a replica cut off from the store shrinks

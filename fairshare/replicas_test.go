@@ -127,6 +127,49 @@ func TestRebalanceGrowsIntoRoomOnly(t *testing.T) {
 	}
 }
 
+// TestFitVecCutsInProportion: reservations beyond a slice's capacity (a
+// replica squeezed by the others' holds) are cut in proportion, so no
+// team loses more of its reservation than another (cutting the last team
+// first took a small team's whole reservation at the squeezed replica
+// and gave the large teams more than their share of the service on
+// three replicas). Random slices; every result fits, never grows, and
+// keeps each team at least ⌊reserved × capacity / Σ reserved⌋.
+func TestFitVecCutsInProportion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 13))
+	for n := range 2000 {
+		T := 1 + rng.IntN(5)
+		v := make([]int64, 2+2*T)
+		for i := range v {
+			v[i] = rng.Int64N(30)
+		}
+		orig := slices.Clone(v)
+		fitVec(v, T)
+		for _, b := range []struct{ cap, off int }{{0, 2}, {1, 2 + T}} {
+			var sum, before int64
+			for i := range T {
+				before += orig[b.off+i]
+			}
+			for i := range T {
+				x, o := v[b.off+i], orig[b.off+i]
+				sum += x
+				if x > o || (before > orig[b.cap] && x < o*orig[b.cap]/before) || (before <= orig[b.cap] && x != o) {
+					t.Fatalf("case %d: fitVec(%v) = %v: team %d has %d of %d, want between %d and %d", n, orig, v, i, x, o, o*orig[b.cap]/max(before, 1), o)
+				}
+			}
+			if sum > orig[b.cap] && before > orig[b.cap] {
+				t.Fatalf("case %d: fitVec(%v) = %v: reservations %d above the capacity %d", n, orig, v, sum, orig[b.cap])
+			}
+		}
+	}
+	// Squeezed to 5: a, b, c of 10, 6, 2 keep 3, 2, 0 (2.78, 1.67, 0.56:
+	// the units left to the largest remainders, a's and b's).
+	v := []int64{5, 0, 10, 6, 2, 0, 0, 0}
+	fitVec(v, 3)
+	if want := []int64{5, 0, 3, 2, 0, 0, 0, 0}; !reflect.DeepEqual(v, want) {
+		t.Errorf("fitVec = %v, want %v", v, want)
+	}
+}
+
 func TestSafeSlice(t *testing.T) {
 	tot := totals3()
 	got := SafeSlice(tot, 0.5, 2, tot.Whole)

@@ -112,6 +112,10 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		if err := fairbench.WriteReplicas(&b, reps, "plugin", replicasColumn, replicaBound); err != nil {
 			return err
 		}
+		fmt.Fprintf(&b, "\n#### Without flow control\n\n%s\n\n", replicasNoflowSummary)
+		if err := fairbench.WriteReplicas(&b, reps, "plugin-noflow", replicasNoflowColumn, -1); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(out, "README.md"), bytes.ReplaceAll(b.Bytes(), []byte("(results/"), []byte("(")), 0o644); err != nil {
 		return err

@@ -63,6 +63,18 @@ const replicasNote = "plugin.wasm with flow control as the `plugin` column, run 
 // replicasSummary introduces the replicas table of the summary.
 const replicasSummary = "The `plugin` column (one proxy) against `" + replicasColumn + "`: the same plugin.wasm run as three proxies sharing the pool through a real etcd (the `cluster` block), with 70/20/10 of the requests; the scenarios that set `gateway_replicas`. Issue 13's targets: every team's share of the service within ±2 points of the single proxy's, the `alone` team's interactive p99 TTFT at most 1.2× the single proxy's, and the requests in flight bounded: checked after every submission (the run fails otherwise), borrowers at most C and every team's within-share requests at most its reservation. Within-share requests are never held, so the total in flight passes C by the within-share requests sent while the pool is full, on one proxy as on three (most in flight, reported)."
 
+// replicasNoflowColumn is the name of the replicas column without flow
+// control.
+const replicasNoflowColumn = "plugin-noflow-3x"
+
+// replicasNoflowNote says what the replicas column without flow control
+// is.
+const replicasNoflowNote = "`plugin-noflow` (no flow-control field: nothing held) as three proxies, as `" + replicasColumn + "`"
+
+// replicasNoflowSummary introduces the replicas table without flow
+// control.
+const replicasNoflowSummary = "The same comparison without flow control (`plugin-noflow` against `" + replicasNoflowColumn + "`): nothing is held, a request is within its team's share or borrows when it arrives, and borrowers go at once whatever the load (no bound on them, on one proxy as on three). A reservation slot freed at one proxy is taken only by the team's next arrival at that proxy, so small teams' reservations, split across three proxies, stay partly idle (RATIONALE.md, \"Where slices lose\"); the targets are shown, not asserted."
+
 // replicasPlugin returns the replicas column: the flow-control plugin
 // column run as the scenario's gateway_replicas proxies of plugin.wasm,
 // each with the cluster block on the etcd at url.
@@ -71,6 +83,12 @@ func replicasPlugin(mod *host.Module, url string) fairbench.NewGateway {
 	p.Name = replicasColumn
 	p.Cluster = &wasmgw.Cluster{Etcd: url, Bound: replicaBound}
 	return wasmgw.New(mod, p)
+}
+
+// replicasNoflowPlugin returns the replicas column without flow control:
+// the plugin-noflow column as the scenario's gateway_replicas proxies.
+func replicasNoflowPlugin(mod *host.Module, url string) fairbench.NewGateway {
+	return wasmgw.New(mod, wasmgw.Options{Name: replicasNoflowColumn, Cluster: &wasmgw.Cluster{Etcd: url, Bound: replicaBound}})
 }
 
 // needsEtcd reports whether a scenario to run (all, or those named in
@@ -132,7 +150,8 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 // the native flow-control forecasts (nativeFlowVariants). A prebuilt
 // module can be named by wasmFile or the FAIRSHARE_WASM environment
 // variable (as make test does). With flow and etcdURL, the ablations end
-// with the replicas column (plugin-3x) on the scenarios that set
+// with the replicas columns (plugin-3x, plugin-noflow-3x) on the
+// scenarios that set
 // gateway_replicas, its proxies syncing through the etcd at etcdURL.
 func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, error) {
 	switch kind {
@@ -174,8 +193,9 @@ func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
 		if etcdURL != "" {
-			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote,
-				Skip: func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }})
+			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
+			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},
+				fairbench.Variant{New: replicasNoflowPlugin(mod, etcdURL), Note: replicasNoflowNote, Skip: noReplicas})
 		}
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, kv_tokens, lending limits)",
 			label, queueTime, wasmgw.DefaultDispatchTick), nil

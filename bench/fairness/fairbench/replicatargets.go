@@ -27,18 +27,19 @@ const ReplicaTTFTLimit = 1.2
 //     of its share on one proxy (the largest difference, with its team);
 //   - the `alone` team's interactive p99 TTFT (a team within its share)
 //     at most ReplicaTTFTLimit × its p99 on one proxy, where s has one;
-//   - the most borrowers in flight at the engines at most C + bound (the
+//   - with bound >= 0 (flow control: borrowers are held while the pool
+//     is full), the most borrowers in flight at the engines at most C +
+//     bound (the
 //     replicas gateway checks it after every submission and fails the
 //     run, with every team's within-share requests at most its
 //     reservation + bound; within-share requests are never held, so the
 //     total in flight passes C by those sent while the pool is full, on
 //     one proxy as on several: Pool.MaxInFlight, reported).
 func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]Target, error) {
-	cfg, err := EngineConfig(s, EnginePriority, mode)
+	c, err := poolCapacity(s, mode)
 	if err != nil {
 		return nil, err
 	}
-	c := s.capacityAt(s.Replicas(), s.Capacity, cfg.MaxNumSeqs)
 	var out []Target
 	add := func(name string, v, lim float64, format, detail string) {
 		out = append(out, Target{Scenario: s.Name, Mode: mode, Name: name, Value: v, Limit: lim, AtMost: true, Format: format, Detail: detail})
@@ -61,8 +62,19 @@ func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]T
 			add(fmt.Sprintf("`%s` interactive p99 TTFT / one proxy's", s.Alone), pr/p1, ReplicaTTFTLimit, "%.2f×", "")
 		}
 	}
-	add(fmt.Sprintf("most borrowers in flight (C = %d, bound %d)", c, bound), float64(many.Pool.MaxBorrowing), float64(c+bound), "%.0f", "")
+	if bound >= 0 {
+		add(fmt.Sprintf("most borrowers in flight (C = %d, bound %d)", c, bound), float64(many.Pool.MaxBorrowing), float64(c+bound), "%.0f", "")
+	}
 	return out, nil
+}
+
+// poolCapacity returns the pool's C in scenario s at its start.
+func poolCapacity(s *Scenario, mode string) (int, error) {
+	cfg, err := EngineConfig(s, EnginePriority, mode)
+	if err != nil {
+		return 0, err
+	}
+	return s.capacityAt(s.Replicas(), s.Capacity, cfg.MaxNumSeqs), nil
 }
 
 // WriteReplicas writes, for every report that ran the column many
@@ -95,7 +107,10 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 			if err != nil {
 				return err
 			}
-			c := int(ts[len(ts)-1].Limit) - bound
+			c, err := poolCapacity(rep.Scenario, m)
+			if err != nil {
+				return err
+			}
 			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) |\n", rep.Scenario.Name, rep.Scenario.Name, m,
 				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c)
 			targets = append(targets, ts...)

@@ -61,9 +61,10 @@ type Cluster struct {
 	// 1 s).
 	SyncInterval time.Duration
 	// Bound is the overshoot the run accepts: after every submission
-	// the borrowers in flight at the engines must be at most C + Bound,
-	// and every team's within-share requests at most its reservation +
-	// Bound, or the run fails. Without faults the plugin's stated bound
+	// the borrowers in flight at the engines must be at most C + Bound
+	// (with flow control: without, borrowers are never held), and every
+	// team's within-share requests at most its reservation + Bound, or
+	// the run fails. Without faults the plugin's stated bound
 	// is 0.
 	Bound int
 }
@@ -209,8 +210,8 @@ func (p *proxies) newStream(id int64) *host.Stream {
 
 // checkBound fails the run when, after the submission of r (the only
 // event that raises them), the borrowers in flight at the engines exceed
-// C + the bound, or a team's within-share requests in flight exceed its
-// reservation + the bound. On one proxy the same holds with bound 0;
+// C + the bound (with flow control), or a team's within-share requests
+// in flight exceed its reservation + the bound. On one proxy the same holds with bound 0;
 // within-share requests are never held, so the total in flight may pass
 // C by the within-share requests sent while the pool was full, on one
 // proxy as on several.
@@ -222,13 +223,22 @@ func (p *proxies) checkBound(r *fairbench.Request) {
 	}
 	b := p.g.opt.Cluster.Bound
 	switch {
-	case p.borrowing > p.g.c+b:
+	case p.holding() && p.borrowing > p.g.c+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
 			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.g.c, b, p.describe()))
 	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d; %s",
 			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, p.describe()))
 	}
+}
+
+// holding reports whether the proxies hold borrowers while their slice
+// is full (flow control); without, borrowers go at once whatever the
+// load, on one proxy as on several, and only the within-share requests
+// are bounded.
+func (p *proxies) holding() bool {
+	f := p.g.opt.Flow
+	return f != nil && f.MaxQueueTime > 0
 }
 
 // finish counts r out of the requests in flight.
