@@ -88,7 +88,8 @@ func (p *Pool) SetSlice(s *Slice) {
 }
 
 // fitSlice cuts a slice's reservations until they fit its capacity and
-// tokens, every team in proportion to its reservation (as fitVec does),
+// tokens, every team in proportion to its reservation (fitVec without
+// demand),
 // and recomputes the limits.
 func (p *Pool) fitSlice() {
 	n := p.configured
@@ -100,7 +101,7 @@ func (p *Pool) fitSlice() {
 	v[0], v[1] = int64(p.capacity), p.sliceTok
 	copy(v[2:], seq)
 	copy(v[2+n:], tok)
-	fitVec(v, n)
+	fitVec(v, n, nil)
 	for i := range n {
 		e := &p.teams[i]
 		if int64(e.reserved) != v[2+i] || e.resTok != v[2+n+i] {

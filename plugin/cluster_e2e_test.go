@@ -146,7 +146,7 @@ func TestWasmClusterSlices(t *testing.T) {
 		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
 	// a's demand (5) at r0, and the rest of its 6 as headroom, to r0
-	// too (ties go to the first ID).
+	// too (where the traffic is).
 	eventually(t, "a's reservation follows its demand to r0", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
 		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
@@ -522,11 +522,11 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 	for range 5 {
 		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
-	// a's demand (5) at r1, the rest of its 6 as headroom (to r0: ties go
-	// to the first ID).
+	// a's demand (5) at r1, the rest of its 6 as headroom where the
+	// traffic is (r1 has all of it).
 	eventually(t, "a's reservation follows its demand to r1", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
-		return whole(ss) && ss[1].Reserved[0] == 5 && ss[0].Reserved[0] == 1, seen
+		return whole(ss) && ss[1].Reserved[0] == 6 && ss[0].Reserved[0] == 0, seen
 	})
 	for _, s := range open {
 		respondJSON(s, 1, 1)
