@@ -473,6 +473,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	var members []fairshare.Member
 	var reports, mine []fairshare.UsageReport
 	var fold []string // usage keys of departed replicas
+	foldedMine := false // our own usage key was folded: corrected once
 	var teams []string
 	var next fairshare.Slice
 	var put []etcdPut
@@ -568,7 +569,8 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		// Our usage key folded into departed while we were cut off: what
 		// we last wrote is counted there now.
 		var folded map[string]float64
-		if !ownKey && sync.mineAt > 0 {
+		foldedMine = !ownKey && sync.mineAt > 0
+		if foldedMine {
 			folded = fairshare.SumUsage(now, hl, []fairshare.UsageReport{{ID: st.replica, At: time.Unix(0, sync.mineAt), Usage: sync.mine}})
 		}
 		own := map[string]float64{}
@@ -601,6 +603,12 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	}
 	sync.n = len(members) + 1
 	sync.others, sync.othersAt = newOthers, now.UnixNano()
+	if foldedMine {
+		// The record now counts what we last wrote among the others (in
+		// departed): a retry after a lost transaction must not subtract
+		// it again.
+		sync.mine, sync.mineAt = nil, 0
+	}
 	sync.restored = true
 	return next, put, true
 }

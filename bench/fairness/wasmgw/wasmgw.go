@@ -13,6 +13,11 @@
 // learns of it from the stream's state (Stream.RequestDone, LocalReply)
 // after every host event and at every dispatch tick of virtual time, and
 // submits the request then, with the priority of the body as forwarded.
+//
+// With Options.Cluster the gateway is several proxies, each its own host,
+// sharing the pool through a real etcd with the plugin's cluster block
+// (cluster.go has the picture and how virtual time meets etcd's wall
+// clock).
 package wasmgw
 
 import (
@@ -76,7 +81,8 @@ func (f *Flow) tick() time.Duration {
 
 // Options configure a plugin gateway.
 type Options struct {
-	// VMs is the number of worker VMs (0: DefaultVMs).
+	// VMs is the number of worker VMs (0: DefaultVMs); with Cluster each
+	// proxy has ClusterVMs instead.
 	VMs int
 	// Name is the column name (default "plugin").
 	Name string
