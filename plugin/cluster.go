@@ -472,7 +472,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	hl := cs.pc.cfg.halfLife
 	var members []fairshare.Member
 	var reports, mine []fairshare.UsageReport
-	var fold []string // usage keys of departed replicas
+	var fold []string   // usage keys of departed replicas
 	foldedMine := false // our own usage key was folded: corrected once
 	var teams []string
 	var next fairshare.Slice
