@@ -28,10 +28,12 @@ import (
 // tokens K, and every team's reservation in both (Totals).
 //
 // The slice rule (Target). Each team's reservation goes first to the
-// replicas' demand of that team, the rest evenly (headroom at every
-// replica for a burst before the next sync; an idle team's reservation is
-// all headroom); a team whose demand exceeds its reservation has it split
-// in proportion to demand. The team's token reservation follows its
+// replicas' demand of that team, the rest as headroom for a burst before
+// the next sync (an idle team's reservation is all headroom): one at
+// every replica when there are enough, the rest in proportion to each
+// replica's demand of all teams, its part of the traffic (evenly when no
+// replica has any); a team whose demand exceeds its reservation has it
+// split in proportion to demand. The team's token reservation follows its
 // sequences. The room that no reservation holds (C − Σ reservations) goes
 // in proportion to each replica's demand beyond its reservations (then
 // its whole demand, then evenly, when those are all 0). Every split is a
@@ -220,6 +222,14 @@ func Target(t Totals, members []Member) []Slice {
 	}
 	w := make([]int64, n)
 	part := make([]int64, n)
+	// traffic weighs the replicas by their demand of all teams: their
+	// part of the requests the load balancer sends.
+	traffic := make([]int64, n)
+	for r := range n {
+		for i := range T {
+			traffic[r] += demand(r, i)
+		}
+	}
 	ones := make([]int64, n)
 	extra := make([]int64, n)
 	for i := range T {
@@ -231,15 +241,20 @@ func Target(t Totals, members []Member) []Slice {
 		if d >= whole[2+i] {
 			split(whole[2+i], w, part)
 		} else {
-			// Every replica's demand, then the rest evenly: headroom for
-			// a burst at any replica until the next sync.
+			// Every replica's demand, then the rest as headroom for a
+			// burst before the next sync: one at every replica, the rest
+			// where the traffic goes.
+			h := whole[2+i] - d
 			clear(ones)
-			for r := range n {
-				ones[r] = 1
+			if h >= int64(n) {
+				for r := range n {
+					ones[r] = 1
+				}
+				h -= int64(n)
 			}
-			split(whole[2+i]-d, ones, extra)
+			split(h, traffic, extra)
 			for r := range n {
-				part[r] = w[r] + extra[r]
+				part[r] = w[r] + ones[r] + extra[r]
 			}
 		}
 		for r := range n {
@@ -301,8 +316,9 @@ func SortMembers(members []Member) {
 // Rebalance returns the target of member self (an index into members,
 // sorted by ID) and next, the slice it may apply now: its target, cut
 // down in every budget to what the other members' holds leave (see
-// above), its reservations then cut, last team first, to fit its
-// capacities (as Pool.SetSlice would). next is never negative; it is
+// above), its reservations then cut to fit its capacities, the teams
+// whose demand at the member reaches their reservation first (see
+// fitVec). next is never negative; it is
 // below the member's applied slice where it must shrink. Cost: O(members × teams); it allocates.
 func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	T := len(t.Teams)
@@ -321,29 +337,65 @@ func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	for b := range nv {
 		nv[b] = max(0, min(nv[b], room[b]))
 	}
-	fitVec(nv, T)
+	fitVec(nv, T, members[self].Demand)
 	return target, sliceOf(nv, T)
 }
 
-// fitVec cuts the reservations of v, last team first, until they fit its
-// capacity and tokens (as Pool.SetSlice does), so that within-share
-// requests never outnumber the slice.
-func fitVec(v []int64, T int) {
-	var seq, tok int64
-	for i := range T {
-		seq += v[2+i]
-		tok += v[2+T+i]
+// fitVec cuts the reservations of v until they fit its capacity and
+// tokens. With demand (every team's requests in flight and waiting at
+// the replica; nil: none known) the teams whose demand reaches their
+// reservation are cut first, in proportion to their reservations, then,
+// if that is not enough, the others in proportion: a team below its
+// reservation holds headroom for its next requests, and cutting it sends
+// a within-share team's request to the queue, while cutting a team at or
+// above its reservation changes only whether its next request borrows.
+// Proportional cuts are largest-remainder splits (ties to the first
+// team), so no team bears a cut more than another of its kind, and
+// within-share requests never outnumber the slice.
+func fitVec(v []int64, T int, demand []int) {
+	// full: the teams whose demand reaches their reserved sequences (for
+	// the tokens too: demand is in requests).
+	full := make([]bool, T)
+	for i := range min(T, len(demand)) {
+		full[i] = int64(demand[i]) >= v[2+i]
 	}
-	for i := T - 1; i >= 0; i-- {
-		if d := min(v[2+i], seq-v[0]); d > 0 {
-			v[2+i] -= d
-			seq -= d
+	fit := func(total int64, res []int64) {
+		var sum int64
+		for _, x := range res {
+			sum += x
 		}
-		if d := min(v[2+T+i], tok-v[1]); d > 0 {
-			v[2+T+i] -= d
-			tok -= d
+		if sum <= total {
+			return
 		}
+		// First round: the teams at or above their reservation.
+		first := make([]int64, len(res))
+		var sumFirst int64
+		for i, x := range res {
+			if full[i] {
+				first[i] = x
+				sumFirst += x
+			}
+		}
+		if over := sum - total; sumFirst > 0 {
+			cut := min(over, sumFirst)
+			keep := make([]int64, len(res))
+			split(sumFirst-cut, first, keep)
+			for i := range res {
+				if first[i] > 0 {
+					res[i] = keep[i]
+				}
+			}
+			sum -= cut
+		}
+		if sum <= total {
+			return
+		}
+		out := make([]int64, len(res))
+		split(max(total, 0), res, out)
+		copy(res, out)
 	}
+	fit(v[0], v[2:2+T])
+	fit(v[1], v[2+T:2+2*T])
 }
 
 // SafeSlice returns the slice a replica cut off from the store shrinks

@@ -75,14 +75,27 @@ func TestTarget(t *testing.T) {
 		},
 		{
 			// a's demand (2) is below its reservation (10): r0 gets its 2,
-			// the other 8 go evenly (headroom at both); the room goes by
-			// demand (no demand beyond a reservation: all demand), all to
-			// r0. Tokens follow the sequences.
-			name:    "demand first, then the rest of a reservation evenly",
+			// then one each, and the other 6 go where the traffic is (all
+			// demand at r0); b and c idle: one each, the rest to r0. The
+			// room goes by demand (no demand beyond a reservation: all
+			// demand), all to r0. Tokens follow the sequences.
+			name:    "demand first, one each, the rest of a reservation with the traffic",
 			demands: [][]int{{2, 0, 0}, {0, 0, 0}},
 			want: []Slice{
-				{Capacity: 12, KVTokens: 1200, Reserved: []int{6, 3, 1}, ReservedTokens: []int64{600, 300, 100}},
-				{Capacity: 8, KVTokens: 800, Reserved: []int{4, 3, 1}, ReservedTokens: []int64{400, 300, 100}},
+				{Capacity: 17, KVTokens: 1700, Reserved: []int{9, 5, 1}, ReservedTokens: []int64{900, 500, 100}},
+				{Capacity: 3, KVTokens: 300, Reserved: []int{1, 1, 1}, ReservedTokens: []int64{100, 100, 100}},
+			},
+		},
+		{
+			// Traffic 4:2. a: demand 1 + 1, one each, 6 by 4:2 → 6 and 4;
+			// b: demand 3 + 1, one each → 4 and 2; c: one each. Room 2 by
+			// all demand 4:2 → 1.33 and 0.67: one each (the unit left to
+			// the larger remainder, r1's). Token room 200 → 133 and 67.
+			name:    "headroom follows each replica's part of the traffic",
+			demands: [][]int{{1, 3, 0}, {1, 1, 0}},
+			want: []Slice{
+				{Capacity: 12, KVTokens: 1233, Reserved: []int{6, 4, 1}, ReservedTokens: []int64{600, 400, 100}},
+				{Capacity: 8, KVTokens: 767, Reserved: []int{4, 2, 1}, ReservedTokens: []int64{400, 200, 100}},
 			},
 		},
 	}
@@ -124,6 +137,92 @@ func TestRebalanceGrowsIntoRoomOnly(t *testing.T) {
 	_, next = Rebalance(tot, ms, 1)
 	if next.Reserved[1] != 6 || next.Capacity != 20-max(n0.Capacity, 5) {
 		t.Fatalf("Rebalance next of r1 after r0 shrank to %+v = %+v, want b's 6 and the capacity r0 left", n0, next)
+	}
+}
+
+// TestFitVecCutsInProportion: reservations beyond a slice's capacity (a
+// replica squeezed by the others' holds) are cut in proportion, so no
+// team loses more of its reservation than another (cutting the last team
+// first took a small team's whole reservation at the squeezed replica
+// and gave the large teams more than their share of the service on
+// three replicas). Random slices; every result fits, never grows, and
+// keeps each team at least ⌊reserved × capacity / Σ reserved⌋. With the
+// replica's demand, the teams at or above their reservation there give
+// first.
+func TestFitVecCutsInProportion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 13))
+	for n := range 2000 {
+		T := 1 + rng.IntN(5)
+		v := make([]int64, 2+2*T)
+		for i := range v {
+			v[i] = rng.Int64N(30)
+		}
+		orig := slices.Clone(v)
+		fitVec(v, T, nil)
+		for _, b := range []struct{ cap, off int }{{0, 2}, {1, 2 + T}} {
+			var sum, before int64
+			for i := range T {
+				before += orig[b.off+i]
+			}
+			for i := range T {
+				x, o := v[b.off+i], orig[b.off+i]
+				sum += x
+				if x > o || (before > orig[b.cap] && x < o*orig[b.cap]/before) || (before <= orig[b.cap] && x != o) {
+					t.Fatalf("case %d: fitVec(%v) = %v: team %d has %d of %d, want between %d and %d", n, orig, v, i, x, o, o*orig[b.cap]/max(before, 1), o)
+				}
+			}
+			if sum > orig[b.cap] && before > orig[b.cap] {
+				t.Fatalf("case %d: fitVec(%v) = %v: reservations %d above the capacity %d", n, orig, v, sum, orig[b.cap])
+			}
+		}
+	}
+	// With demand: the teams at or above their reservation are cut first;
+	// a team below it (headroom) only once they have nothing left.
+	for n := range 2000 {
+		T := 1 + rng.IntN(5)
+		v := make([]int64, 2+2*T)
+		for i := range v {
+			v[i] = rng.Int64N(30)
+		}
+		demand := make([]int, T)
+		for i := range demand {
+			demand[i] = rng.IntN(30)
+		}
+		orig := slices.Clone(v)
+		fitVec(v, T, demand)
+		var sum, before int64
+		fullLeft, headCut := false, false
+		for i := range T {
+			sum += v[2+i]
+			before += orig[2+i]
+			if v[2+i] > orig[2+i] {
+				t.Fatalf("case %d: fitVec(%v, demand %v) = %v: team %d grew", n, orig, demand, v, i)
+			}
+			full := int64(demand[i]) >= orig[2+i]
+			fullLeft = fullLeft || full && v[2+i] > 0
+			headCut = headCut || !full && v[2+i] < orig[2+i]
+		}
+		if sum > max(orig[0], 0) && before > orig[0] || headCut && fullLeft {
+			t.Fatalf("case %d: fitVec(%v, demand %v) = %v: want Σ ≤ %d, headroom cut only once the full teams have none", n, orig, demand, v, orig[0])
+		}
+	}
+	// a (3 reserved, 5 wanted) and b (4 reserved, 1 wanted) into 5: a
+	// gives up 2; without demand, 5 × 3/7 and 5 × 4/7 → 2 and 3.
+	for _, tt := range []struct {
+		demand []int
+		want   []int64
+	}{{[]int{5, 1}, []int64{5, 0, 1, 4, 0, 0}}, {nil, []int64{5, 0, 2, 3, 0, 0}}} {
+		v := []int64{5, 0, 3, 4, 0, 0}
+		if fitVec(v, 2, tt.demand); !reflect.DeepEqual(v, tt.want) {
+			t.Errorf("fitVec([5 0 3 4 0 0], demand %v) = %v, want %v", tt.demand, v, tt.want)
+		}
+	}
+	// Squeezed to 5: a, b, c of 10, 6, 2 keep 3, 2, 0 (2.78, 1.67, 0.56:
+	// the units left to the largest remainders, a's and b's).
+	v := []int64{5, 0, 10, 6, 2, 0, 0, 0}
+	fitVec(v, 3, nil)
+	if want := []int64{5, 0, 3, 2, 0, 0, 0, 0}; !reflect.DeepEqual(v, want) {
+		t.Errorf("fitVec = %v, want %v", v, want)
 	}
 }
 

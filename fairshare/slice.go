@@ -56,8 +56,8 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // the configured one for clamping demands), and every configured team's
 // reservation s.Reserved and s.ReservedTokens (missing entries count as
 // 0). Values are clamped into [0, the configured totals], and
-// reservations cut, last team first, until they fit the slice's
-// capacities, so that within-share requests never outnumber the slice.
+// reservations cut, every team in proportion to its reservation, until
+// they fit the slice's capacities, so that within-share requests never outnumber the slice.
 // Requests in flight keep their standing. A nil s returns the pool to
 // the whole configuration (the live capacity becomes the configured
 // one). The slice is kept in the record; Reconfigure keeps it, each
@@ -87,26 +87,27 @@ func (p *Pool) SetSlice(s *Slice) {
 	p.reapportion()
 }
 
-// fitSlice cuts a slice's reservations, last team first, until they fit
-// its capacity and tokens, and recomputes the limits.
+// fitSlice cuts a slice's reservations until they fit its capacity and
+// tokens, every team in proportion to its reservation (fitVec without
+// demand),
+// and recomputes the limits.
 func (p *Pool) fitSlice() {
-	var seq int
-	var tok int64
-	for i := range p.configured {
-		seq += p.teams[i].reserved
-		tok += p.teams[i].resTok
+	n := p.configured
+	seq, tok := make([]int64, n), make([]int64, n)
+	for i := range n {
+		seq[i], tok[i] = int64(p.teams[i].reserved), p.teams[i].resTok
 	}
-	for i := p.configured - 1; i >= 0 && (seq > p.capacity || tok > p.sliceTok); i-- {
+	v := make([]int64, 2+2*n)
+	v[0], v[1] = int64(p.capacity), p.sliceTok
+	copy(v[2:], seq)
+	copy(v[2+n:], tok)
+	fitVec(v, n, nil)
+	for i := range n {
 		e := &p.teams[i]
-		if d := min(e.reserved, seq-p.capacity); d > 0 {
-			e.reserved -= d
-			seq -= d
+		if int64(e.reserved) != v[2+i] || e.resTok != v[2+n+i] {
+			e.reserved, e.resTok = int(v[2+i]), v[2+n+i]
+			p.applyLimits(e)
 		}
-		if d := min(e.resTok, tok-p.sliceTok); d > 0 {
-			e.resTok -= d
-			tok -= d
-		}
-		p.applyLimits(e)
 	}
 }
 

@@ -84,11 +84,12 @@ func TestSetSliceDecides(t *testing.T) {
 func TestSetSliceClamps(t *testing.T) {
 	p := slicePool(t)
 	// Beyond the pool, and reservations beyond the slice's capacity: cut
-	// last team first.
+	// in proportion (15, 6, 2 into 20: 13.04, 5.22, 1.74, the unit left
+	// to the largest remainder, c's).
 	p.SetSlice(&Slice{Capacity: 99, KVTokens: 99999, Reserved: []int{15, 6, 2, 7}, ReservedTokens: []int64{-5, 600, 200}})
 	verify(t, p)
 	got, _ := p.Slice()
-	want := Slice{Capacity: 20, KVTokens: 2000, Reserved: []int{15, 5, 0}, ReservedTokens: []int64{0, 600, 200}}
+	want := Slice{Capacity: 20, KVTokens: 2000, Reserved: []int{13, 5, 2}, ReservedTokens: []int64{0, 600, 200}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Slice() = %+v, want %+v", got, want)
 	}

@@ -39,6 +39,19 @@ import (
 // usage outlives the replicas. A replica's own contribution is what its
 // record holds beyond the others' contributions it last merged in.
 //
+// Departed replicas. A usage key whose member report is gone (the
+// replica died, or was cut off past its lease) is folded by the next
+// replica that syncs: in its transaction it adds the key's usage (decayed
+// to now) to <prefix>/<pool>/departed and deletes the key, so keys do not
+// pile up as replicas come and go under random names. Every replica
+// counts departed among the others' contributions, so the sum is the
+// same before and after a fold: no usage is lost. The transaction is
+// serialized with every other sync by the members' compare (every sync
+// writes its own member key), so a key is folded once, with the value
+// last written. A replica that finds its own usage key folded (it was
+// cut off, and comes back) subtracts what it last wrote, now in
+// departed, from its own contribution, so nothing is counted twice.
+//
 // Faults: a replica that cannot reach etcd keeps its slices until its
 // lease would have expired (the last keepalive sent + TTL), then shrinks
 // each to fairshare.SafeSlice; one that finds its report gone shrinks the
@@ -66,7 +79,21 @@ type poolSync struct {
 	// restored: this replica's own contribution, as etcd kept it from
 	// before a restart, is in the record (done once per cluster state).
 	restored bool
+	// mine is this replica's contribution as it last wrote it
+	// (successfully) to etcd, decayed to mineAt (unix ns; 0: never
+	// written): what a survivor folds into the departed key if this
+	// replica's report disappears.
+	mine   map[string]float64
+	mineAt int64
+	// pending is the contribution of the transaction under way.
+	pending   map[string]float64
+	pendingAt int64
 }
+
+// departedKey is the key, under a pool's prefix, of the usage folded
+// from the usage keys of departed replicas (outside u/, so that no
+// replica name can collide with it).
+const departedKey = "departed"
 
 // clusterKey is the shared-data key of the cluster state.
 func clusterKey(plugin string) string { return plugin + "/fairshare/cluster" }
@@ -102,6 +129,10 @@ func (s *clusterState) encode() []byte {
 		b = appendUsage(b, ps.others)
 		b = append(b, `,"restored":`...)
 		b = strconv.AppendBool(b, ps.restored)
+		b = append(b, `,"mine_at":`...)
+		b = strconv.AppendInt(b, ps.mineAt, 10)
+		b = append(b, `,"mine":`...)
+		b = appendUsage(b, ps.mine)
 		b = append(b, '}')
 	}
 	return append(b, `}}`...)
@@ -146,7 +177,7 @@ func decodeClusterState(b []byte) (*clusterState, bool) {
 		lease: r.Get("lease").String(), sent: r.Get("sent").Int(), pools: map[string]*poolSync{}}
 	r.Get("pools").ForEach(func(k, v gjson.Result) bool {
 		s.pools[k.String()] = &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others")),
-			restored: v.Get("restored").Bool()}
+			restored: v.Get("restored").Bool(), mine: parseUsage(v.Get("mine")), mineAt: v.Get("mine_at").Int()}
 		return true
 	})
 	return s, s.replica != ""
@@ -402,6 +433,9 @@ func (cs *clusterSync) syncPool(i, attempt int) {
 			case status != 200 || err != nil:
 				cs.fail("txn "+pre, status, err)
 			case done:
+				if sync := st.pools[ps.cfg.name]; sync != nil {
+					sync.mine, sync.mineAt = sync.pending, sync.pendingAt
+				}
 				cs.apply(ps, next)
 				cs.pc.met.pluginCounter(mClusterSyncs, 1)
 				cs.syncPool(i+1, 0)
@@ -438,6 +472,8 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	hl := cs.pc.cfg.halfLife
 	var members []fairshare.Member
 	var reports, mine []fairshare.UsageReport
+	var fold []string   // usage keys of departed replicas
+	foldedMine := false // our own usage key was folded: corrected once
 	var teams []string
 	var next fairshare.Slice
 	var put []etcdPut
@@ -446,7 +482,15 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
 		tot := p.Totals()
 		teams = tot.Teams
-		members, reports, mine, registered = members[:0], reports[:0], mine[:0], false
+		members, reports, mine, fold, registered = members[:0], reports[:0], mine[:0], fold[:0], false
+		live := map[string]bool{}
+		var usageKeys []fairshare.UsageReport
+		for _, kv := range kvs {
+			if id, ok := strings.CutPrefix(kv.key, pre+"m/"); ok {
+				live[id] = true
+			}
+		}
+		ownKey := false
 		for _, kv := range kvs {
 			id, ok := strings.CutPrefix(kv.key, pre+"m/")
 			if ok {
@@ -459,13 +503,29 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 				}
 				continue
 			}
-			if id, ok := strings.CutPrefix(kv.key, pre+"u/"); ok && gjson.ValidBytes(kv.value) {
+			id, ok = strings.CutPrefix(kv.key, pre+"u/")
+			if !ok && kv.key == pre+departedKey {
+				id, ok = departedKey, true
+			}
+			if ok && gjson.ValidBytes(kv.value) {
 				r := gjson.ParseBytes(kv.value)
 				rep := fairshare.UsageReport{ID: id, At: time.Unix(0, r.Get("at").Int()), Usage: parseUsage(r.Get("usage"))}
-				if id != st.replica {
+				switch {
+				case kv.key == pre+departedKey:
 					reports = append(reports, rep)
-				} else if !sync.restored {
-					mine = append(mine, rep)
+					usageKeys = append(usageKeys, rep)
+				case id == st.replica:
+					ownKey = true
+					if !sync.restored {
+						mine = append(mine, rep)
+					}
+				default:
+					reports = append(reports, rep)
+					if !live[id] {
+						// Its replica is gone: fold it into departed.
+						usageKeys = append(usageKeys, rep)
+						fold = append(fold, id)
+					}
 				}
 			}
 		}
@@ -506,9 +566,16 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		// After a restart of this replica, its contribution from before
 		// (kept in etcd under its name) is its own again.
 		before := fairshare.SumUsage(now, hl, mine)
+		// Our usage key folded into departed while we were cut off: what
+		// we last wrote is counted there now.
+		var folded map[string]float64
+		foldedMine = !ownKey && sync.mineAt > 0
+		if foldedMine {
+			folded = fairshare.SumUsage(now, hl, []fairshare.UsageReport{{ID: st.replica, At: time.Unix(0, sync.mineAt), Usage: sync.mine}})
+		}
 		own := map[string]float64{}
 		for t, x := range cur {
-			own[t] = max(x+before[t]-sync.others[t]*decay, 0)
+			own[t] = max(x+before[t]-sync.others[t]*decay-folded[t], 0)
 			if x := own[t] + newOthers[t]; x != cur[t] {
 				p.SetUsage(now, t, x)
 			}
@@ -520,6 +587,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 			{key: pre + "m/" + st.replica, value: encodeMember(teams, demand, next, used), lease: st.lease},
 			{key: pre + "u/" + st.replica, value: usage},
 		}
+		sync.pending, sync.pendingAt = own, now.UnixNano()
+		if len(fold) > 0 {
+			dep := appendUsage([]byte(`{"at":`+strconv.FormatInt(now.UnixNano(), 10)+`,"usage":`), fairshare.SumUsage(now, hl, usageKeys))
+			put = append(put, etcdPut{key: pre + departedKey, value: append(dep, '}')})
+			for _, id := range fold {
+				put = append(put, etcdPut{key: pre + "u/" + id, del: true})
+			}
+		}
 	})
 	if err != nil {
 		cs.pc.met.poolCounter(ps.cfg.name, mFailures, 1)
@@ -528,6 +603,12 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	}
 	sync.n = len(members) + 1
 	sync.others, sync.othersAt = newOthers, now.UnixNano()
+	if foldedMine {
+		// The record now counts what we last wrote among the others (in
+		// departed): a retry after a lost transaction must not subtract
+		// it again.
+		sync.mine, sync.mineAt = nil, 0
+	}
 	sync.restored = true
 	return next, put, true
 }

@@ -5,6 +5,7 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"math"
@@ -145,7 +146,7 @@ func TestWasmClusterSlices(t *testing.T) {
 		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
 	// a's demand (5) at r0, and the rest of its 6 as headroom, to r0
-	// too (ties go to the first ID).
+	// too (where the traffic is).
 	eventually(t, "a's reservation follows its demand to r0", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
 		return whole(ss) && ss[0].Reserved[0] == 6 && ss[1].Reserved[0] == 0 && ss[2].Reserved[0] == 0, seen
@@ -521,11 +522,11 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 	for range 5 {
 		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
 	}
-	// a's demand (5) at r1, the rest of its 6 as headroom (to r0: ties go
-	// to the first ID).
+	// a's demand (5) at r1, the rest of its 6 as headroom where the
+	// traffic is (r1 has all of it).
 	eventually(t, "a's reservation follows its demand to r1", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
-		return whole(ss) && ss[1].Reserved[0] == 5 && ss[0].Reserved[0] == 1, seen
+		return whole(ss) && ss[1].Reserved[0] == 6 && ss[0].Reserved[0] == 0, seen
 	})
 	for _, s := range open {
 		respondJSON(s, 1, 1)
@@ -684,4 +685,93 @@ func BenchmarkClusterFollowDemand(b *testing.B) {
 	per := total / time.Duration(n)
 	b.ReportMetric(float64(per.Milliseconds()), "ms/shift")
 	b.ReportMetric(float64(per)/float64(100*time.Millisecond), "x-sync")
+}
+
+// etcdKeys returns the keys under prefix in the etcd at url.
+func etcdKeys(t *testing.T, url, prefix string) []string {
+	t.Helper()
+	end := []byte(prefix)
+	end[len(end)-1]++
+	body := fmt.Sprintf(`{"key":%q,"range_end":%q,"keys_only":true}`,
+		base64.StdEncoding.EncodeToString([]byte(prefix)), base64.StdEncoding.EncodeToString(end))
+	resp, err := http.Post(url+"/v3/kv/range", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("range %s: %v", prefix, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var keys []string
+	for _, k := range gjson.GetBytes(b, "kvs.#.key").Array() {
+		d, _ := base64.StdEncoding.DecodeString(k.String())
+		keys = append(keys, string(d))
+	}
+	return keys
+}
+
+// TestWasmClusterDepartedUsage: the usage key of a replica gone from
+// etcd is folded into the pool's departed key and deleted, without
+// losing or doubling any usage. r2 charges, then is cut off past its
+// lease: a survivor folds its key; r2 charges more while cut off and
+// comes back: every proxy ranks on the sum of all charges, counted once.
+// Then r2 dies for good: its key is folded again and the two survivors
+// still rank on the sum.
+func TestWasmClusterDepartedUsage(t *testing.T) {
+	url := startEtcd(t).URL()
+	cut := newCutProxy(t, url)
+	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1), startReplica(t, cut.srv.URL, "r2", 1)}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		_, each := capacities(ss)
+		return whole(ss) && !slices.Contains(each, 0), seen
+	})
+	charge := func(h *host.Host, n int) {
+		for range n {
+			respondJSON(request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")), 100, 50)
+		}
+	}
+	// Each request costs 100 + 2 × 50.
+	charge(hs[0], 1)
+	charge(hs[1], 2)
+	charge(hs[2], 3)
+	want := 6 * 200.0
+	ranks := func(hs []*host.Host) func() (bool, string) {
+		return func() (bool, string) {
+			var us []float64
+			ok := true
+			for _, h := range hs {
+				u := teamStats(t, h, "small")["a"].Usage
+				us = append(us, u)
+				ok = ok && math.Abs(u-want) <= 1e-4*want
+			}
+			return ok, fmt.Sprintf("usage of a %v, want %v", us, want)
+		}
+	}
+	eventually(t, "every proxy ranks on the sum", ranks(hs))
+	const pre = "/fairshare/small/"
+	keys := func() string { return strings.Join(etcdKeys(t, url, pre), " ") }
+	folded := func() (bool, string) {
+		k := keys()
+		return strings.Contains(k, pre+"departed") && !strings.Contains(k, pre+"u/r2"), k
+	}
+
+	cut.cut.Store(true)
+	eventually(t, "r2's usage key folded into departed", folded)
+	charge(hs[2], 2)
+	want += 2 * 200
+	cut.cut.Store(false)
+	eventually(t, "r2 back: every proxy ranks on the sum, r2's key written anew", func() (bool, string) {
+		ok, seen := ranks(hs)()
+		return ok && strings.Contains(keys(), pre+"u/r2"), seen + "; keys " + keys()
+	})
+	// And it stays (nothing counted twice at later syncs).
+	time.Sleep(500 * time.Millisecond)
+	if ok, seen := ranks(hs)(); !ok {
+		t.Errorf("after a few more syncs: %s", seen)
+	}
+
+	hs[2].Close(context.Background())
+	eventually(t, "dead r2's key folded", folded)
+	charge(hs[0], 1)
+	want += 200
+	eventually(t, "the survivors rank on the sum", ranks(hs[:2]))
 }

@@ -52,14 +52,15 @@ func rangeBody(key, end string) []byte {
 	return []byte(`{"key":"` + b64(key) + `","range_end":"` + b64(end) + `"}`)
 }
 
-// etcdPut is one put of a transaction.
+// etcdPut is one put of a transaction, or with del one delete of key.
 type etcdPut struct {
 	key   string
 	value []byte
 	lease string // "" for none
+	del   bool
 }
 
-// txnBody puts every put if no key in [cmpKey, cmpEnd) was modified after
+// txnBody puts (or deletes) every put if no key in [cmpKey, cmpEnd) was modified after
 // revision rev (the revision of the read the puts were computed from).
 // Keys deleted since (an expired lease) do not fail the compare: that
 // only frees room.
@@ -69,6 +70,12 @@ func txnBody(cmpKey, cmpEnd string, rev int64, puts []etcdPut) []byte {
 	for i, p := range puts {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if p.del {
+			b = append(b, `{"request_delete_range":{"key":"`...)
+			b = append(b, b64(p.key)...)
+			b = append(b, `"}}`...)
+			continue
 		}
 		b = append(b, `{"request_put":{"key":"`...)
 		b = append(b, b64(p.key)...)

@@ -74,6 +74,15 @@ func TestEtcdJSON(t *testing.T) {
 	if ok, _ := parseTxn(postEtcd(t, base, etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, puts[:1]))); !ok {
 		t.Fatalf("txn after a usage write failed, want it to succeed")
 	}
+	// A delete in a transaction.
+	rev, _, _ = parseRange(postEtcd(t, base, etcdRange, rangeBody(pre, prefixEnd(pre))))
+	del := []etcdPut{{key: pre + "u/b", del: true}, {key: pre + "departed", value: []byte("2")}}
+	if ok, err := parseTxn(postEtcd(t, base, etcdTxn, txnBody(pre+"m/", prefixEnd(pre+"m/"), rev, del))); err != nil || !ok {
+		t.Fatalf("parseTxn(delete) = %v, %v; want true", ok, err)
+	}
+	if _, kvs, _ := parseRange(postEtcd(t, base, etcdRange, rangeBody(pre+"u/b", pre+"u/c"))); len(kvs) != 0 {
+		t.Fatalf("u/b after its delete = %+v, want none", kvs)
+	}
 	// A revoked lease: keepalive answers TTL 0, its keys are gone.
 	postEtcd(t, base, "/v3/lease/revoke", keepAliveBody(lease))
 	if ttl, err := parseKeepAlive(postEtcd(t, base, etcdKeepAlive, keepAliveBody(lease))); err != nil || ttl != 0 {

@@ -271,41 +271,24 @@ func TestFlowSameSeedSameResults(t *testing.T) {
 	}
 }
 
-// TestReplicasKeepReservations: three gateway replicas sharing the pool
-// as the cluster block does (fairbench.NativeReplicas: slices rebalanced
-// every second, usage merged), with 70/20/10 of the requests, never let a
-// team's within-share requests across the replicas exceed its
-// reservation (S2 saturated, S1 flood), and keep chat's within-share
-// interactive p99 TTFT under the flood (S1) within 1.2× the single
-// gateway's. Each team's share of the service (S2) is logged against the
-// single gateway's: the issue's ±2 points are not met under PR #45561
-// (RATIONALE.md, "Where slices lose").
-func TestReplicasKeepReservations(t *testing.T) {
-	newReplicas := fairbench.NewNativeReplicas([]int{7, 2, 1}, 10) // 10 ticks of 100 ms: the default sync_interval
-	s2 := reduced(t, "s2-saturate", 0.5)
-	s1 := reduced(t, "s1-flood", 0.5)
-	for _, mode := range fairbench.Modes {
-		one := runOne(t, s2, fairbench.NewNativePlugin(), mode)
-		gw := newReplicas()
-		three := runOne(t, s2, gw, mode)
-		for _, tr := range three.Teams {
-			t.Logf("%s: S2: team %s share %.3f on three replicas, %.3f on one (entitled %.3f; difference %+.3f)",
-				mode, tr.Team, tr.SatShare, one.Team(tr.Team).SatShare, tr.Entitled, tr.SatShare-one.Team(tr.Team).SatShare)
-		}
-		if over := gw.(*fairbench.NativeReplicas).MaxOverReservation(); over != 0 {
-			t.Errorf("%s: S2: within-share requests across the replicas went %d above a team's reservation, want 0", mode, over)
-		}
-		one = runOne(t, s1, fairbench.NewNativePlugin(), mode)
-		gw = newReplicas()
-		three = runOne(t, s1, gw, mode)
-		p1 := one.Team("chat").Class[fairbench.Interactive].TTFTp99
-		p3 := three.Team("chat").Class[fairbench.Interactive].TTFTp99
-		t.Logf("%s: S1: chat interactive p99 TTFT %v on three replicas, %v on one (%.2f×)", mode, p3, p1, float64(p3)/float64(p1))
-		if float64(p3) > 1.2*float64(p1) {
-			t.Errorf("%s: S1: chat interactive p99 TTFT %v on three replicas, want <= 1.2× the single gateway's %v", mode, p3, p1)
-		}
-		if over := gw.(*fairbench.NativeReplicas).MaxOverReservation(); over != 0 {
-			t.Errorf("%s: S1: within-share requests across the replicas went %d above a team's reservation, want 0", mode, over)
+// TestReplicasNoflowKeepReservations runs S1 and S2 at half length on
+// three proxies without flow control (plugin-noflow-3x): a team's
+// within-share requests across the proxies must never exceed its
+// reservation (the gateway checks it after every submission and fails
+// the run). The shares against one proxy are logged: without holding, a
+// reservation slot freed at one proxy waits for the team's next arrival
+// there, and small teams lose (RATIONALE.md, "Where slices lose").
+func TestReplicasNoflowKeepReservations(t *testing.T) {
+	one := plugin(t)
+	many := replicasNoflowPlugin(mod, testEtcd(t))
+	for _, name := range []string{"s1-flood", "s2-saturate"} {
+		s := reduced(t, name, 0.5)
+		for _, mode := range fairbench.Modes {
+			o := runOne(t, s, one(), mode)
+			r := runOne(t, s, many(), mode)
+			for i, tr := range r.Teams {
+				t.Logf("%s/%s: team %s share %.3f on three proxies, %.3f on one", name, mode, tr.Team, tr.ServiceShare, o.Teams[i].ServiceShare)
+			}
 		}
 	}
 }
@@ -316,5 +299,83 @@ func TestReplicasKeepReservations(t *testing.T) {
 func TestNativeFlowAgesAsPlugin(t *testing.T) {
 	if fairbench.NativeBatchAging != fsplugin.DefaultBatchAging {
 		t.Errorf("fairbench.NativeBatchAging = %v, want plugin.DefaultBatchAging %v", fairbench.NativeBatchAging, fsplugin.DefaultBatchAging)
+	}
+}
+
+// testEtcd starts a real etcd embedded in the test (startEtcd) and
+// returns its client URL.
+func testEtcd(t *testing.T) string {
+	t.Helper()
+	url, stop, err := startEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return url
+}
+
+// TestReplicasActAsOnePool asserts issue 13's targets on the scenarios
+// with gateway_replicas (S1, S2), at full length as `make fairness`
+// measures them, both engine modes: the flow-control plugin column run
+// as three proxies of plugin.wasm sharing the pool through a real etcd,
+// 70/20/10 of the requests, against the same plugin on one proxy: every
+// team's share within ±2 points, the protected team's interactive p99
+// TTFT within 1.2×, and never more borrowers in flight than C nor more
+// within-share requests of a team than its reservation (the stated bound
+// without faults is 0; the gateway checks both after every submission
+// and fails the run). Not at half length: S1's p99 is then the worst of
+// some 60 requests, and one request prefilled behind a burst of
+// dispatches decides it (RATIONALE.md, "Where slices lose").
+func TestReplicasActAsOnePool(t *testing.T) {
+	needFlow(t)
+	one := flowPlugin(t)
+	many := replicasPlugin(mod, testEtcd(t))
+	for _, name := range []string{"s1-flood", "s2-saturate"} {
+		s := reduced(t, name, 1)
+		if len(s.GatewayReplicas) != 3 {
+			t.Fatalf("%s: gateway_replicas %v, want three proxies", name, s.GatewayReplicas)
+		}
+		for _, mode := range fairbench.Modes {
+			o := runOne(t, s, one(), mode)
+			r := runOne(t, s, many(), mode)
+			ts, err := fairbench.ReplicaTargets(s, mode, o, r, replicaBound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tg := range ts {
+				if !tg.OK() {
+					t.Error(tg)
+				} else {
+					t.Log(tg)
+				}
+			}
+			t.Logf("%s/%s: most in flight: %d on one proxy, %d on three; notes %q", name, mode, o.Pool.MaxInFlight, r.Pool.MaxInFlight, r.Notes)
+			for i, tr := range r.Teams {
+				t.Logf("%s/%s: team %s share %.3f on three proxies, %.3f on one", name, mode, tr.Team, tr.ServiceShare, o.Teams[i].ServiceShare)
+			}
+		}
+	}
+}
+
+// TestReplicasSameSeedSameResults runs a short S1 twice through the
+// replicas column (three proxies, one etcd): each sync's calls complete
+// before the simulation moves on, so the results must be identical, and
+// no sync may have failed (a call to etcd answered later than the 1 s
+// timeout, which would make the runs differ).
+func TestReplicasSameSeedSameResults(t *testing.T) {
+	needFlow(t)
+	plugin(t) // compiles the module
+	many := replicasPlugin(mod, testEtcd(t))
+	s := reduced(t, "s1-flood", 0.2)
+	a := runOne(t, s, many(), fairbench.Mode45561)
+	b := runOne(t, s, many(), fairbench.Mode45561)
+	if a.Notes != nil || b.Notes != nil {
+		t.Errorf("failed syncs: %q, %q", a.Notes, b.Notes)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s on three proxies with the same seed differ", s.Name)
+	}
+	if a.Team("flood").Borrowing == 0 {
+		t.Errorf("no borrower in %s on three proxies: the run does not exercise the slices", s.Name)
 	}
 }

@@ -45,7 +45,17 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 	if err != nil {
 		return err
 	}
-	pluginGW, variants, path, err := pluginGateway(plugin, wasmFile, flow)
+	replicas := flow && plugin == "wasm" && needsEtcd(scenarios, only)
+	etcdURL := ""
+	if replicas {
+		url, stop, err := startEtcd()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		etcdURL = url
+	}
+	pluginGW, variants, path, err := pluginGateway(plugin, wasmFile, flow, etcdURL)
 	if err != nil {
 		return err
 	}
@@ -96,6 +106,16 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		path, fairbench.AblationNativeFlow)
 	if err := fairbench.WriteTargets(&b, reps, cols); err != nil {
 		return err
+	}
+	if replicas {
+		fmt.Fprintf(&b, "\n### One pool across three proxies (issue 13)\n\n%s\n\n", replicasSummary)
+		if err := fairbench.WriteReplicas(&b, reps, "plugin", replicasColumn, replicaBound); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "\n#### Without flow control\n\n%s\n\n", replicasNoflowSummary)
+		if err := fairbench.WriteReplicas(&b, reps, "plugin-noflow", replicasNoflowColumn, -1); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(out, "README.md"), bytes.ReplaceAll(b.Bytes(), []byte("(results/"), []byte("(")), 0o644); err != nil {
 		return err

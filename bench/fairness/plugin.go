@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
 	"github.com/fairshare-wasm/fairshare/bench/fairness/wasmgw"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
@@ -46,6 +48,80 @@ func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []s
 	return plugin, ablations, notes
 }
 
+// replicaBound is the overshoot over C of the borrowers in flight, and
+// over a team's reservation of its within-share requests in flight, that
+// the replicas column accepts: the plugin's stated bound without faults
+// (RATIONALE.md, "The overshoot bound").
+const replicaBound = 0
+
+// replicasColumn is the name of the replicas column.
+const replicasColumn = "plugin-3x"
+
+// replicasNote says what the replicas column is, in the ablation tables.
+const replicasNote = "plugin.wasm with flow control as the `plugin` column, run as three proxies (one host, one VM and one virtual clock each) with the cluster block against one real etcd embedded in the benchmark; 70/20/10 of the requests (the scenario's gateway_replicas); slices synced every second, each sync's calls to etcd completed before the simulation moves on"
+
+// replicasSummary introduces the replicas table of the summary.
+const replicasSummary = "The `plugin` column (one proxy) against `" + replicasColumn + "`: the same plugin.wasm run as three proxies sharing the pool through a real etcd (the `cluster` block), with 70/20/10 of the requests; the scenarios that set `gateway_replicas`. Issue 13's targets: every team's share of the service within ±2 points of the single proxy's, the `alone` team's interactive p99 TTFT at most 1.2× the single proxy's, and the requests in flight bounded: checked after every submission (the run fails otherwise), borrowers at most C and every team's within-share requests at most its reservation. Within-share requests are never held, so the total in flight passes C by the within-share requests sent while the pool is full, on one proxy as on three (most in flight, reported)."
+
+// replicasNoflowColumn is the name of the replicas column without flow
+// control.
+const replicasNoflowColumn = "plugin-noflow-3x"
+
+// replicasNoflowNote says what the replicas column without flow control
+// is.
+const replicasNoflowNote = "`plugin-noflow` (no flow-control field: nothing held) as three proxies, as `" + replicasColumn + "`"
+
+// replicasNoflowSummary introduces the replicas table without flow
+// control.
+const replicasNoflowSummary = "The same comparison without flow control (`plugin-noflow` against `" + replicasNoflowColumn + "`): nothing is held, a request is within its team's share or borrows when it arrives, and borrowers go at once whatever the load (no bound on them, on one proxy as on three). A reservation slot freed at one proxy is taken only by the team's next arrival at that proxy, so small teams' reservations, split across three proxies, stay partly idle (RATIONALE.md, \"Where slices lose\"); the targets are shown, not asserted."
+
+// replicasPlugin returns the replicas column: the flow-control plugin
+// column run as the scenario's gateway_replicas proxies of plugin.wasm,
+// each with the cluster block on the etcd at url.
+func replicasPlugin(mod *host.Module, url string) fairbench.NewGateway {
+	p, _, _ := flowOptions()
+	p.Name = replicasColumn
+	p.Cluster = &wasmgw.Cluster{Etcd: url, Bound: replicaBound}
+	return wasmgw.New(mod, p)
+}
+
+// replicasNoflowPlugin returns the replicas column without flow control:
+// the plugin-noflow column as the scenario's gateway_replicas proxies.
+func replicasNoflowPlugin(mod *host.Module, url string) fairbench.NewGateway {
+	return wasmgw.New(mod, wasmgw.Options{Name: replicasNoflowColumn, Cluster: &wasmgw.Cluster{Etcd: url, Bound: replicaBound}})
+}
+
+// needsEtcd reports whether a scenario to run (all, or those named in
+// only) runs the replicas column.
+func needsEtcd(scenarios []*fairbench.Scenario, only string) bool {
+	for _, s := range scenarios {
+		if len(s.GatewayReplicas) > 0 && (only == "" || contains(strings.Split(only, ","), s.Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// startEtcd starts a real single-node etcd in this process
+// (internal/etcdtest), with its data in a temporary directory, and
+// returns its client URL and a function that stops it and removes the
+// directory.
+func startEtcd() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "fairness-etcd-")
+	if err != nil {
+		return "", nil, err
+	}
+	e, err := etcdtest.New(dir)
+	if err == nil {
+		err = e.Start()
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	return e.URL(), func() { e.Stop(); os.RemoveAll(dir) }, nil
+}
+
 // nativeFlowVariants are the ablation columns while plugin.wasm has no
 // flow control: the core's flow control run natively, with and without
 // kv_tokens and lending limits, as a forecast of the plugin column.
@@ -73,8 +149,11 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 // plugin-nokv, plugin-nolend and native-flow; without, the ablations are
 // the native flow-control forecasts (nativeFlowVariants). A prebuilt
 // module can be named by wasmFile or the FAIRSHARE_WASM environment
-// variable (as make test does).
-func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fairbench.Variant, string, error) {
+// variable (as make test does). With flow and etcdURL, the ablations end
+// with the replicas columns (plugin-3x, plugin-noflow-3x) on the
+// scenarios that set
+// gateway_replicas, its proxies syncing through the etcd at etcdURL.
+func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, error) {
 	switch kind {
 	case "native":
 		if flow {
@@ -113,6 +192,11 @@ func pluginGateway(kind, wasmFile string, flow bool) (fairbench.NewGateway, []fa
 			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
+		if etcdURL != "" {
+			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
+			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},
+				fairbench.Variant{New: replicasNoflowPlugin(mod, etcdURL), Note: replicasNoflowNote, Skip: noReplicas})
+		}
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, batch_aging %v (the default), kv_tokens, lending limits)",
 			label, queueTime, wasmgw.DefaultDispatchTick, fairbench.NativeBatchAging), nil
 	}

@@ -52,3 +52,39 @@ func TestFlowTargets(t *testing.T) {
 		t.Errorf("table:\n%s\nwant a row of 1.30× ✗ for plugin and 1.00× ✓ for vtc", b.String())
 	}
 }
+
+// TestReplicaTargets: the largest share difference (in points, with its
+// team), the alone team's p99 ratio and the borrowers against C + bound;
+// without flow control (bound < 0) no borrowers target.
+func TestReplicaTargets(t *testing.T) {
+	s := &Scenario{Name: "s1", Capacity: 16, Engine: EngineSpec{Preset: "demo"}, Alone: "b"}
+	one := fakeResult("plugin", 100, 0, 1.0, 0.030)
+	many := fakeResult("plugin-3x", 100, 0, 1.0, 0.039)
+	one.Teams[0].ServiceShare, one.Teams[1].ServiceShare = 0.90, 0.10
+	many.Teams[0].ServiceShare, many.Teams[1].ServiceShare = 0.875, 0.125
+	many.Pool.MaxBorrowing = 17
+	ts, err := ReplicaTargets(s, ModeVLLM, one, many, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 3 {
+		t.Fatalf("ReplicaTargets = %v, want 3 targets", ts)
+	}
+	for i, want := range []struct {
+		value, limit float64
+		ok           bool
+	}{{2.5, 2, false}, {1.3, 1.2, false}, {17, 16, false}} {
+		if tg := ts[i]; tg.OK() != want.ok || tg.Limit != want.limit || tg.Value < want.value-1e-9 || tg.Value > want.value+1e-9 {
+			t.Errorf("target %d = %v, want value %v, limit %v, ok %v", i, tg, want.value, want.limit, want.ok)
+		}
+	}
+	if ts[0].Detail != "`a`" {
+		t.Errorf("share target detail %q, want the team `a` (both differ by 2.5 points: the first)", ts[0].Detail)
+	}
+	many.Teams[1].ServiceShare, many.Teams[0].ServiceShare = 0.11, 0.89
+	many.Teams[1].Class[Interactive].TTFTp99 = 33 * time.Millisecond
+	ts, _ = ReplicaTargets(s, ModeVLLM, one, many, -1)
+	if len(ts) != 2 || !ts[0].OK() || !ts[1].OK() {
+		t.Errorf("without flow control ReplicaTargets = %v, want two targets that hold", ts)
+	}
+}

@@ -16,7 +16,10 @@
 // (static per-team concurrency ceilings, not work-conserving) and [NewVTC]
 // (a gateway-side fair queue on virtual token counters). The fairshare
 // plugin runs either as the real plugin.wasm in the wazero host
-// (package bench/fairness/wasmgw) or natively on package fairshare.
+// (package bench/fairness/wasmgw, also as several proxies sharing the pool
+// through etcd for a scenario's gateway_replicas; [ReplicaTargets] and
+// [WriteReplicas] compare them with one proxy) or natively on package
+// fairshare.
 //
 // [Run] drives one scenario with one gateway in virtual time and returns a
 // [Result]: per team and class, throughput, TTFT and end-to-end latency

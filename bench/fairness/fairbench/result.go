@@ -29,6 +29,8 @@ type Result struct {
 	// window (censored at the end of the run for unfinished ones), for the
 	// CDF charts; TTFTBatch the same for batch.
 	TTFT, TTFTBatch [][]time.Duration
+	// Notes are the gateway's remarks on the run (Noter), or nil.
+	Notes []string
 }
 
 // TeamResult are one team's measures.
@@ -103,6 +105,10 @@ type PoolResult struct {
 	// read as plain tokens) that two teams accumulated over an interval in
 	// which both were backlogged. See ServiceGap.
 	Gap float64
+	// MaxInFlight is the most requests in flight at the engines (sent,
+	// not finished) at any moment of the run; MaxBorrowing the most of
+	// them sent as borrowers (Request.Borrowing).
+	MaxInFlight, MaxBorrowing int
 }
 
 // collector accumulates a run's measures as events happen.
@@ -123,6 +129,9 @@ type collector struct {
 
 	utilN          int
 	kvSum, slotSum float64
+	maxInFlight    int
+	borrowing      int // borrowers in flight now
+	maxBorrowing   int
 }
 
 func newCollector(s *Scenario) *collector {
@@ -315,6 +324,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 	}
 	res.Pool.Jain = Jain(xs)
 	res.Pool.Gap = ServiceGap(c.samples)
+	res.Pool.MaxInFlight, res.Pool.MaxBorrowing = c.maxInFlight, c.maxBorrowing
 	if math.IsNaN(res.Pool.Gap) {
 		res.Pool.Gap = 0
 	}

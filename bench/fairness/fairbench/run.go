@@ -138,6 +138,13 @@ type runner struct {
 	users    map[[2]int]*closedUser
 }
 
+// Noter is a gateway with remarks on its run (faults it met and went
+// on from), kept in Result.Notes.
+type Noter interface {
+	// Notes returns the remarks, called once the run is over.
+	Notes() []string
+}
+
 // Run runs scenario s with gateway gw in virtual time and returns its
 // measures. The same scenario, gateway, options and seed give the same
 // result.
@@ -243,6 +250,9 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 	res := r.col.result(r.reqs, stop)
 	res.Policy = gw.Name()
 	res.Mode = opt.Mode
+	if n, ok := gw.(Noter); ok {
+		res.Notes = n.Notes()
+	}
 	return res, nil
 }
 
@@ -338,6 +348,11 @@ func (r *runner) Submit(q *Request, priority int) {
 	q.Submitted = r.now
 	q.Priority = priority
 	r.inflight++
+	r.col.maxInFlight = max(r.col.maxInFlight, r.inflight)
+	if q.Borrowing {
+		r.col.borrowing++
+		r.col.maxBorrowing = max(r.col.maxBorrowing, r.col.borrowing)
+	}
 	vr := vllmsim.Request{ID: strconv.FormatInt(q.ID, 10), Priority: int64(priority), PromptTokens: q.Prompt,
 		MaxTokens: q.MaxTokens, EOSAfter: q.Output}
 	cb := vllmsim.Callbacks{
@@ -358,6 +373,9 @@ func (r *runner) Submit(q *Request, priority int) {
 			q.Output = rec.CompletionTokens
 			rep.out--
 			r.inflight--
+			if q.Borrowing {
+				r.col.borrowing--
+			}
 			if r.lockstep {
 				r.deferred = append(r.deferred, func() { r.finish(q) })
 			} else {

@@ -1,6 +1,7 @@
 package fairbench
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -137,5 +138,44 @@ func TestEngineStopsAtRealOutput(t *testing.T) {
 	}
 	if n[0] < 10 || n[1] != 2 || n[2] != 2 {
 		t.Errorf("finished per stream %v, want >= 10, 2, 2", n)
+	}
+}
+
+// TestGatewayReplicasValidation: gateway_replicas names at least two
+// proxies, every weight > 0, and a bad one is reported with its path.
+func TestGatewayReplicasValidation(t *testing.T) {
+	for _, tt := range []struct {
+		split []int
+		want  string // "" valid
+	}{
+		{nil, ""},
+		{[]int{7, 2, 1}, ""},
+		{[]int{3}, "gateway_replicas: must name at least two proxies"},
+		{[]int{7, 0, 1}, "gateway_replicas[1]: must be > 0, got 0"},
+	} {
+		s := &Scenario{Name: "v", Duration: 5, Engine: EngineSpec{Preset: "demo"}, Teams: []TeamSpec{{Name: "a", Share: 1}},
+			Workloads:       []WorkloadSpec{{Team: "a", Kind: KindPoisson, Rate: 1, Prompt: LengthDist{Mean: 10}, Output: LengthDist{Mean: 10}}},
+			GatewayReplicas: tt.split}
+		err := s.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("gateway_replicas %v: Validate() = %v, want nil", tt.split, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("gateway_replicas %v: Validate() = %v, want %q", tt.split, err, tt.want)
+		}
+	}
+}
+
+// TestMaxInFlight: a run records the most requests in flight at the
+// engines, and of them borrowers (none under FCFS, which never borrows).
+func TestMaxInFlight(t *testing.T) {
+	s := &Scenario{Name: "m", Seed: 3, Duration: 5, Capacity: 4, Engine: EngineSpec{Preset: "demo"}, Teams: []TeamSpec{{Name: "a", Share: 1}},
+		Workloads: []WorkloadSpec{{Team: "a", Kind: KindBurst, Count: 6, Prompt: LengthDist{Mean: 100}, Output: LengthDist{Mean: 50}}}}
+	res, err := Run(s, NewFCFS(), RunOptions{Mode: ModeVLLM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pool.MaxInFlight != 6 || res.Pool.MaxBorrowing != 0 {
+		t.Errorf("MaxInFlight, MaxBorrowing = %d, %d after a burst of 6 under FCFS, want 6, 0", res.Pool.MaxInFlight, res.Pool.MaxBorrowing)
 	}
 }

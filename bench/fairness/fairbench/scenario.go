@@ -58,6 +58,11 @@ type Scenario struct {
 	// measured part: the throughput-share and Jain columns compare them
 	// against their shares normalised among them. Empty: all teams.
 	Saturated []string `json:"saturated,omitempty"`
+	// GatewayReplicas, if set, also runs the plugin as len(GatewayReplicas)
+	// proxies sharing the pool through etcd (the cluster block), each
+	// getting this weight's part of the requests (70/20/10: [7, 2, 1]),
+	// in a column of its own compared with the single proxy's.
+	GatewayReplicas []int `json:"gateway_replicas,omitempty"`
 }
 
 // EngineSpec are the knobs of one vLLM engine replica. Zero values take the
@@ -251,6 +256,14 @@ func (s *Scenario) Validate() error {
 	}
 	if s.HalfLife < 0 {
 		bad("half_life_s", "must be >= 0, got %v", s.HalfLife)
+	}
+	for i, w := range s.GatewayReplicas {
+		if w <= 0 {
+			bad(fmt.Sprintf("gateway_replicas[%d]", i), "must be > 0, got %d", w)
+		}
+	}
+	if len(s.GatewayReplicas) == 1 {
+		bad("gateway_replicas", "must name at least two proxies, got 1")
 	}
 	teams := map[string]bool{}
 	sum := 0.0

@@ -13,6 +13,11 @@
 // learns of it from the stream's state (Stream.RequestDone, LocalReply)
 // after every host event and at every dispatch tick of virtual time, and
 // submits the request then, with the priority of the body as forwarded.
+//
+// With Options.Cluster the gateway is several proxies, each its own host,
+// sharing the pool through a real etcd with the plugin's cluster block
+// (cluster.go has the picture and how virtual time meets etcd's wall
+// clock).
 package wasmgw
 
 import (
@@ -79,12 +84,16 @@ func (f *Flow) tick() time.Duration {
 
 // Options configure a plugin gateway.
 type Options struct {
-	// VMs is the number of worker VMs (0: DefaultVMs).
+	// VMs is the number of worker VMs (0: DefaultVMs); with Cluster each
+	// proxy has ClusterVMs instead.
 	VMs int
 	// Name is the column name (default "plugin").
 	Name string
 	// Flow, if set, adds the flow-control fields to the configuration.
 	Flow *Flow
+	// Cluster, if set, runs the gateway as several proxies sharing the
+	// pool through etcd (see Cluster).
+	Cluster *Cluster
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -96,6 +105,8 @@ type Gateway struct {
 	clock *host.VirtualClock
 	h     *host.Host
 	next  int
+	c     int      // the pool's capacity C now
+	cl    *proxies // the proxies of a cluster run (nil: one proxy)
 	open  map[int64]*host.Stream
 	held  []heldRequest
 	wake  bool // a dispatch-tick wake-up is scheduled
@@ -199,8 +210,11 @@ func Config(s *fairbench.Scenario, c int, flow *Flow) ([]byte, error) {
 // Start implements fairbench.Gateway: it starts a host with the scenario's
 // configuration on a virtual clock at fairbench.Epoch.
 func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) error {
-	g.d, g.s = d, s
+	g.d, g.s, g.c = d, s, c
 	g.open = map[int64]*host.Stream{}
+	if g.opt.Cluster != nil {
+		return g.startCluster()
+	}
 	g.clock = host.NewVirtualClock(fairbench.Epoch.Add(d.Now()))
 	cfg, err := g.config(s, c)
 	if err != nil {
@@ -230,6 +244,10 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 // sync moves the host's clock to the simulation's time, running the ticks
 // due on the way.
 func (g *Gateway) sync() {
+	if g.cl != nil {
+		g.cl.stepTo(fairbench.Epoch.Add(g.d.Now()))
+		return
+	}
 	if d := fairbench.Epoch.Add(g.d.Now()).Sub(g.clock.Now()); d > 0 {
 		g.h.Advance(d)
 	}
@@ -284,8 +302,13 @@ func (g *Gateway) fail(err error) {
 // one it holds when its stream is resumed.
 func (g *Gateway) Arrive(r *fairbench.Request) {
 	g.sync()
-	s := g.h.NewStream(g.next % g.opt.VMs)
-	g.next++
+	var s *host.Stream
+	if g.cl != nil {
+		s = g.cl.newStream(r.ID)
+	} else {
+		s = g.h.NewStream(g.next % g.opt.VMs)
+		g.next++
+	}
 	s.RequestHeaders([][2]string{
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
@@ -344,6 +367,9 @@ func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	r.Borrowing = prio >= 10
 	g.open[r.ID] = s
 	g.d.Submit(r, prio)
+	if g.cl != nil {
+		g.cl.checkBound(r)
+	}
 }
 
 // Finish implements fairbench.Gateway: the stream gets vLLM's response with
@@ -356,6 +382,9 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 		return
 	}
 	delete(g.open, r.ID)
+	if g.cl != nil {
+		g.cl.finish(r)
+	}
 	g.sync()
 	s.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
 	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens), true)
@@ -367,9 +396,16 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 // with the new capacity, as an operator (or a controller) would.
 func (g *Gateway) SetCapacity(c int) {
 	g.sync()
-	cfg, err := g.config(g.s, c)
-	if err == nil {
-		err = g.h.Reconfigure(cfg)
+	g.c = c
+	var err error
+	if g.cl != nil {
+		err = g.cl.reconfigure(c)
+	} else {
+		var cfg []byte
+		cfg, err = g.config(g.s, c)
+		if err == nil {
+			err = g.h.Reconfigure(cfg)
+		}
 	}
 	if err != nil {
 		g.fail(fmt.Errorf("wasmgw: reconfigure: %w", err))
@@ -391,8 +427,25 @@ func (g *Gateway) Held() int { return len(g.held) }
 // without priority, a failed reconfiguration), or nil.
 func (g *Gateway) Err() error { return g.err }
 
+// Notes implements fairbench.Noter: for a cluster run, the syncs that
+// could not reach etcd (the plugin's cluster_failures_total: a call to
+// etcd timed out on the wall clock; the proxy went on with its slice and
+// synced at its next interval, as it would in production).
+func (g *Gateway) Notes() []string {
+	if g.cl == nil {
+		return nil
+	}
+	if n, last := g.cl.failures(); n > 0 {
+		return []string{fmt.Sprintf("%d syncs could not reach etcd (last: %s)", n, last)}
+	}
+	return nil
+}
+
 // Close implements fairbench.Gateway.
 func (g *Gateway) Close() {
+	if g.cl != nil {
+		g.cl.close()
+	}
 	if g.h != nil {
 		g.h.Close(context.Background())
 	}

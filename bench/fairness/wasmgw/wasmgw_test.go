@@ -198,3 +198,35 @@ func TestForwardedRequestsReachTheEngineAtOnce(t *testing.T) {
 		t.Errorf("%d requests, priorities %v: want >= 40 requests, some at priority 0 (team a's interactive, within share)", len(rec.done), prios)
 	}
 }
+
+// TestClusterRouteAndConfig: requests go to the proxies by the
+// scenario's weights, and each proxy's configuration is the scenario's
+// with a cluster block of its own name on a key prefix of the run's.
+func TestClusterRouteAndConfig(t *testing.T) {
+	s := &fairbench.Scenario{Name: "r", Teams: []fairbench.TeamSpec{{Name: "a", Share: 0.5}}, GatewayReplicas: []int{7, 2, 1}}
+	g := New(nil, Options{Cluster: &Cluster{Etcd: "http://127.0.0.1:1"}})().(*Gateway)
+	g.s = s
+	p := &proxies{g: g, split: s.GatewayReplicas, prefix: "/fairbench/run-1"}
+	counts := make([]int, 3)
+	for id := int64(1); id <= 1000; id++ {
+		counts[p.route(id)]++
+	}
+	if counts[0] != 700 || counts[1] != 200 || counts[2] != 100 {
+		t.Errorf("1000 requests routed %v, want [700 200 100]", counts)
+	}
+	cfg, err := p.clusterConfig(16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gjson.ValidBytes(cfg) {
+		t.Fatalf("clusterConfig = %s: not JSON", cfg)
+	}
+	for k, want := range map[string]string{
+		"cluster.etcd_cluster": "etcd", "cluster.replica": "r2", "cluster.key_prefix": "/fairbench/run-1",
+		"cluster.lease_ttl": "1h0m0s", "cluster.sync_interval": "1s", "cluster.timeout": "1s", "pools.0.capacity": "16",
+	} {
+		if got := gjson.GetBytes(cfg, k).String(); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+}

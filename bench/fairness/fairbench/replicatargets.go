@@ -1,0 +1,142 @@
+package fairbench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Issue 13's targets: R proxies sharing the pool through etcd (the
+// plugin's cluster block) act as one pool.
+
+// ReplicaShareLimit is the most a team's share of the service on several
+// proxies may differ from its share on one, in points.
+const ReplicaShareLimit = 2.0
+
+// ReplicaTTFTLimit is the most the protected team's interactive p99 TTFT
+// on several proxies may be, as a multiple of its p99 on one.
+const ReplicaTTFTLimit = 1.2
+
+// ReplicaTargets returns issue 13's targets for the run many (the plugin
+// on several proxies) against one (the same plugin on one proxy), of
+// scenario s in mode, with bound the stated overshoot of the requests in
+// flight:
+//
+//   - every team's share of the service within ±ReplicaShareLimit points
+//     of its share on one proxy (the largest difference, with its team);
+//   - the `alone` team's interactive p99 TTFT (a team within its share)
+//     at most ReplicaTTFTLimit × its p99 on one proxy, where s has one;
+//   - with bound >= 0 (flow control: borrowers are held while the pool
+//     is full), the most borrowers in flight at the engines at most C +
+//     bound (the
+//     replicas gateway checks it after every submission and fails the
+//     run, with every team's within-share requests at most its
+//     reservation + bound; within-share requests are never held, so the
+//     total in flight passes C by those sent while the pool is full, on
+//     one proxy as on several: Pool.MaxInFlight, reported).
+func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]Target, error) {
+	c, err := poolCapacity(s, mode)
+	if err != nil {
+		return nil, err
+	}
+	var out []Target
+	add := func(name string, v, lim float64, format, detail string) {
+		out = append(out, Target{Scenario: s.Name, Mode: mode, Name: name, Value: v, Limit: lim, AtMost: true, Format: format, Detail: detail})
+	}
+	worst, team := -1.0, ""
+	for _, t := range many.Teams {
+		o := one.Team(t.Team)
+		if o == nil {
+			return nil, fmt.Errorf("replica targets: team %s missing on one proxy", t.Team)
+		}
+		if d := 100 * math.Abs(t.ServiceShare-o.ServiceShare); d > worst {
+			worst, team = d, t.Team
+		}
+	}
+	add("largest share difference vs one proxy (points)", worst, ReplicaShareLimit, "%.1f", "`"+team+"`")
+	if s.Alone != "" {
+		p1 := one.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
+		pr := many.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
+		if p1 > 0 {
+			add(fmt.Sprintf("`%s` interactive p99 TTFT / one proxy's", s.Alone), pr/p1, ReplicaTTFTLimit, "%.2f×", "")
+		}
+	}
+	if bound >= 0 {
+		add(fmt.Sprintf("most borrowers in flight (C = %d, bound %d)", c, bound), float64(many.Pool.MaxBorrowing), float64(c+bound), "%.0f", "")
+	}
+	return out, nil
+}
+
+// poolCapacity returns the pool's C in scenario s at its start.
+func poolCapacity(s *Scenario, mode string) (int, error) {
+	cfg, err := EngineConfig(s, EnginePriority, mode)
+	if err != nil {
+		return 0, err
+	}
+	return s.capacityAt(s.Replicas(), s.Capacity, cfg.MaxNumSeqs), nil
+}
+
+// WriteReplicas writes, for every report that ran the column many
+// against the column one, a table per mode of every team's share of the
+// service on each, the protected team's interactive p99 TTFT, the most
+// requests and borrowers in flight, and issue 13's targets
+// (ReplicaTargets with bound).
+func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
+	var b strings.Builder
+	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) |\n|---|---|---|---|---|---|---|\n")
+	var targets []Target
+	for _, rep := range reps {
+		for _, m := range rep.Modes {
+			o, r := rep.Column(m, one), rep.Column(m, many)
+			if o == nil || r == nil {
+				continue
+			}
+			shares := func(x *Result) string {
+				var p []string
+				for _, t := range x.Teams {
+					p = append(p, fmt.Sprintf("%s %.3f", t.Team, t.ServiceShare))
+				}
+				return strings.Join(p, ", ")
+			}
+			p99 := "—"
+			if a := rep.Scenario.Alone; a != "" {
+				p99 = secs(o.Team(a).Class[Interactive].TTFTp99) + " / " + secs(r.Team(a).Class[Interactive].TTFTp99)
+			}
+			ts, err := ReplicaTargets(rep.Scenario, m, o, r, bound)
+			if err != nil {
+				return err
+			}
+			c, err := poolCapacity(rep.Scenario, m)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) |\n", rep.Scenario.Name, rep.Scenario.Name, m,
+				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c)
+			targets = append(targets, ts...)
+		}
+	}
+	for _, rep := range reps {
+		for _, m := range rep.Modes {
+			if r := rep.Column(m, many); r != nil {
+				for _, n := range r.Notes {
+					fmt.Fprintf(&b, "\n%s/%s, %s: %s\n", rep.Scenario.Name, m, many, n)
+				}
+			}
+		}
+	}
+	b.WriteString("\n| scenario | engine | target | bound | " + many + " |\n|---|---|---|---|---|\n")
+	for _, t := range targets {
+		mark := " ✓"
+		if !t.OK() {
+			mark = " ✗"
+		}
+		d := ""
+		if t.Detail != "" {
+			d = " " + t.Detail
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | <= "+t.Format+" | "+t.Format+"%s%s |\n", t.Scenario, t.Mode, t.Name, t.Limit, t.Value, d, mark)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

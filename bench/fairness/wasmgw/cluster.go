@@ -1,0 +1,334 @@
+package wasmgw
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
+	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+)
+
+// Several proxies, one pool (the plugin's cluster block).
+//
+// With Options.Cluster the gateway runs R proxies, each its own host
+// (its own shared data, its own VMs, its own virtual clock) with the
+// cluster block pointing at one real etcd, and routes every request to
+// one of them by the scenario's gateway_replicas weights:
+//
+//	request ─▶ route (70/20/10) ─▶ proxy r0 ─┐
+//	                              ─▶ proxy r1 ─┼─ http_call ─▶ etcd (embedded, real)
+//	                              ─▶ proxy r2 ─┘
+//
+// The clocks move together, one plugin tick period at a time: at each
+// step every proxy in turn runs the ticks due, and the gateway waits
+// (Host.Wait) for the calls to etcd that its ticks started, and for the
+// calls their answers started, before the next proxy steps. A sync is
+// thus a whole keepalive, range and transaction chain at one virtual
+// instant, the proxies sync in the order r0, r1, r2, and a run gives the
+// same result every time: each proxy runs one VM (ClusterVMs), so no
+// tick of the proxy runs while the answers arrive.
+//
+// etcd's leases run on the wall clock and the plugin's on the virtual
+// one; the proxies hold leases of LeaseTTL, longer than any run in
+// either time, so no lease expires during a run. The calls' timeout
+// (cluster.timeout, at most the sync interval) is the one other wall
+// clock: a call that etcd answers later than that (a machine overloaded
+// for a second) fails that proxy's sync, which goes on with its slice
+// until its next one, as in production; the run's Notes count such syncs
+// (Gateway.Notes), and the run is then not exactly reproducible. Every
+// run writes under a key prefix of its own, so runs can share one etcd.
+
+// ClusterVMs is the number of worker VMs of each proxy of a cluster run:
+// one, so that nothing runs in a proxy while the answers of its sync
+// arrive (with several, the VMs ticking after the syncing one would race
+// the answers, and runs would differ).
+const ClusterVMs = 1
+
+// LeaseTTL is cluster.lease_ttl of the proxies of a cluster run.
+const LeaseTTL = time.Hour
+
+// Cluster configures a gateway of several proxies sharing the pool.
+type Cluster struct {
+	// Etcd is the client URL of etcd (its JSON gateway answers under
+	// /v3/ there).
+	Etcd string
+	// SyncInterval is cluster.sync_interval (0: the plugin's default,
+	// 1 s).
+	SyncInterval time.Duration
+	// Bound is the overshoot the run accepts: after every submission
+	// the borrowers in flight at the engines must be at most C + Bound
+	// (with flow control: without, borrowers are never held), and every
+	// team's within-share requests at most its reservation + Bound, or
+	// the run fails. Without faults the plugin's stated bound
+	// is 0.
+	Bound int
+}
+
+func (c *Cluster) syncInterval() time.Duration {
+	if c.SyncInterval > 0 {
+		return c.SyncInterval
+	}
+	return time.Second
+}
+
+// proxies are the hosts of a cluster run.
+type proxies struct {
+	g      *Gateway
+	hs     []*host.Host
+	clocks []*host.VirtualClock
+	split  []int
+	next   []int // round-robin over each proxy's VMs
+	start  time.Time
+	period time.Duration
+	prefix string
+	// borrowing and within count the requests in flight at the engines:
+	// borrowers, and every team's within-share requests; reserved is
+	// every team's reservation.
+	borrowing int
+	within    map[string]int
+	reserved  map[string]int
+}
+
+// clusterConfig returns proxy r's configuration: the scenario's, with the
+// cluster block.
+func (p *proxies) clusterConfig(c, r int) ([]byte, error) {
+	cfg, err := p.g.config(p.g.s, c)
+	if err != nil {
+		return nil, err
+	}
+	cl := p.g.opt.Cluster
+	block := fmt.Sprintf(`{"cluster":{"etcd_cluster":"etcd","replica":"r%d","key_prefix":%q,"sync_interval":%q,"lease_ttl":%q,"timeout":%q},`,
+		r, p.prefix, cl.syncInterval().String(), LeaseTTL.String(), cl.syncInterval().String())
+	return append([]byte(block), cfg[1:]...), nil
+}
+
+// startCluster starts one host per proxy, a few sync intervals before the
+// run's start (the proxies are up and have split the pool when traffic
+// comes), and steps their clocks to the run's start.
+func (g *Gateway) startCluster() error {
+	split := g.s.GatewayReplicas
+	if len(split) == 0 {
+		return fmt.Errorf("wasmgw: scenario %s has no gateway_replicas", g.s.Name)
+	}
+	for _, w := range split {
+		if w <= 0 {
+			return fmt.Errorf("wasmgw: scenario %s: gateway_replicas: weights must be > 0, got %v", g.s.Name, split)
+		}
+	}
+	id := vmIDs.Add(1)
+	p := &proxies{g: g, split: split, next: make([]int, len(split)), prefix: "/fairbench/run-" + strconv.FormatUint(id, 10)}
+	cl := g.opt.Cluster
+	p.period = min(Tick, cl.syncInterval())
+	if f := g.opt.Flow; f != nil && f.MaxQueueTime > 0 {
+		p.period = min(p.period, f.tick())
+	}
+	now := fairbench.Epoch.Add(g.d.Now())
+	p.start = now.Add(-3 * cl.syncInterval())
+	g.cl = p
+	p.within = map[string]int{}
+	p.reserve(g.c)
+	for r := range split {
+		cfg, err := p.clusterConfig(g.c, r)
+		if err != nil {
+			return fmt.Errorf("wasmgw: %w", err)
+		}
+		clock := host.NewVirtualClock(p.start)
+		h, err := g.mod.Start(context.Background(), host.Options{
+			VMs:          ClusterVMs,
+			VMID:         fmt.Sprintf("fairness-bench-%d-r%d", id, r),
+			PluginName:   "fairshare",
+			RootID:       "fairshare",
+			PluginConfig: cfg,
+			Clock:        clock,
+			Seed:         g.s.Seed + 1 + uint64(r),
+			LogLevel:     hostcalls.LogLevelWarn,
+			Logger:       g.Logger,
+			Clusters:     map[string]string{"etcd": cl.Etcd},
+		})
+		if err != nil {
+			return fmt.Errorf("wasmgw: start proxy r%d: %w", r, err)
+		}
+		p.hs = append(p.hs, h)
+		p.clocks = append(p.clocks, clock)
+	}
+	p.stepTo(now)
+	return nil
+}
+
+// stepTo moves every proxy's clock to t, one tick period at a time; at
+// each step each proxy in turn runs its due ticks and the gateway waits
+// for the calls they started.
+func (p *proxies) stepTo(t time.Time) {
+	for {
+		now := p.clocks[0].Now()
+		if !now.Before(t) {
+			return
+		}
+		next := p.start.Add((now.Sub(p.start)/p.period + 1) * p.period)
+		if next.After(t) {
+			next = t
+		}
+		for i, h := range p.hs {
+			if d := next.Sub(p.clocks[i].Now()); d > 0 {
+				h.Advance(d)
+			}
+			h.Wait()
+		}
+	}
+}
+
+// route returns the proxy request id goes to: ids modulo the sum of the
+// weights, in runs of each proxy's weight.
+func (p *proxies) route(id int64) int {
+	sum := 0
+	for _, w := range p.split {
+		sum += w
+	}
+	k := int(id % int64(sum))
+	for i, w := range p.split {
+		if k < w {
+			return i
+		}
+		k -= w
+	}
+	return 0
+}
+
+// newStream opens the stream of request id at its proxy (round-robin
+// over the proxy's VMs).
+func (p *proxies) newStream(id int64) *host.Stream {
+	r := p.route(id)
+	s := p.hs[r].NewStream(p.next[r] % ClusterVMs)
+	p.next[r]++
+	return s
+}
+
+// checkBound fails the run when, after the submission of r (the only
+// event that raises them), the borrowers in flight at the engines exceed
+// C + the bound (with flow control), or a team's within-share requests
+// in flight exceed its reservation + the bound. On one proxy the same holds with bound 0;
+// within-share requests are never held, so the total in flight may pass
+// C by the within-share requests sent while the pool was full, on one
+// proxy as on several.
+func (p *proxies) checkBound(r *fairbench.Request) {
+	if r.Borrowing {
+		p.borrowing++
+	} else {
+		p.within[r.Team]++
+	}
+	b := p.g.opt.Cluster.Bound
+	switch {
+	case p.holding() && p.borrowing > p.g.c+b:
+		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
+			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.g.c, b, p.describe()))
+	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b:
+		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d; %s",
+			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, p.describe()))
+	}
+}
+
+// holding reports whether the proxies hold borrowers while their slice
+// is full (flow control); without, borrowers go at once whatever the
+// load, on one proxy as on several, and only the within-share requests
+// are bounded.
+func (p *proxies) holding() bool {
+	f := p.g.opt.Flow
+	return f != nil && f.MaxQueueTime > 0
+}
+
+// finish counts r out of the requests in flight.
+func (p *proxies) finish(r *fairbench.Request) {
+	if r.Borrowing {
+		p.borrowing--
+	} else {
+		p.within[r.Team]--
+	}
+}
+
+// reserve sets every team's reservation in a pool of capacity c, as the
+// plugin apportions it (fairshare.Pool.Totals).
+func (p *proxies) reserve(c int) {
+	cfg := fairshare.Config{Capacity: c}
+	for _, t := range p.g.s.Teams {
+		cfg.Teams = append(cfg.Teams, fairshare.TeamConfig{Name: t.Name, Share: t.Share, Weight: t.Weight})
+	}
+	tot := fairshare.NewPool("bench", cfg, fairbench.Epoch).Totals()
+	p.reserved = map[string]int{}
+	for i, t := range tot.Teams {
+		p.reserved[t] = tot.Whole.Reserved[i]
+	}
+}
+
+// describe returns every proxy's slice and what it has in flight against
+// it, for a failure message.
+func (p *proxies) describe() string {
+	var b strings.Builder
+	for i, h := range p.hs {
+		v, _, ok := h.SharedData("fairshare/fairshare/pool/bench/v" + strconv.Itoa(fairshare.RecordVersion))
+		var pool fairshare.Pool
+		if !ok || pool.UnmarshalBinary(v) != nil {
+			fmt.Fprintf(&b, "[r%d: no record]", i)
+			continue
+		}
+		s, _ := pool.Slice()
+		demand, used := pool.Report()
+		fmt.Fprintf(&b, "[r%d: slice %+v, demand %v, used %+v]", i, s, demand, used)
+	}
+	return b.String()
+}
+
+// reconfigure gives every proxy the configuration of capacity c.
+func (p *proxies) reconfigure(c int) error {
+	p.reserve(c)
+	for r, h := range p.hs {
+		cfg, err := p.clusterConfig(c, r)
+		if err == nil {
+			err = h.Reconfigure(cfg)
+		}
+		if err != nil {
+			return fmt.Errorf("proxy r%d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// failures returns the plugin's cluster_failures_total summed over the
+// proxies (syncs that could not reach etcd) and the proxies' last log
+// line about the cluster.
+func (p *proxies) failures() (int64, string) {
+	var n int64
+	last := ""
+	for i, h := range p.hs {
+		for name, m := range h.Metrics() {
+			if strings.HasSuffix(name, "cluster_failures_total") {
+				n += m.Value
+			}
+		}
+		for _, l := range h.Logs() {
+			if strings.Contains(l.Message, "cluster:") {
+				last = fmt.Sprintf("r%d at %v: %s", i, l.Time.Sub(fairbench.Epoch), l.Message)
+			}
+		}
+	}
+	return n, last
+}
+
+func (p *proxies) close() {
+	for _, h := range p.hs {
+		h.Close(context.Background())
+	}
+}
+
+// Proxies returns the hosts of a cluster run, in proxy order (nil for one
+// proxy): tests read their records and metrics.
+func (g *Gateway) Proxies() []*host.Host {
+	if g.cl == nil {
+		return nil
+	}
+	return g.cl.hs
+}
