@@ -15,6 +15,13 @@ type Grant struct {
 	Priority int
 	// Borrowing is set when the request is above its team's reservation.
 	Borrowing bool
+	// BorrowsTokens is set when the request took one of its team's
+	// reserved sequences but KV tokens beyond the team's token
+	// reservation, from what the pool had free (Arrive and Dispatch, see
+	// resources.go): it counts within share (Borrowing is false), and its
+	// Priority is a borrower's, so that vLLM runs the team's other
+	// within-share requests first and preempts it before them.
+	BorrowsTokens bool
 	// Saturated is set when, as the request arrived, the pool already had
 	// C or more requests in flight (phantoms included).
 	Saturated bool

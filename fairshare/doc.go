@@ -83,6 +83,9 @@
 //	  │
 //	  ├─ fits its team's reservation in every resource? ──▶ Granted, within share
 //	  │                                  (0/1; never held, even on a full pool)
+//	  ├─ a reserved sequence free, its tokens only in
+//	  │  what the pool has free? ─────────────────────────▶ Granted, within share,
+//	  │                              borrowing tokens (a borrower's priority)
 //	  ├─ no queue (QueueLimit 0)? ─────────────────────────▶ Granted, borrowing
 //	  ├─ its team may borrow (BorrowingLimit), the pool has
 //	  │  room in every resource (other teams' LendingLimit
@@ -104,9 +107,9 @@
 //	at its deadline (arrival + MaxQueueTime: never dispatched at or after it),
 //	or with its holder (HolderTimeout: nobody can resume its stream).
 //
-// Standing at dispatch, best first: (1) a request that now fits its team's
-// reservation and is its team's first waiting request, (2) the team's
-// level-fairshare rank now, (3) the team's order: with Config.BatchAging
+// Standing at dispatch, best first: (1) a request that is now within
+// share (as at arrival, borrowing tokens included) and is its team's
+// first waiting request, (2) the team's level-fairshare rank now, (3) the team's order: with Config.BatchAging
 // 0, Interactive before Batch then earlier arrival; with BatchAging > 0,
 // earlier arrival with a batch request's counted BatchAging later (its
 // age earns back what its class costs it, as Slurm's multifactor
@@ -144,7 +147,14 @@
 // borrows forever nor, at the head of the queue, holds every borrower
 // behind it; the cache is then overcommitted by at most that request's
 // excess, once per team, and vLLM preempts the lowest priority if it
-// must. The Grant keeps the tokens
+// must. A request that fits its team's free reserved sequences but not
+// its token reservation, while the pool's KV tokens have room for it
+// (as for a borrower), goes within share too, borrowing the tokens
+// (Grant.BorrowsTokens, at a borrower's priority): the team's sequence
+// then goes to the team, not to another team's borrower that the team's
+// next request would push over the pool's capacity (see RATIONALE.md,
+// "Why does a team's free sequence go to its own request first?").
+// The Grant keeps the tokens
 // it took, and Release gives back exactly those; a dead holder's grants
 // keep theirs as phantoms until they expire. Borrowers are still ranked
 // by one usage, the decayed consumption in cost units (weighted tokens),

@@ -175,18 +175,18 @@ func Example_kvTokens() {
 	}, t0)
 	for _, r := range []fairshare.Request{
 		{Holder: 1, ID: 1, Team: "rag", Tokens: 6000},
-		{Holder: 1, ID: 2, Team: "rag", Tokens: 6000}, // beyond rag's 8000 tokens
+		{Holder: 1, ID: 2, Team: "rag", Tokens: 6000}, // rag's sequence, beyond its 8000 tokens
 		{Holder: 1, ID: 3, Team: "rag", Tokens: 3000}, // chat keeps 4000 of its 8000
 		{Holder: 2, ID: 1, Team: "chat", Tokens: 3000},
 	} {
 		g, _, out := p.Arrive(t0, r)
-		fmt.Printf("%s %d tokens: %v, borrowing %v\n", r.Team, r.Tokens, out, g.Borrowing)
+		fmt.Printf("%s %d tokens: %v, borrowing %v, tokens borrowed %v, priority %d\n", r.Team, r.Tokens, out, g.Borrowing, g.BorrowsTokens, g.Priority)
 	}
 	fmt.Println("tokens in flight:", p.InFlightTokens(), "of", p.KVTokens(), "- sequences:", p.InFlight(), "of", p.Capacity())
 	// Output:
-	// rag 6000 tokens: granted, borrowing false
-	// rag 6000 tokens: granted, borrowing true
-	// rag 3000 tokens: queued, borrowing false
-	// chat 3000 tokens: granted, borrowing false
+	// rag 6000 tokens: granted, borrowing false, tokens borrowed false, priority 0
+	// rag 6000 tokens: granted, borrowing false, tokens borrowed true, priority 10
+	// rag 3000 tokens: queued, borrowing false, tokens borrowed false, priority 0
+	// chat 3000 tokens: granted, borrowing false, tokens borrowed false, priority 0
 	// tokens in flight: 15000 of 16000 - sequences: 3 of 8
 }

@@ -21,6 +21,27 @@ func refWithin(p *Pool, i int, tok int64) bool {
 	return seqOK && tokOK
 }
 
+// refTokFits reports whether tok tokens fit what entry i's within-share
+// requests leave of its token reservation (always without a KV resource;
+// the one request of a team with none within share in flight fits).
+func refTokFits(p *Pool, i int, tok int64) bool {
+	e := p.teams[i]
+	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
+}
+
+// refWithinQueue reports whether a request of entry i with tok tokens is
+// within share as Arrive and Dispatch judge it: a reserved sequence is
+// free, and the tokens fit the team's token reservation or else the
+// pool's free KV tokens as a borrower's would (the request then borrows
+// tokens, see refTokFits).
+func refWithinQueue(p *Pool, i int, tok int64) bool {
+	e := p.teams[i]
+	if e.within+e.pWithin+1 > e.reserved {
+		return false
+	}
+	return refTokFits(p, i, tok) || refTokRoom(p, i, tok)
+}
+
 // refMayBorrow reports whether entry i's borrowing limit allows tok more.
 func refMayBorrow(p *Pool, i int, tok int64) bool {
 	e := p.teams[i]
@@ -43,25 +64,33 @@ func refMayBorrow(p *Pool, i int, tok int64) bool {
 // within capacity, in every resource.
 func refRoom(p *Pool, i int, tok int64) bool {
 	seq, kseq := 0, 0
-	var t, ktok int64
 	for j, e := range p.teams {
 		useSeq := e.within + e.borrowing + e.pWithin + e.pBorrowing
-		useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
 		seq += useSeq
-		t += useTok
-		if j == i {
-			continue
+		if j != i {
+			kseq += max(0, e.reserved-int(e.lend*float64(e.reserved))-useSeq)
 		}
-		lentSeq := int(e.lend * float64(e.reserved))
-		lentTok := int64(e.lend * float64(e.resTok))
-		kseq += max(0, e.reserved-lentSeq-useSeq)
-		ktok += max(0, e.resTok-lentTok-useTok)
 	}
 	if seq+kseq+1 > p.capacity {
 		return false
 	}
+	return refTokRoom(p, i, tok)
+}
+
+// refTokRoom reports whether the pool has room in KV tokens for a
+// request of entry i with tok tokens: tokens in flight + what other
+// teams' lending limits keep + demand within the KV capacity.
+func refTokRoom(p *Pool, i int, tok int64) bool {
 	if p.kvTokens == 0 {
 		return true
+	}
+	var t, ktok int64
+	for j, e := range p.teams {
+		useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
+		t += useTok
+		if j != i {
+			ktok += max(0, e.resTok-int64(e.lend*float64(e.resTok))-useTok)
+		}
 	}
 	// At most what the others' lending limits can ever leave to i.
 	var keptAll int64
@@ -165,7 +194,7 @@ func refHead(p *Pool) (k int, within, ready bool) {
 	k = -1
 	var best refKey
 	for j, w := range p.waits {
-		in := refWithin(p, w.team, w.tokens) && refFirst(p, j)
+		in := refWithinQueue(p, w.team, w.tokens) && refFirst(p, j)
 		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
 			continue
 		}

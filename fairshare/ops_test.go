@@ -360,7 +360,8 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				w := queued[pick(len(queued))] // a duplicate id, perhaps
 				holder, reqID = w.holder, w.id
 			}
-			within := refWithin(p, i, ctok) && !refBefore(p, i, refOrder(p, class, now, holder, reqID))
+			within := refWithinQueue(p, i, ctok) && !refBefore(p, i, refOrder(p, class, now, holder, reqID))
+			tokFits := refTokFits(p, i, ctok)
 			room := refRoom(p, i, ctok) && refMayBorrow(p, i, ctok)
 			hk, hw, _ := refHead(p)
 			better := hk < 0
@@ -390,11 +391,12 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			switch out {
 			case Granted:
 				wantPrio := WithinShareBase + int(class)
-				if !within {
+				kvBorrow := within && !tokFits
+				if !within || kvBorrow {
 					wantPrio = borrowPriority(wantRank, class)
 				}
-				if g.Borrowing == within || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.Released() {
-					t.Fatalf("%s: want borrowing %v priority %d tokens %d", what, !within, wantPrio, ctok)
+				if g.Borrowing == within || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.Released() {
+					t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d tokens %d", what, !within, kvBorrow, wantPrio, ctok)
 				}
 				if g.Penalty > 0 {
 					m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
@@ -418,9 +420,9 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			if hk >= 0 {
 				w = p.waits[hk]
 			}
-			rank := 0
+			rank, tokFits := 0, false
 			if hk >= 0 {
-				rank = p.rank(w.team)
+				rank, tokFits = p.rank(w.team), refTokFits(p, w.team, w.tokens)
 			}
 			n := len(p.waits)
 			// Next sees the same head, and tells the same story but for
@@ -457,12 +459,13 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				break
 			}
 			wantPrio := WithinShareBase + int(w.class)
-			if !hw {
+			kvBorrow := hw && !tokFits
+			if !hw || kvBorrow {
 				wantPrio = borrowPriority(rank, w.class)
 			}
-			if g.Borrowing == hw || g.Priority != wantPrio || g.Tokens != w.tokens || g.ID != w.id || g.Arrived != w.arrival ||
+			if g.Borrowing == hw || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != w.tokens || g.ID != w.id || g.Arrived != w.arrival ||
 				g.Estimate != w.estimate || len(p.waits) != n-1 || p.findWait(w.holder, w.id) >= 0 {
-				t.Fatalf("%s: want borrowing %v priority %d from %+v", what, !hw, wantPrio, w)
+				t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d from %+v", what, !hw, kvBorrow, wantPrio, w)
 			}
 			if g.Penalty > 0 {
 				m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})

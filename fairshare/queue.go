@@ -170,8 +170,13 @@ func (s DispatchStatus) String() string {
 //   - If it fits its team's reservation in every resource, and no request
 //     of its team that stands before it in the team's order (see
 //     Dispatch) waits, it is granted within share (priority 0/1),
-//     whatever the pool's load: within-share requests are never held. A
-//     request behind its team's waiting ones is not within share: what is
+//     whatever the pool's load: within-share requests are never held.
+//     One that fits its team's reserved sequences but needs tokens beyond
+//     the team's token reservation is granted within share as well when
+//     the pool has those tokens free (as a borrower would need them),
+//     borrowing them: Grant.BorrowsTokens, at its team's borrowing
+//     priority, so that vLLM runs and keeps within-share requests before
+//     it. A request behind its team's waiting ones is not within share: what is
 //     left of the reservation is theirs first (they go within share as
 //     it frees, in the team's order), so it queues behind them.
 //   - Otherwise it borrows. Without a queue (QueueLimit 0) it is granted
@@ -202,8 +207,15 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 	// the order the record saw it, and never behind a deadline already
 	// passed.
 	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
-	if p.withinFits(i, tok) && !p.waitsBefore(&w) {
-		return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
+	fits := p.withinFits(i, tok)
+	if (fits || p.withinRoom(p.usage(), i, tok)) && !p.waitsBefore(&w) {
+		if fits {
+			return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
+		}
+		rank := p.rank(i)
+		g := p.grantArrived(t, r, i, class, est, tok, false, 0)
+		g.BorrowsTokens, g.Priority = true, borrowPriority(rank, class)
+		return g, Waiting{}, Granted
 	}
 	if p.queueLimit == 0 {
 		return p.grantArrived(t, r, i, class, est, tok, true, p.rank(i)), Waiting{}, Granted
@@ -256,16 +268,19 @@ func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64,
 // request with the best standing at that moment among those that could go
 // (see below). If the head may go and is held by holder, it leaves the
 // queue and is granted, its standing decided now: within share (priority
-// 0/1) if it now fits its team's reservation, else borrowing at its
-// team's rank now; Dispatched is returned with the grant (Grant.ID names
+// 0/1) if it now fits its team's reservation (borrowing tokens, at its
+// team's borrowing priority, if it fits only the reserved sequences and
+// the pool's free tokens), else borrowing at its team's rank now; Dispatched is returned with the grant (Grant.ID names
 // the request, Grant.Arrived its arrival). If the head may go but another
 // holder holds it, nothing changes and Elsewhere is returned with the
 // head: the caller wakes that holder. Blocked returns the head that cannot
 // go yet; Empty says nothing waits.
 //
 // Standing, best first:
-//  1. a request within share now: it fits its team's reservation and it
-//     is its team's first waiting request in the team's order (3 to 5);
+//  1. a request within share now: it fits its team's reservation (or its
+//     reserved sequences and, borrowing tokens, the pool's free tokens,
+//     as at arrival) and it is its team's first waiting request in the
+//     team's order (3 to 5);
 //  2. the team's level-fairshare rank now (lower first);
 //  3. with BatchAging 0, class (Interactive before Batch) then arrival;
 //     with BatchAging > 0, the arrival, a batch request's counted
@@ -302,8 +317,12 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 	if w.holder != holder {
 		return Grant{released: true}, desc, Elsewhere
 	}
+	fits := p.withinFits(w.team, w.tokens)
 	p.removeWait(k)
 	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, !within, p.ranks[w.team])
+	if within && !fits {
+		g.BorrowsTokens, g.Priority = true, borrowPriority(p.ranks[w.team], w.class)
+	}
 	g.ID, g.Arrived = w.id, w.arrival
 	return g, desc, Dispatched
 }
@@ -362,7 +381,7 @@ func (p *Pool) head(u usage, ranks []int) (int, bool) {
 	best, bestWithin := -1, false
 	for k := range p.waits {
 		w := &p.waits[k]
-		within := first[w.team] == k && p.withinFits(w.team, w.tokens)
+		within := first[w.team] == k && p.withinRoom(u, w.team, w.tokens)
 		if !within && (!p.mayBorrow(w.team, w.tokens) || !p.mayEverFit(u, w.team)) {
 			continue
 		}

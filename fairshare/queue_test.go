@@ -223,12 +223,49 @@ func TestDeadHolderLeavesQueue(t *testing.T) {
 	}
 }
 
+// TestOwnSequenceBeforeBorrowers: a team's waiting request that exceeds
+// only its token reservation takes the team's free sequence when the pool
+// has the tokens, before a better-ranked borrower of another team (which
+// would otherwise run in that sequence until the owner's next request
+// pushed the pool over C, where vLLM PR #45561 preempts it).
+func TestOwnSequenceBeforeBorrowers(t *testing.T) {
+	p := flowPool(func(c *Config) { c.KVTokens = 1000 }) // a, b: 2 sequences, 500 tokens
+	a0 := arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 10}, Granted)
+	p.Release(base, &a0, 1000) // a has used the pool: b ranks first
+	arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "a", Tokens: 300}, Granted)
+	arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "b", Tokens: 100}, Granted)
+	arrive(t, p, base, Request{Holder: 2, ID: 2, Team: "b", Tokens: 100}, Granted)
+	// b borrows a's unused sequence while nothing waits.
+	b3 := arrive(t, p, base, Request{Holder: 2, ID: 3, Team: "b", Tokens: 300}, Granted)
+	if !b3.Borrowing {
+		t.Fatalf("b3 = %+v, want borrowing", b3)
+	}
+	// 4 sequences, 800 tokens in flight: a's request does not fit the
+	// cache, b's borrower finds no sequence.
+	arrive(t, p, base, Request{Holder: 1, ID: 3, Team: "a", Tokens: 450}, Queued)
+	arrive(t, p, base, Request{Holder: 2, ID: 4, Team: "b", Tokens: 100}, Queued)
+	p.Release(at(time.Second), &b3, 1)
+	// 3 sequences, 500 tokens: both fit the pool. a's request goes into
+	// a's own free sequence, borrowing 250 tokens, before b's borrower.
+	g, w, st := p.Dispatch(at(time.Second), 1)
+	verify(t, p)
+	if st != Dispatched || w.ID != 3 || w.Team != "a" || !w.Within || g.Borrowing || !g.BorrowsTokens || g.Priority != borrowPriority(1, Interactive) {
+		t.Fatalf("Dispatch = %v %+v %+v: want a's request within share in sequences, borrowing tokens at rank 1", st, g, w)
+	}
+	// The pool is full: b's borrower waits.
+	if _, w, st := p.Dispatch(at(time.Second), 2); st != Blocked || w.Team != "b" {
+		t.Fatalf("Dispatch = %v %+v: want b's borrower blocked", st, w)
+	}
+}
+
 func TestKVTokens(t *testing.T) {
 	p := flowPool(func(c *Config) { c.Capacity, c.KVTokens = 10, 1000 }) // a, b: 5 sequences, 500 tokens
 	a1 := arrive(t, p, base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 400}, Granted)
 	a2 := arrive(t, p, base, Request{Holder: 1, ID: 2, Team: "a", Tokens: 200}, Granted)
-	if a1.Borrowing || !a2.Borrowing || a2.Tokens != 200 {
-		t.Fatalf("a: %+v, %+v: want 400 within share, 200 borrowing", a1, a2)
+	// a2 exceeds a's 500 tokens but fits the pool's free ones: it takes
+	// a's second sequence and borrows the tokens, at a borrower's priority.
+	if a1.Borrowing || a1.BorrowsTokens || a2.Borrowing || !a2.BorrowsTokens || a2.Priority < BorrowBase || a2.Tokens != 200 {
+		t.Fatalf("a: %+v, %+v: want 400 within share, 200 within share in sequences borrowing tokens", a1, a2)
 	}
 	// 2 sequences of 10 in flight, but 1100 tokens would exceed K.
 	arrive(t, p, base, Request{Holder: 1, ID: 3, Team: "a", Tokens: 500}, Queued)
@@ -248,8 +285,8 @@ func TestKVTokens(t *testing.T) {
 	p.Release(at(time.Second), &a1, 1)
 	g, w, st := p.Dispatch(at(time.Second), 1)
 	verify(t, p)
-	if st != Dispatched || g.Borrowing || g.Tokens != 500 || !w.Within {
-		t.Fatalf("Dispatch = %v %+v: want a's 500 tokens within share", st, g)
+	if st != Dispatched || g.Borrowing || !g.BorrowsTokens || g.Tokens != 500 || !w.Within {
+		t.Fatalf("Dispatch = %v %+v: want a's 500 tokens within share in sequences, borrowing tokens", st, g)
 	}
 	if got := p.InFlightTokens(); got != 1000 {
 		t.Fatalf("tokens in flight %d, want 1000", got)

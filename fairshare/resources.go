@@ -11,7 +11,12 @@ import "math"
 // Every team's reservation is apportioned in each resource with the same
 // shares (Apportion of C and of K). A request is within share when it
 // fits what its team's within-share requests in flight (phantoms
-// included) leave of the reservation, in every resource. The pool has
+// included) leave of the reservation, in every resource. Arrive and
+// Dispatch also count as within share a request that fits what is left
+// of its team's reserved sequences and whose tokens, beyond the team's
+// token reservation, fit the pool's free tokens as a borrower's would
+// (withinRoom): it takes its team's sequence and borrows tokens, at a
+// borrower's priority (Grant.BorrowsTokens). The pool has
 // room for a borrower of team i with demand d when, in every resource r,
 //
 //	used_r + kept_r(i) + d_r ≤ capacity_r
@@ -75,6 +80,21 @@ func (p *Pool) withinFits(i int, tok int64) bool {
 	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
 }
 
+// withinRoom reports whether a request of entry i demanding tok tokens is
+// within share (withinFits), or fits the team's free reserved sequences
+// and the pool's free KV tokens as a borrower's would (hasTokRoom, given
+// u = p.usage()): a request that exceeds only its team's token
+// reservation takes its own team's sequence, borrowing tokens the pool
+// has free, rather than leaving the sequence to other teams' borrowers.
+// Cost: O(1).
+func (p *Pool) withinRoom(u usage, i int, tok int64) bool {
+	if p.withinFits(i, tok) {
+		return true
+	}
+	e := &p.teams[i]
+	return e.within+e.pWithin < e.reserved && p.hasTokRoom(u, i, tok)
+}
+
 // mayBorrow reports whether entry i's borrowing limit lets it borrow a
 // request of tok tokens. Cost: O(1).
 func (p *Pool) mayBorrow(i int, tok int64) bool {
@@ -120,9 +140,17 @@ func (p *Pool) hasRoom(u usage, i int, tok int64) bool {
 	if u.seq+keptSeq+1 > p.capacity {
 		return false
 	}
+	return p.hasTokRoom(u, i, tok)
+}
+
+// hasTokRoom reports whether the pool has room in KV tokens for a
+// request of entry i demanding tok tokens, given u = p.usage() (always
+// without a KV resource). Cost: O(1).
+func (p *Pool) hasTokRoom(u usage, i int, tok int64) bool {
 	if p.kvTokens == 0 {
 		return true
 	}
+	e := &p.teams[i]
 	keptTok := u.keptTok - max(0, e.keepTok-e.inFlightTokens())
 	// A demand larger than the cache the other teams can ever lend counts
 	// as all of it: it goes once the lent cache is empty, instead of

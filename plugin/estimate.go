@@ -1,5 +1,12 @@
 package plugin
 
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+)
+
 // completionMeans is a per-team running mean of the completion tokens of
 // one choice, learnt by this VM from the usage of finished responses. It
 // is the KV demand's completion estimate: max_tokens is an upper bound that
@@ -55,4 +62,102 @@ func (m completionMeans) completion(pool, team string, choices, limit int64) int
 		per = 1
 	}
 	return satMul(choices, per)
+}
+
+// Sharing. Each VM learns from the requests it forwarded, but a VM that
+// starts (a configuration swap starts a whole new set) knows nothing, and
+// until one of its own requests of a team finishes it estimates that
+// team's demands at max_tokens: with flow control on, those demands hold
+// the head of the queue, which is never overtaken, while the cache is
+// free (the fairness benchmark's S6 idled 3 to 4 sequences of 16 to 32
+// for 20 s after each capacity change). So the VMs of a plugin share
+// their means in one shared-data value: a VM adds what it has learnt on
+// its heartbeat tick, and takes the means it lacks from it at start and
+// on every heartbeat. What a VM has learnt itself is never replaced.
+
+// meansKey is the shared-data key of the completion means shared by the
+// VMs of the plugin named plugin.
+func meansKey(plugin string) string { return plugin + "/fairshare/means" }
+
+// meansVersion is the first byte of an encoding of completion means.
+const meansVersion = 1
+
+// appendBinary appends the encoding of m: meansVersion, then per entry,
+// in key order, the pool's and the team's names (a length byte each; an
+// entry with a longer name is left out), the mean (float64 bits, big
+// endian) and the sample count (one byte, at most meanWindow).
+func (m completionMeans) appendBinary(b []byte) []byte {
+	keys := make([]meanKey, 0, len(m))
+	for k := range m {
+		if len(k.pool) <= 255 && len(k.team) <= 255 && m[k].n > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b meanKey) int {
+		if c := cmp.Compare(a.pool, b.pool); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.team, b.team)
+	})
+	b = append(b, meansVersion)
+	for _, k := range keys {
+		r := m[k]
+		b = append(b, byte(len(k.pool)))
+		b = append(b, k.pool...)
+		b = append(b, byte(len(k.team)))
+		b = append(b, k.team...)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.mean))
+		b = append(b, byte(min(r.n, meanWindow)))
+	}
+	return b
+}
+
+// decodeMeans decodes an encoding of appendBinary. An encoding of another
+// version, or cut short, gives what could be read before (nothing for
+// another version); a mean that is not a finite non-negative number or
+// a count outside [1, meanWindow] leaves its entry out.
+func decodeMeans(b []byte) completionMeans {
+	m := completionMeans{}
+	if len(b) == 0 || b[0] != meansVersion {
+		return m
+	}
+	b = b[1:]
+	name := func() (string, bool) {
+		if len(b) < 1 || len(b) < 1+int(b[0]) {
+			return "", false
+		}
+		s := string(b[1 : 1+int(b[0])])
+		b = b[1+int(b[0]):]
+		return s, true
+	}
+	for len(b) > 0 {
+		pool, ok := name()
+		if !ok {
+			break
+		}
+		team, ok := name()
+		if !ok || len(b) < 9 {
+			break
+		}
+		mean, n := math.Float64frombits(binary.BigEndian.Uint64(b)), int(b[8])
+		b = b[9:]
+		if math.IsNaN(mean) || math.IsInf(mean, 0) || mean < 0 || n < 1 || n > meanWindow {
+			continue
+		}
+		m[meanKey{pool, team}] = &runningMean{mean: mean, n: n}
+	}
+	return m
+}
+
+// seed adds the entries of shared that m lacks, and reports whether it
+// added any.
+func (m completionMeans) seed(shared completionMeans) bool {
+	added := false
+	for k, r := range shared {
+		if m[k] == nil || m[k].n == 0 {
+			m[k] = &runningMean{mean: r.mean, n: r.n}
+			added = true
+		}
+	}
+	return added
 }

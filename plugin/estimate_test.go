@@ -27,3 +27,40 @@ func TestCompletionMeans(t *testing.T) {
 		t.Errorf("after many samples of 1000 = %d, want about 1000", got)
 	}
 }
+
+func TestCompletionMeansShared(t *testing.T) {
+	m := completionMeans{}
+	for _, v := range []float64{100, 300} {
+		m.observe("p", "a", v)
+	}
+	m.observe("p", "b", 7)
+	enc := m.appendBinary(nil)
+	got := decodeMeans(enc)
+	if len(got) != 2 || got[meanKey{"p", "a"}].mean != 200 || got[meanKey{"p", "a"}].n != 2 || got[meanKey{"p", "b"}].mean != 7 {
+		t.Fatalf("decode(encode) = %v, want a 200 (2 samples), b 7", got)
+	}
+	// A VM keeps what it learnt itself and takes only what it lacks.
+	own := completionMeans{}
+	own.observe("p", "a", 50)
+	if !own.seed(got) {
+		t.Fatal("seed added nothing, want b")
+	}
+	if own.completion("p", "a", 1, 4096) != 50 || own.completion("p", "b", 1, 4096) != 7 {
+		t.Errorf("after seed: a %d (want its own 50), b %d (want 7)", own.completion("p", "a", 1, 4096), own.completion("p", "b", 1, 4096))
+	}
+	if own.seed(got) {
+		t.Error("a second seed added entries")
+	}
+	// Another version, a cut encoding, and bad values decode to what is
+	// valid.
+	if n := len(decodeMeans(append([]byte{meansVersion + 1}, enc[1:]...))); n != 0 {
+		t.Errorf("another version gave %d entries", n)
+	}
+	if n := len(decodeMeans(enc[:len(enc)-3])); n != 1 {
+		t.Errorf("a cut encoding gave %d entries, want the first one", n)
+	}
+	bad := completionMeans{meanKey{"p", "x"}: {mean: -1, n: 3}, meanKey{"p", "y"}: {mean: 5, n: 1}}
+	if got := decodeMeans(bad.appendBinary(nil)); len(got) != 1 || got[meanKey{"p", "y"}] == nil {
+		t.Errorf("negative mean kept: %v", got)
+	}
+}

@@ -321,3 +321,56 @@ func teamOf(ps *poolState, team string) string {
 	}
 	return fairshare.UnknownTeam
 }
+
+// usesKV reports whether a pool of the configuration has a KV capacity:
+// only then are completion means used (the KV demand), and shared.
+func (c *config) usesKV() bool {
+	for i := range c.pools {
+		if c.pools[i].kvTokens > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeMeans adds to this VM's completion means those it lacks from the
+// means the plugin's VMs share (see meansKey). It reads the shared value
+// and returns it decoded (nil when there is none).
+func (pc *pluginContext) takeMeans() completionMeans {
+	if !pc.cfg.usesKV() {
+		return nil
+	}
+	v, _, err := hostcalls.GetSharedData(meansKey(pc.name))
+	if err != nil {
+		return nil
+	}
+	shared := decodeMeans(v)
+	pc.means.seed(shared)
+	return shared
+}
+
+// shareMeans, on a heartbeat tick, takes the shared means this VM lacks
+// and, if it has learnt since it last shared, writes the shared value
+// back with its own means in place of the others' (unconditionally: two
+// VMs writing at once lose one's news until its next heartbeat, which
+// costs nothing but a later start for a new VM).
+func (pc *pluginContext) shareMeans() {
+	if !pc.cfg.usesKV() {
+		return
+	}
+	shared := pc.takeMeans()
+	if !pc.meansNew {
+		return
+	}
+	if shared == nil {
+		shared = completionMeans{}
+	}
+	for k, r := range pc.means {
+		shared[k] = r
+	}
+	if err := hostcalls.SetSharedData(meansKey(pc.name), shared.appendBinary(nil), 0); err != nil {
+		hostcalls.LogWarnf("fairshare: share completion means: %v", err)
+		return
+	}
+	pc.meansNew = false
+}

@@ -471,3 +471,30 @@ func TestWasmFlowHeldDemandFollowsTheLearntCompletion(t *testing.T) {
 	}
 	checkIdle(t, h, "p")
 }
+
+func TestWasmFlowNewVMsTakeTheLearntCompletions(t *testing.T) {
+	// As TestWasmFlowKVTokensBind: once a's usual completion (10 tokens)
+	// is known, two of a's 600-token requests fit the 1000 KV tokens. A
+	// configuration swap starts new VMs; they must take what the old VM
+	// learnt from the shared means rather than count max_tokens again.
+	cfg := strings.Replace(flowConfig, `"capacity":2`, `"capacity":8,"kv_tokens":1000`, 1)
+	h, _ := start(t, cfg, 1)
+	big := chat("m", 600, "")
+	s1 := request(h, 0, "/v1/chat/completions", team("a"), big)
+	respondJSON(s1, 10, 10)
+	h.Advance(time.Second) // the heartbeat tick shares the means
+	if err := h.Reconfigure([]byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := request(h, 0, "/v1/chat/completions", team("a"), big) // on the new VM
+	s3 := request(h, 0, "/v1/chat/completions", team("a"), big)
+	if p := priority(t, s2); p != 0 {
+		t.Errorf("s2 priority %d, want 0", p)
+	}
+	if held(s3) {
+		t.Error("s3 held: the new VM counts max_tokens, not the completion the old VM learnt")
+	}
+	respondJSON(s2, 10, 10)
+	respondJSON(s3, 10, 10)
+	checkIdle(t, h, "p")
+}

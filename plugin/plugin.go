@@ -59,6 +59,7 @@ type pluginContext struct {
 	// holding is on).
 	held     map[uint64]*httpContext
 	means    completionMeans // per team, for the KV demand
+	meansNew bool            // means learnt since this VM last shared them
 	nextID   uint64
 	queues   map[uint32]uint32
 	wakeQ    uint32
@@ -147,6 +148,10 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		}
 	}
 	pc.cfg = cfg
+	if len(pc.means) == 0 {
+		// A new VM: what the others have learnt of the teams' completions.
+		pc.takeMeans()
+	}
 	pc.rs = records{
 		st:       hostStore{},
 		holder:   pc.holder,
@@ -260,6 +265,7 @@ func (pc *pluginContext) OnTick() {
 	for _, ps := range pc.pools {
 		pc.heartbeat(now, ps)
 	}
+	pc.shareMeans()
 }
 
 // release ends grant g in its pool's record with the consumption; it
@@ -883,6 +889,7 @@ func (h *httpContext) finish(complete bool) {
 		consumed = u.cost(w)
 		if h.choices > 0 && !h.pooling && h.status < 400 {
 			pc.means.observe(h.pool.cfg.name, teamOf(h.pool, h.team), float64(u.completion)/float64(h.choices))
+			pc.meansNew = true
 		}
 	case complete && h.status >= 400 && h.status < 500:
 		// vLLM refused the request (validation, unknown model): it ran

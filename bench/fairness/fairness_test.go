@@ -214,7 +214,6 @@ var flowKnownFailures = map[string]bool{
 	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst": true,
 	"s5-reclaim/pr45561/max share error (points)":     true,
 	"s5-reclaim/pr45561/Jain":                         true,
-	"s6-capacity/pr45561/service vs FCFS":             true,
 }
 
 // TestFlowControlAcceptance asserts issue 10's acceptance targets
