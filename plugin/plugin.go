@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls"
@@ -51,6 +52,7 @@ type pluginContext struct {
 	met     *metrics
 	body    []byte           // rewrite buffer, reused
 	reqBuf  []byte           // decide's request body read buffer, reused (readBody)
+	scratch []byte           // response header values, formatted (reused)
 	pending []pendingRelease // releases and charges that failed, retried on tick
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
@@ -406,34 +408,58 @@ var jsonHeaders = [][2]string{{"content-type", "application/json"}}
 // priority from it.
 func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	pc := h.pc
-	raw, _ := hostcalls.GetHttpRequestHeader(":path")
+	// One host call reads the whole map: the pseudo-headers, the team and
+	// class, and whether the headers to remove are there at all. Keys are
+	// compared as get_header_map_value compares them (Envoy's and this
+	// host's maps hold lower-cased keys; a get lower-cases its key and
+	// returns the first value).
+	hdrs, _ := hostcalls.GetHttpRequestHeaders()
+	var raw, method, ct string
+	var hasPath, hasMethod, hasCT, hasLength, hasEncoding bool
+	for i := range hdrs {
+		switch hdrs[i][0] {
+		case ":path":
+			if !hasPath {
+				raw, hasPath = hdrs[i][1], true
+			}
+		case ":method":
+			if !hasMethod {
+				method, hasMethod = hdrs[i][1], true
+			}
+		case "content-type":
+			if !hasCT {
+				ct, hasCT = hdrs[i][1], true
+			}
+		case "content-length":
+			hasLength = true
+		case "accept-encoding":
+			hasEncoding = true
+		}
+	}
 	path := cleanPath(raw)
-	method, _ := hostcalls.GetHttpRequestHeader(":method")
 	if pc.cfg.statusPath != "" && path == pc.cfg.statusPath {
 		return h.serveStatus(method)
 	}
 	if method != "POST" || !pc.scheduled(path) {
 		if !eos {
 			h.state = stStrip
-			h.json = jsonContent()
+			h.json = jsonContentType(ct)
 		}
 		return types.ActionContinue
 	}
 	var teams, classes int
 	var team, class string
-	if hdrs, err := hostcalls.GetHttpRequestHeaders(); err == nil {
-		for _, kv := range hdrs {
-			k := kv[0]
-			switch {
-			case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
-				_ = hostcalls.RemoveHttpRequestHeader(k)
-			case strings.EqualFold(k, pc.cfg.teamHeader):
-				teams++
-				team = kv[1]
-			case strings.EqualFold(k, pc.cfg.classHeader):
-				classes++
-				class = kv[1]
-			}
+	for _, kv := range hdrs {
+		k := kv[0]
+		switch {
+		case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
+			_ = hostcalls.RemoveHttpRequestHeader(k)
+		case strings.EqualFold(k, pc.cfg.teamHeader):
+			teams++
+			team = kv[1]
+		case strings.EqualFold(k, pc.cfg.classHeader):
+			classes++
+			class = kv[1]
 		}
 	}
 	if teams > 1 || strings.IndexByte(team, ',') >= 0 {
@@ -459,8 +485,13 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		h.class = cl
 	}
 	h.pooling = pc.pooling(path)
-	_ = hostcalls.RemoveHttpRequestHeader("content-length")
-	_ = hostcalls.RemoveHttpRequestHeader("accept-encoding")
+	// Removing an absent header changes nothing: no call for it.
+	if hasLength {
+		_ = hostcalls.RemoveHttpRequestHeader("content-length")
+	}
+	if hasEncoding {
+		_ = hostcalls.RemoveHttpRequestHeader("accept-encoding")
+	}
 	if eos {
 		return h.reply(errNotObject, "")
 	}
@@ -468,12 +499,12 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
-// jsonContent reports whether the request's body is read as JSON by vLLM's
-// server: no content-type, or application/json or application/*+json
-// (FastAPI parses the body as JSON exactly then).
-func jsonContent() bool {
-	ct, err := hostcalls.GetHttpRequestHeader("content-type")
-	if err != nil || strings.TrimSpace(ct) == "" {
+// jsonContentType reports whether a request whose content-type header is
+// ct ("" when absent) has a body vLLM's server reads as JSON: no
+// content-type, or application/json or application/*+json (FastAPI parses
+// the body as JSON exactly then).
+func jsonContentType(ct string) bool {
+	if strings.TrimSpace(ct) == "" {
 		return true
 	}
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
@@ -764,17 +795,37 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	if !h.tracking() {
 		return types.ActionContinue
 	}
-	if h.pc.cfg.responseHeaders {
+	// One host call reads :status and content-type (the first value of
+	// each, as get_header_map_value answers), before the writes below.
+	hdrs, _ := hostcalls.GetHttpResponseHeaders()
+	var status, ct string
+	var hasStatus, hasCT bool
+	for i := range hdrs {
+		switch hdrs[i][0] {
+		case ":status":
+			if !hasStatus {
+				status, hasStatus = hdrs[i][1], true
+			}
+		case "content-type":
+			if !hasCT {
+				ct, hasCT = hdrs[i][1], true
+			}
+		}
+	}
+	if pc := h.pc; pc.cfg.responseHeaders {
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderTeam, h.team)
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPool, h.pool.cfg.name)
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, strconv.Itoa(h.prio))
+		// The values are formatted into a buffer kept for the next
+		// response: the host copies them during the call.
+		pc.scratch = strconv.AppendInt(pc.scratch[:0], int64(h.prio), 10)
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, view(pc.scratch))
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderBorrowing, strconv.FormatBool(h.borrowing))
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, strconv.FormatFloat(h.queued.Seconds(), 'f', 3, 64))
+		pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, view(pc.scratch))
 	}
-	if st, err := hostcalls.GetHttpResponseHeader(":status"); err == nil {
-		h.status, _ = strconv.Atoi(st)
+	if hasStatus {
+		h.status, _ = strconv.Atoi(status)
 	}
-	ct, _ := hostcalls.GetHttpResponseHeader("content-type")
 	h.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
 	if h.sse && h.hide {
 		h.scan.hide = true
@@ -784,6 +835,15 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		h.finish(true)
 	}
 	return types.ActionContinue
+}
+
+// view returns b's bytes as a string without copying them, for a host call
+// that copies them before b changes again.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // OnHttpResponseBody reads usage as the chunks pass; for a stream it
