@@ -53,6 +53,7 @@ type pluginContext struct {
 	body    []byte           // rewrite buffer, reused
 	reqBuf  []byte           // decide's request body read buffer, reused (readBody)
 	scratch []byte           // response header values, formatted (reused)
+	edit    editScratch      // the body edits' values (request.send)
 	pending []pendingRelease // releases and charges that failed, retried on tick
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
