@@ -44,17 +44,20 @@ func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &pluginC
 // pluginContext is one configured instance of the filter in one VM.
 type pluginContext struct {
 	types.DefaultPluginContext
-	cfg     config
-	name    string // plugin name: the shared-data key prefix
-	holder  uint32 // this VM's holder id, random, chosen at the first start
-	rs      records
-	pools   []*poolState // parallel to cfg.pools
-	met     *metrics
-	body    []byte           // rewrite buffer, reused
-	reqBuf  []byte           // decide's request body read buffer, reused (readBody)
-	scratch []byte           // response header values, formatted (reused)
-	edit    editScratch      // the body edits' values (request.send)
-	pending []pendingRelease // releases and charges that failed, retried on tick
+	cfg      config
+	name     string // plugin name: the shared-data key prefix
+	holder   uint32 // this VM's holder id, random, chosen at the first start
+	rs       records
+	pools    []*poolState // parallel to cfg.pools
+	met      *metrics
+	body     []byte           // rewrite buffer, reused
+	reqBuf   []byte           // decide's request body read buffer, reused (readBody)
+	scratch  []byte           // response header values, formatted (reused)
+	hdrBuf   []byte           // headers read (readHeaders), reused
+	respBuf  []byte           // a one-chunk response body (readResponse), reused
+	hdrPairs [][2]string      // the pairs of hdrBuf, reused
+	edit     editScratch      // the body edits' values (request.send)
+	pending  []pendingRelease // releases and charges that failed, retried on tick
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
 	// id given; the wake-up queues of other holders, resolved; when the
@@ -414,7 +417,7 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	// compared as get_header_map_value compares them (Envoy's and this
 	// host's maps hold lower-cased keys; a get lower-cases its key and
 	// returns the first value).
-	hdrs, _ := hostcalls.GetHttpRequestHeaders()
+	hdrs := pc.readHeaders(false)
 	var raw, method, ct string
 	var hasPath, hasMethod, hasCT, hasLength, hasEncoding bool
 	for i := range hdrs {
@@ -476,7 +479,7 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	if team == "" {
 		return h.reply(errNoTeam, "")
 	}
-	h.team = team
+	h.team = pc.intern(team) // team may view pc.hdrBuf: kept, it must not
 	h.class = pc.cfg.defaultClass
 	if class != "" {
 		cl, err := parseClass(strings.ToLower(strings.TrimSpace(class)))
@@ -498,6 +501,54 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	}
 	h.state = stBody
 	return types.ActionContinue
+}
+
+// readHeaders reads the request (or, if response, the response) headers
+// into the plugin context's buffers: the pairs view pc.hdrBuf and are
+// valid until the next readHeaders. Nil when the host answers an error.
+func (pc *pluginContext) readHeaders(response bool) [][2]string {
+	if pc.hdrBuf == nil {
+		pc.hdrBuf = make([]byte, 0, headerBuffer)
+	}
+	read := hostcalls.GetHttpRequestHeadersInto
+	if response {
+		read = hostcalls.GetHttpResponseHeadersInto
+	}
+	hdrs, buf, err := read(pc.hdrBuf, pc.hdrPairs[:0])
+	if cap(buf) <= keepBuffer {
+		pc.hdrBuf = buf[:0]
+	}
+	if err != nil {
+		return nil
+	}
+	if cap(hdrs) <= maxKeptPairs {
+		pc.hdrPairs = hdrs[:0]
+	}
+	return hdrs
+}
+
+// headerBuffer is the first size of the buffer headers are read into
+// (larger maps grow it, up to keepBuffer); maxKeptPairs bounds the pairs
+// slice kept for the next read.
+const (
+	headerBuffer = 8 << 10
+	maxKeptPairs = 256
+)
+
+// intern returns team as a string that views no buffer: the configured
+// name when a pool lists it (no allocation), else a copy.
+func (pc *pluginContext) intern(team string) string {
+	for _, ps := range pc.pools {
+		for i := range ps.cfg.teams {
+			if n := ps.cfg.teams[i].Name; n == team {
+				return n
+			}
+		}
+	}
+	if team == pc.cfg.defaultTeam {
+		return pc.cfg.defaultTeam
+	}
+	return strings.Clone(team)
 }
 
 // jsonContentType reports whether a request whose content-type header is
@@ -798,7 +849,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	}
 	// One host call reads :status and content-type (the first value of
 	// each, as get_header_map_value answers), before the writes below.
-	hdrs, _ := hostcalls.GetHttpResponseHeaders()
+	hdrs := h.pc.readHeaders(true)
 	var status, ct string
 	var hasStatus, hasCT bool
 	for i := range hdrs {
@@ -854,7 +905,14 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		return types.ActionContinue
 	}
 	var chunk []byte
-	if size > 0 {
+	switch {
+	case size <= 0:
+	case eos && !h.sse && h.resp == nil && !h.overflow && size <= h.pc.cfg.maxResponseBytes:
+		// The whole response in one chunk, read for its usage in this
+		// callback (finish below) and kept by nothing after it: into the
+		// buffer the plugin context keeps.
+		chunk = h.pc.readResponse(size)
+	default:
 		chunk, _ = hostcalls.GetHttpResponseBody(0, size)
 	}
 	if h.sse {
@@ -885,6 +943,17 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		h.finish(true)
 	}
 	return types.ActionContinue
+}
+
+// readResponse reads size bytes of the response body into pc.respBuf
+// (grown to size, and kept up to keepBuffer); the result is valid until
+// the next readResponse.
+func (pc *pluginContext) readResponse(size int) []byte {
+	if cap(pc.respBuf) < size && size <= keepBuffer {
+		pc.respBuf = make([]byte, 0, max(size, 4<<10))
+	}
+	b, _ := hostcalls.GetBufferBytesInto(pc.respBuf, hostcalls.BufferHTTPResponseBody, 0, size)
+	return b
 }
 
 // OnHttpResponseTrailers ends the response.
