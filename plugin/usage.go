@@ -46,6 +46,9 @@ func readUsage(raw []byte) usage {
 				u.completion, u.ok = n, true
 			}
 		case "prompt_tokens_details":
+			if end-at == 4 && string(raw[at:end]) == "null" {
+				return // vLLM's default; gjson finds no member in it either
+			}
 			if c := nonNegative(parseValue(raw[at:end]).Get("cached_tokens")); c >= 0 {
 				u.cached = c
 			}
