@@ -527,11 +527,14 @@ func (pc *pluginContext) readHeaders(response bool) [][2]string {
 	return hdrs
 }
 
-// headerBuffer is the first size of the buffer headers are read into
-// (larger maps grow it, up to keepBuffer); maxKeptPairs bounds the pairs
-// slice kept for the next read.
+// headerBuffer is the first size of the buffer headers are read into:
+// the allocator's arena size, so that, as when the map was read into the
+// arena, no map up to that size is allocated inside
+// proxy_on_memory_allocate (a larger one is, once, and its buffer kept up
+// to keepBuffer); maxKeptPairs bounds the pairs slice kept for the next
+// read.
 const (
-	headerBuffer = 8 << 10
+	headerBuffer = hostcalls.ArenaSize
 	maxKeptPairs = 256
 )
 
