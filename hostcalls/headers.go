@@ -72,6 +72,30 @@ func GetHeaderMapPairs(mt MapType) ([][2]string, error) {
 	return decodePairsView(b)
 }
 
+// GetHeaderMapPairsInto is GetHeaderMapPairs that allocates nothing when
+// its buffers have room: the host writes the serialised map into dst's
+// memory (lent for the call, as GetSharedDataInto), and the pairs are
+// written into pairs' memory. The keys and values view buf, which is dst's
+// memory (or, for a map larger than cap(dst), a new buffer the caller may
+// keep for the next call): they are valid until buf is written again.
+func GetHeaderMapPairsInto(dst []byte, pairs [][2]string, mt MapType) (out [][2]string, buf []byte, err error) {
+	if cap(dst) == 0 {
+		out, err = GetHeaderMapPairs(mt)
+		return out, dst, err
+	}
+	saved := beginCallInto(dst)
+	b, err := returnedBytes(proxyGetHeaderMapPairs(uint32(mt), &retPtr, &retSize))
+	endCallInto(saved)
+	if err != nil {
+		return nil, dst, err
+	}
+	if cap(b) > cap(dst) {
+		dst = b[:0]
+	}
+	out, err = decodePairsInto(pairs, b, true)
+	return out, dst, err
+}
+
 // SetHeaderMapPairs replaces map mt with pairs. More than MaxPairs pairs or
 // MaxPairsSize bytes is ErrBadPairs without a host call (Envoy would
 // silently empty the map).
@@ -111,6 +135,12 @@ func RemoveHeaderMapValue(mt MapType, key string) error {
 // GetHttpRequestHeaders returns every request header in order; valid in OnHttpRequestHeaders (and later
 // callbacks of the same direction while the host still has the map).
 func GetHttpRequestHeaders() ([][2]string, error) { return GetHeaderMapPairs(MapHTTPRequestHeaders) }
+
+// GetHttpRequestHeadersInto is GetHttpRequestHeaders into the caller's
+// buffers (GetHeaderMapPairsInto).
+func GetHttpRequestHeadersInto(dst []byte, pairs [][2]string) ([][2]string, []byte, error) {
+	return GetHeaderMapPairsInto(dst, pairs, MapHTTPRequestHeaders)
+}
 
 // SetHttpRequestHeaders replaces all request headers with pairs.
 func SetHttpRequestHeaders(pairs [][2]string) error {
@@ -171,6 +201,12 @@ func RemoveHttpRequestTrailer(key string) error {
 // GetHttpResponseHeaders returns every response header in order; valid in OnHttpResponseHeaders (and later
 // callbacks of the same direction while the host still has the map).
 func GetHttpResponseHeaders() ([][2]string, error) { return GetHeaderMapPairs(MapHTTPResponseHeaders) }
+
+// GetHttpResponseHeadersInto is GetHttpResponseHeaders into the caller's
+// buffers (GetHeaderMapPairsInto).
+func GetHttpResponseHeadersInto(dst []byte, pairs [][2]string) ([][2]string, []byte, error) {
+	return GetHeaderMapPairsInto(dst, pairs, MapHTTPResponseHeaders)
+}
 
 // SetHttpResponseHeaders replaces all response headers with pairs.
 func SetHttpResponseHeaders(pairs [][2]string) error {

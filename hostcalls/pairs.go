@@ -72,6 +72,12 @@ func bstr(b []byte) string {
 }
 
 func decodePairs(buf []byte, view bool) ([][2]string, error) {
+	return decodePairsInto(nil, buf, view)
+}
+
+// decodePairsInto is decodePairs that reuses dst's memory for the pairs
+// when it has room (every pair is written: none is left from before).
+func decodePairsInto(dst [][2]string, buf []byte, view bool) ([][2]string, error) {
 	if len(buf) == 0 {
 		return nil, nil
 	}
@@ -84,7 +90,12 @@ func decodePairs(buf []byte, view bool) ([][2]string, error) {
 	}
 	lens := buf[4 : 4+8*n]
 	data := buf[4+8*n:]
-	pairs := make([][2]string, n)
+	var pairs [][2]string
+	if cap(dst) >= n {
+		pairs = dst[:n]
+	} else {
+		pairs = make([][2]string, n)
+	}
 	for i := range pairs {
 		for j := 0; j < 2; j++ {
 			l := int(binary.LittleEndian.Uint32(lens[8*i+4*j:]))
@@ -93,6 +104,7 @@ func decodePairs(buf []byte, view bool) ([][2]string, error) {
 			}
 			switch {
 			case l == 0:
+				pairs[i][j] = ""
 			case view:
 				pairs[i][j] = bstr(data[:l])
 			default:

@@ -43,3 +43,27 @@ func TestDecodePairsViewAllocs(t *testing.T) {
 		t.Errorf("DecodePairs of 6 headers: %v allocations, want a copy per header", got)
 	}
 }
+
+// TestDecodePairsInto checks that decoding into reused pairs reads every
+// map as DecodePairs does, leaves nothing of the previous map (an empty
+// key or value reads as "", not as what the slot held), and allocates
+// nothing when the pairs have room.
+func TestDecodePairsInto(t *testing.T) {
+	first := EncodePairs([][2]string{{":path", "/v1/chat/completions"}, {"x-team", "a"}, {"x-class", "batch"}})
+	second := EncodePairs([][2]string{{"", "v"}, {"x-team", ""}})
+	dst, err := decodePairsInto(nil, first, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodePairsInto(dst[:0], second, true)
+	want, _ := DecodePairs(second)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("decodePairsInto over a previous map = %q, %v; want %q", got, err, want)
+	}
+	if &got[0] != &dst[0] {
+		t.Error("decodePairsInto did not reuse pairs with room")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = decodePairsInto(dst[:0], first, true) }); n != 0 {
+		t.Errorf("decodePairsInto with room: %v allocations, want 0", n)
+	}
+}

@@ -488,7 +488,7 @@ func (pc *pluginContext) readBody(size int) ([]byte, error) {
 // writeBody writes body with req's edits back as the request body
 // (request.send), its short pieces joined in pc.body.
 func (pc *pluginContext) writeBody(req *request, body []byte, priority int, addUsage bool) error {
-	out, err := req.send(pc.body, body, priority, addUsage, hostcalls.ReplaceHttpRequestBody, hostcalls.AppendHttpRequestBody)
+	out, err := req.send(pc.body, &pc.edit, body, priority, addUsage, hostcalls.ReplaceHttpRequestBody, hostcalls.AppendHttpRequestBody)
 	if cap(out) <= keepBuffer {
 		pc.body = out
 	}
@@ -506,14 +506,16 @@ const sendDirect = 1 << 10
 // prepend. Unchanged runs of the body of sendDirect bytes or more go to the
 // host straight from body, so the module never copies them; the short
 // pieces between them (the '{', the inserted members, the values replaced)
-// are joined in scratch, which is returned for reuse. A body with nothing
+// are joined in scratch, which is returned for reuse; the edits' values are
+// built in tmp (nil: a new one), which must outlive no other send. A body with nothing
 // long in it is one replace, as with rewrite. On an error the host's body
 // may hold only some pieces: the caller must not forward it.
-func (r *request) send(scratch, body []byte, priority int, addUsage bool, replace, add func([]byte) error) ([]byte, error) {
-	var pr [24]byte
+func (r *request) send(scratch []byte, tmp *editScratch, body []byte, priority int, addUsage bool, replace, add func([]byte) error) ([]byte, error) {
+	if tmp == nil {
+		tmp = new(editScratch)
+	}
 	var edits [8]edit
-	var ins [insertMax]byte
-	es := r.edits(edits[:0], ins[:0], strconv.AppendInt(pr[:0], int64(priority), 10), addUsage)
+	es := r.edits(edits[:0], tmp.ins[:0], strconv.AppendInt(tmp.pr[:0], int64(priority), 10), addUsage)
 	w := pieceWriter{pending: scratch[:0], replace: replace, add: add}
 	last := 0
 	for _, e := range es {
@@ -529,6 +531,14 @@ func (r *request) send(scratch, body []byte, priority int, addUsage bool, replac
 		w.put(w.pending)
 	}
 	return w.pending[:0], w.err
+}
+
+// editScratch is where send builds the edits' values: kept by the plugin
+// context from request to request, since a value stored in an edit would
+// move a local array to the heap on every request.
+type editScratch struct {
+	pr  [24]byte
+	ins [insertMax]byte
 }
 
 // pieceWriter sends the pieces of a body to the host for send: the first

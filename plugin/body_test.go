@@ -409,7 +409,7 @@ func checkSend(t *testing.T, body []byte, prio int, addUsage bool) {
 	}
 	replace := func(b []byte) error { count(b); return host.set(0, math.MaxInt32, b) }
 	add := func(b []byte) error { count(b); return host.set(math.MaxInt32, 0, b) }
-	if _, err := r.send(nil, body, prio, addUsage, replace, add); err != nil {
+	if _, err := r.send(nil, nil, body, prio, addUsage, replace, add); err != nil {
 		t.Fatalf("send(%q) = %v", body, err)
 	}
 	if !bytes.Equal(host.b, want) {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
@@ -127,10 +128,20 @@ type metrics struct {
 	host metricHost
 	ids  map[string]uint32 // name -> id; failed definitions are not cached
 	buf  []byte            // name scratch
+	// reqs caches the id of each requests_total counter by its labels,
+	// so that counting a request builds no name (its ids entry is kept).
+	reqs map[requestLabels]uint32
+}
+
+// requestLabels name one requests_total counter.
+type requestLabels struct {
+	pool, team string
+	class      fairshare.Class
+	borrowing  bool
 }
 
 func newMetrics(h metricHost) *metrics {
-	return &metrics{host: h, ids: map[string]uint32{}}
+	return &metrics{host: h, ids: map[string]uint32{}, reqs: map[requestLabels]uint32{}}
 }
 
 // id returns the id of the metric named by m.buf, defining it on first use.
@@ -187,8 +198,19 @@ func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
 
 // request counts one scheduled request.
 func (m *metrics) request(pool string, g *fairshare.Grant) {
-	m.buf = appendRequestMetric(m.buf[:0], pool, g.Team, g.Class, g.Borrowing)
-	m.count(1)
+	l := requestLabels{pool, g.Team, g.Class, g.Borrowing}
+	id, ok := m.reqs[l]
+	if !ok {
+		m.buf = appendRequestMetric(m.buf[:0], pool, g.Team, g.Class, g.Borrowing)
+		if id, ok = m.id(counterKind); ok {
+			// The key's strings are copied: g.Team may view a buffer.
+			l.pool, l.team = strings.Clone(pool), strings.Clone(g.Team)
+			m.reqs[l] = id
+		}
+	}
+	if ok {
+		_ = m.host.incrementMetric(id, 1)
+	}
 	if g.Borrowing {
 		m.teamCounter(pool, g.Team, mBorrowed, 1)
 	}

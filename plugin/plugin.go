@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls"
@@ -43,15 +44,20 @@ func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &pluginC
 // pluginContext is one configured instance of the filter in one VM.
 type pluginContext struct {
 	types.DefaultPluginContext
-	cfg     config
-	name    string // plugin name: the shared-data key prefix
-	holder  uint32 // this VM's holder id, random, chosen at the first start
-	rs      records
-	pools   []*poolState // parallel to cfg.pools
-	met     *metrics
-	body    []byte           // rewrite buffer, reused
-	reqBuf  []byte           // decide's request body read buffer, reused (readBody)
-	pending []pendingRelease // releases and charges that failed, retried on tick
+	cfg      config
+	name     string // plugin name: the shared-data key prefix
+	holder   uint32 // this VM's holder id, random, chosen at the first start
+	rs       records
+	pools    []*poolState // parallel to cfg.pools
+	met      *metrics
+	body     []byte           // rewrite buffer, reused
+	reqBuf   []byte           // decide's request body read buffer, reused (readBody)
+	scratch  []byte           // response header values, formatted (reused)
+	hdrBuf   []byte           // headers read (readHeaders), reused
+	respBuf  []byte           // a one-chunk response body (readResponse), reused
+	hdrPairs [][2]string      // the pairs of hdrBuf, reused
+	edit     editScratch      // the body edits' values (request.send)
+	pending  []pendingRelease // releases and charges that failed, retried on tick
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
 	// id given; the wake-up queues of other holders, resolved; when the
@@ -412,34 +418,58 @@ var jsonHeaders = [][2]string{{"content-type", "application/json"}}
 // priority from it.
 func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	pc := h.pc
-	raw, _ := hostcalls.GetHttpRequestHeader(":path")
+	// One host call reads the whole map: the pseudo-headers, the team and
+	// class, and whether the headers to remove are there at all. Keys are
+	// compared as get_header_map_value compares them (Envoy's and this
+	// host's maps hold lower-cased keys; a get lower-cases its key and
+	// returns the first value).
+	hdrs := pc.readHeaders(false)
+	var raw, method, ct string
+	var hasPath, hasMethod, hasCT, hasLength, hasEncoding bool
+	for i := range hdrs {
+		switch hdrs[i][0] {
+		case ":path":
+			if !hasPath {
+				raw, hasPath = hdrs[i][1], true
+			}
+		case ":method":
+			if !hasMethod {
+				method, hasMethod = hdrs[i][1], true
+			}
+		case "content-type":
+			if !hasCT {
+				ct, hasCT = hdrs[i][1], true
+			}
+		case "content-length":
+			hasLength = true
+		case "accept-encoding":
+			hasEncoding = true
+		}
+	}
 	path := cleanPath(raw)
-	method, _ := hostcalls.GetHttpRequestHeader(":method")
 	if pc.cfg.statusPath != "" && path == pc.cfg.statusPath {
 		return h.serveStatus(method)
 	}
 	if method != "POST" || !pc.scheduled(path) {
 		if !eos {
 			h.state = stStrip
-			h.json = jsonContent()
+			h.json = jsonContentType(ct)
 		}
 		return types.ActionContinue
 	}
 	var teams, classes int
 	var team, class string
-	if hdrs, err := hostcalls.GetHttpRequestHeaders(); err == nil {
-		for _, kv := range hdrs {
-			k := kv[0]
-			switch {
-			case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
-				_ = hostcalls.RemoveHttpRequestHeader(k)
-			case strings.EqualFold(k, pc.cfg.teamHeader):
-				teams++
-				team = kv[1]
-			case strings.EqualFold(k, pc.cfg.classHeader):
-				classes++
-				class = kv[1]
-			}
+	for _, kv := range hdrs {
+		k := kv[0]
+		switch {
+		case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
+			_ = hostcalls.RemoveHttpRequestHeader(k)
+		case strings.EqualFold(k, pc.cfg.teamHeader):
+			teams++
+			team = kv[1]
+		case strings.EqualFold(k, pc.cfg.classHeader):
+			classes++
+			class = kv[1]
 		}
 	}
 	if teams > 1 || strings.IndexByte(team, ',') >= 0 {
@@ -455,7 +485,7 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	if team == "" {
 		return h.reply(errNoTeam, "")
 	}
-	h.team = team
+	h.team = pc.intern(team) // team may view pc.hdrBuf: kept, it must not
 	h.class = pc.cfg.defaultClass
 	if class != "" {
 		cl, err := parseClass(strings.ToLower(strings.TrimSpace(class)))
@@ -465,8 +495,13 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		h.class = cl
 	}
 	h.pooling = pc.pooling(path)
-	_ = hostcalls.RemoveHttpRequestHeader("content-length")
-	_ = hostcalls.RemoveHttpRequestHeader("accept-encoding")
+	// Removing an absent header changes nothing: no call for it.
+	if hasLength {
+		_ = hostcalls.RemoveHttpRequestHeader("content-length")
+	}
+	if hasEncoding {
+		_ = hostcalls.RemoveHttpRequestHeader("accept-encoding")
+	}
 	if eos {
 		return h.reply(errNotObject, "")
 	}
@@ -474,12 +509,63 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
-// jsonContent reports whether the request's body is read as JSON by vLLM's
-// server: no content-type, or application/json or application/*+json
-// (FastAPI parses the body as JSON exactly then).
-func jsonContent() bool {
-	ct, err := hostcalls.GetHttpRequestHeader("content-type")
-	if err != nil || strings.TrimSpace(ct) == "" {
+// readHeaders reads the request (or, if response, the response) headers
+// into the plugin context's buffers: the pairs view pc.hdrBuf and are
+// valid until the next readHeaders. Nil when the host answers an error.
+func (pc *pluginContext) readHeaders(response bool) [][2]string {
+	if pc.hdrBuf == nil {
+		pc.hdrBuf = make([]byte, 0, headerBuffer)
+	}
+	read := hostcalls.GetHttpRequestHeadersInto
+	if response {
+		read = hostcalls.GetHttpResponseHeadersInto
+	}
+	hdrs, buf, err := read(pc.hdrBuf, pc.hdrPairs[:0])
+	if cap(buf) <= keepBuffer {
+		pc.hdrBuf = buf[:0]
+	}
+	if err != nil {
+		return nil
+	}
+	if cap(hdrs) <= maxKeptPairs {
+		pc.hdrPairs = hdrs[:0]
+	}
+	return hdrs
+}
+
+// headerBuffer is the first size of the buffer headers are read into:
+// the allocator's arena size, so that, as when the map was read into the
+// arena, no map up to that size is allocated inside
+// proxy_on_memory_allocate (a larger one is, once, and its buffer kept up
+// to keepBuffer); maxKeptPairs bounds the pairs slice kept for the next
+// read.
+const (
+	headerBuffer = hostcalls.ArenaSize
+	maxKeptPairs = 256
+)
+
+// intern returns team as a string that views no buffer: the configured
+// name when a pool lists it (no allocation), else a copy.
+func (pc *pluginContext) intern(team string) string {
+	for _, ps := range pc.pools {
+		for i := range ps.cfg.teams {
+			if n := ps.cfg.teams[i].Name; n == team {
+				return n
+			}
+		}
+	}
+	if team == pc.cfg.defaultTeam {
+		return pc.cfg.defaultTeam
+	}
+	return strings.Clone(team)
+}
+
+// jsonContentType reports whether a request whose content-type header is
+// ct ("" when absent) has a body vLLM's server reads as JSON: no
+// content-type, or application/json or application/*+json (FastAPI parses
+// the body as JSON exactly then).
+func jsonContentType(ct string) bool {
+	if strings.TrimSpace(ct) == "" {
 		return true
 	}
 	if i := strings.IndexByte(ct, ';'); i >= 0 {
@@ -770,17 +856,37 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	if !h.tracking() {
 		return types.ActionContinue
 	}
-	if h.pc.cfg.responseHeaders {
+	// One host call reads :status and content-type (the first value of
+	// each, as get_header_map_value answers), before the writes below.
+	hdrs := h.pc.readHeaders(true)
+	var status, ct string
+	var hasStatus, hasCT bool
+	for i := range hdrs {
+		switch hdrs[i][0] {
+		case ":status":
+			if !hasStatus {
+				status, hasStatus = hdrs[i][1], true
+			}
+		case "content-type":
+			if !hasCT {
+				ct, hasCT = hdrs[i][1], true
+			}
+		}
+	}
+	if pc := h.pc; pc.cfg.responseHeaders {
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderTeam, h.team)
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPool, h.pool.cfg.name)
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, strconv.Itoa(h.prio))
+		// The values are formatted into a buffer kept for the next
+		// response: the host copies them during the call.
+		pc.scratch = strconv.AppendInt(pc.scratch[:0], int64(h.prio), 10)
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, view(pc.scratch))
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderBorrowing, strconv.FormatBool(h.borrowing))
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, strconv.FormatFloat(h.queued.Seconds(), 'f', 3, 64))
+		pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, view(pc.scratch))
 	}
-	if st, err := hostcalls.GetHttpResponseHeader(":status"); err == nil {
-		h.status, _ = strconv.Atoi(st)
+	if hasStatus {
+		h.status, _ = strconv.Atoi(status)
 	}
-	ct, _ := hostcalls.GetHttpResponseHeader("content-type")
 	h.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
 	if h.sse && h.hide {
 		h.scan.hide = true
@@ -792,6 +898,15 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
+// view returns b's bytes as a string without copying them, for a host call
+// that copies them before b changes again.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
 // OnHttpResponseBody reads usage as the chunks pass; for a stream it
 // removes the usage chunk the client did not ask for.
 func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
@@ -799,7 +914,14 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		return types.ActionContinue
 	}
 	var chunk []byte
-	if size > 0 {
+	switch {
+	case size <= 0:
+	case eos && !h.sse && h.resp == nil && !h.overflow && size <= h.pc.cfg.maxResponseBytes:
+		// The whole response in one chunk, read for its usage in this
+		// callback (finish below) and kept by nothing after it: into the
+		// buffer the plugin context keeps.
+		chunk = h.pc.readResponse(size)
+	default:
 		chunk, _ = hostcalls.GetHttpResponseBody(0, size)
 	}
 	if h.sse {
@@ -830,6 +952,17 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		h.finish(true)
 	}
 	return types.ActionContinue
+}
+
+// readResponse reads size bytes of the response body into pc.respBuf
+// (grown to size, and kept up to keepBuffer); the result is valid until
+// the next readResponse.
+func (pc *pluginContext) readResponse(size int) []byte {
+	if cap(pc.respBuf) < size && size <= keepBuffer {
+		pc.respBuf = make([]byte, 0, max(size, 4<<10))
+	}
+	b, _ := hostcalls.GetBufferBytesInto(pc.respBuf, hostcalls.BufferHTTPResponseBody, 0, size)
+	return b
 }
 
 // OnHttpResponseTrailers ends the response.

@@ -67,8 +67,13 @@ type record struct {
 // is valid until the next get of r: update decodes it (the decoder keeps
 // no reference to it) before anything else reads the record.
 func (rs *records) get(r *record) ([]byte, uint32, error) {
-	si, ok := rs.st.(sharedStoreInto)
-	if !ok {
+	if !rs.asserted {
+		// Once: an interface assertion looks its table up on every call.
+		rs.into, _ = rs.st.(sharedStoreInto)
+		rs.asserted = true
+	}
+	si := rs.into
+	if si == nil {
 		return rs.st.GetSharedData(r.key)
 	}
 	if r.rbuf == nil {
@@ -95,6 +100,8 @@ func newRecord(plugin, name string, cfg fairshare.Config) *record {
 // records runs read–decide–compare-and-swap updates on pool records.
 type records struct {
 	st       sharedStore
+	into     sharedStoreInto // st as a sharedStoreInto, or nil (set by get)
+	asserted bool            // into is set
 	holder   uint32
 	sentinel string
 	retries  int          // compare-and-swap retries allowed per update
@@ -196,7 +203,7 @@ func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) 
 	created := false
 	for attempt := 0; ; attempt++ {
 		v, cas, gerr := rs.get(r)
-		if errors.Is(gerr, types.ErrorStatusNotFound) && !created {
+		if gerr != nil && errors.Is(gerr, types.ErrorStatusNotFound) && !created {
 			created = true
 			if err := rs.create(now, r); err != nil {
 				return retries, err

@@ -31,6 +31,14 @@ func (u usage) cost(w costWeights) float64 {
 // integer prompt or completion tokens. Members are read in order, as
 // gjson's ForEach would, so a later valid duplicate wins.
 func readUsage(raw []byte) usage {
+	if u, ok := readFlatUsage(raw); ok {
+		return u
+	}
+	return readUsageMembers(raw)
+}
+
+// readUsageMembers is readUsage for any object, member by member.
+func readUsageMembers(raw []byte) usage {
 	if len(raw) == 0 || raw[0] != '{' {
 		return usage{}
 	}
@@ -46,12 +54,112 @@ func readUsage(raw []byte) usage {
 				u.completion, u.ok = n, true
 			}
 		case "prompt_tokens_details":
+			if end-at == 4 && string(raw[at:end]) == "null" {
+				return // vLLM's default; gjson finds no member in it either
+			}
 			if c := nonNegative(parseValue(raw[at:end]).Get("cached_tokens")); c >= 0 {
 				u.cached = c
 			}
 		}
 	})
 	return u
+}
+
+// readFlatUsage reads a usage object of the form vLLM writes, without a
+// callback per member (each call costs in Wasm): ok only if all of raw is
+// an object without whitespace whose keys are lower-case letters, digits
+// and '_', and whose values are integers of at most 15 digits (below
+// nonNegative's bound, exact as floats), null, or, for
+// prompt_tokens_details, null or {"cached_tokens":integer}. Such an object
+// is valid JSON, and the result is then readUsageMembers' (FuzzReadUsage);
+// anything else is left to it.
+func readFlatUsage(raw []byte) (u usage, ok bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '{' || raw[n-1] != '}' {
+		return usage{}, false
+	}
+	i := 1
+	if raw[i] == '}' {
+		return u, n == 2
+	}
+	for {
+		// "key":
+		if i >= n || raw[i] != '"' {
+			return usage{}, false
+		}
+		ks := i + 1
+		i = ks
+		for i < n && (raw[i] >= 'a' && raw[i] <= 'z' || raw[i] == '_' || raw[i] >= '0' && raw[i] <= '9') {
+			i++
+		}
+		if i == ks || i+1 >= n || raw[i] != '"' || raw[i+1] != ':' {
+			return usage{}, false
+		}
+		key := raw[ks:i]
+		i += 2
+		// The value.
+		var v int64
+		isNull, isObj := false, false
+		switch {
+		case i+4 <= n && string(raw[i:i+4]) == "null":
+			isNull = true
+			i += 4
+		case string(key) == "prompt_tokens_details" && i+17 <= n && string(raw[i:i+17]) == `{"cached_tokens":`:
+			if v, i = flatInt(raw, i+17); i < 0 || i >= n || raw[i] != '}' {
+				return usage{}, false
+			}
+			i++
+			isObj = true
+		default:
+			if v, i = flatInt(raw, i); i < 0 {
+				return usage{}, false
+			}
+		}
+		switch string(key) {
+		case "prompt_tokens":
+			if !isNull && !isObj {
+				u.prompt, u.ok = v, true
+			}
+		case "completion_tokens":
+			if !isNull && !isObj {
+				u.completion, u.ok = v, true
+			}
+		case "prompt_tokens_details":
+			if isObj { // a number (or null) has no cached_tokens
+				u.cached = v
+			}
+		}
+		if i >= n {
+			return usage{}, false
+		}
+		switch raw[i] {
+		case ',':
+			i++
+		case '}':
+			return u, i == n-1
+		default:
+			return usage{}, false
+		}
+	}
+}
+
+// flatInt reads a JSON integer of 1 to 15 digits (no sign, no leading
+// zero) at raw[i] and returns it and the index after it; -1 if there is
+// none, or if a fraction or exponent follows.
+func flatInt(raw []byte, i int) (int64, int) {
+	start := i
+	var v int64
+	for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+		v = v*10 + int64(raw[i]-'0')
+		i++
+	}
+	if d := i - start; d == 0 || d > 15 || d > 1 && raw[start] == '0' {
+		return 0, -1
+	}
+	if i < len(raw) && (raw[i] == '.' || raw[i] == 'e' || raw[i] == 'E') {
+		return 0, -1
+	}
+	return v, i
 }
 
 func nonNegative(v gjson.Result) int64 {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"github.com/tidwall/gjson"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -249,4 +250,32 @@ func TestKeepTail(t *testing.T) {
 	if tail = keepTail(tail, make([]byte, 3*maxTail)); len(tail) != maxTail {
 		t.Errorf("a chunk larger than the tail kept %d bytes", len(tail))
 	}
+}
+
+// FuzzReadUsage: the flat reader (vLLM's usage objects, without a callback
+// per member) either leaves an input to the general one or reads it
+// exactly as the general one does.
+func FuzzReadUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}`,
+		`{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":256}}`,
+		`{"prompt_tokens":1,"prompt_tokens":2}`, `{}`, `{"completion_tokens":0}`, `{"prompt_tokens":012}`,
+		`{"prompt_tokens":1.5}`, `{"prompt_tokens":1e3}`, `{"prompt_tokens":-1}`, `{"prompt_tokens":999999999999999}`,
+		`{"prompt_tokens":9999999999999999}`, `{"prompt_tokens": 3}`, `{"prompt_tokens":3,}`, `{"prompt_tokens":3}}`,
+		`{"prompt_tokens_details":{"cached_tokens":5},"prompt_tokens":4}`, `{"Prompt_tokens":4}`, `{"x":"y"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := readFlatUsage(raw)
+		if !ok {
+			return
+		}
+		if want := readUsageMembers(raw); got != want {
+			t.Errorf("readFlatUsage(%q) = %+v, readUsageMembers = %+v", raw, got, want)
+		}
+		if !gjson.ValidBytes(raw) {
+			t.Errorf("readFlatUsage accepted invalid JSON %q", raw)
+		}
+	})
 }

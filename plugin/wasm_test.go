@@ -445,3 +445,24 @@ func TestWasmTickAndGauges(t *testing.T) {
 		t.Errorf("gauge in_flight b after release = %v, want 0", v)
 	}
 }
+
+// TestWasmInterleavedStreamsKeepTheirTeam: the plugin reads every stream's
+// headers into one buffer it reuses, so a team kept past its headers
+// callback must not view it. Streams of a configured team and of an
+// unknown one (counted under _unknown, its name still answered) are opened
+// on one VM before either is answered: each response names its own team.
+func TestWasmInterleavedStreamsKeepTheirTeam(t *testing.T) {
+	h, _ := start(t, testConfig, 1)
+	teams := []string{"a", "unlisted-team", "b", "another-unlisted"}
+	var open []*host.Stream
+	for _, team := range teams {
+		open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", team}, {"x-padding", strings.Repeat("p", 64)}}, chat("m", 1, "")))
+	}
+	for i, s := range open {
+		respondJSON(s, 3, 1)
+		if v, _ := header(s.ResponseHeaderMap(), "x-fairshare-team"); v != teams[i] {
+			t.Errorf("stream %d: x-fairshare-team = %q, want %q", i, v, teams[i])
+		}
+	}
+	checkIdle(t, h, "small")
+}
