@@ -147,7 +147,7 @@ func (h *httpContext) resume(now time.Time, ps *poolState, g fairshare.Grant) {
 	h.grant = g
 	h.state = stGranted
 	h.prio = g.Priority
-	h.borrowing = g.Borrowing
+	h.borrowing = borrows(&g)
 	h.queued = time.Duration(g.At - g.Arrived)
 	if err := hostcalls.SetEffectiveContext(h.ctxID); err != nil {
 		// The stream is gone without its on_done having run here.

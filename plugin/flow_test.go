@@ -498,3 +498,33 @@ func TestWasmFlowNewVMsTakeTheLearntCompletions(t *testing.T) {
 	respondJSON(s3, 10, 10)
 	checkIdle(t, h, "p")
 }
+
+func TestWasmBorrowedTokensShowAsBorrowing(t *testing.T) {
+	// a reserves 4 sequences and 500 of the pool's 1000 KV tokens. With
+	// one small request of a in flight, a 600-token request of a fits a
+	// sequence of a's but not a's tokens; the pool has them free, so it
+	// goes at once on borrowed tokens, at a borrower's priority, and the
+	// operator sees it as borrowing (header and standing label).
+	cfg := strings.Replace(flowConfig, `"capacity":2`, `"capacity":8,"kv_tokens":1000`, 1)
+	h, _ := start(t, cfg, 1)
+	a1 := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 4, ""))
+	if p := priority(t, a1); p != 0 {
+		t.Fatalf("setup: a's small request at priority %d, want 0", p)
+	}
+	big := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 600, ""))
+	if held(big) {
+		t.Fatal("a's 600-token request held, want it to go on the pool's free tokens")
+	}
+	if p := priority(t, big); p < 10 {
+		t.Errorf("a's request on borrowed tokens at priority %d, want a borrower's (10 or more)", p)
+	}
+	respondJSON(big, 5, 3)
+	if v, _ := header(big.ResponseHeaderMap(), "x-fairshare-borrowing"); v != "true" {
+		t.Errorf("x-fairshare-borrowing = %q, want true for a request on borrowed tokens", v)
+	}
+	respondJSON(a1, 5, 3)
+	if v, _ := header(a1.ResponseHeaderMap(), "x-fairshare-borrowing"); v != "false" {
+		t.Errorf("x-fairshare-borrowing = %q for a within-share request, want false", v)
+	}
+	checkIdle(t, h, "p")
+}

@@ -198,10 +198,11 @@ func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
 
 // request counts one scheduled request.
 func (m *metrics) request(pool string, g *fairshare.Grant) {
-	l := requestLabels{pool, g.Team, g.Class, g.Borrowing}
+	borrowing := borrows(g)
+	l := requestLabels{pool, g.Team, g.Class, borrowing}
 	id, ok := m.reqs[l]
 	if !ok {
-		m.buf = appendRequestMetric(m.buf[:0], pool, g.Team, g.Class, g.Borrowing)
+		m.buf = appendRequestMetric(m.buf[:0], pool, g.Team, g.Class, borrowing)
 		if id, ok = m.id(counterKind); ok {
 			// The key's strings are copied: g.Team may view a buffer.
 			l.pool, l.team = strings.Clone(pool), strings.Clone(g.Team)
@@ -211,7 +212,7 @@ func (m *metrics) request(pool string, g *fairshare.Grant) {
 	if ok {
 		_ = m.host.incrementMetric(id, 1)
 	}
-	if g.Borrowing {
+	if borrowing {
 		m.teamCounter(pool, g.Team, mBorrowed, 1)
 	}
 }

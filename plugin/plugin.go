@@ -21,9 +21,11 @@ const DefaultPluginName = "fairshare"
 // Response headers added to scheduled requests when response_headers is
 // true.
 const (
-	HeaderTeam      = "x-fairshare-team"
-	HeaderPool      = "x-fairshare-pool"
-	HeaderPriority  = "x-fairshare-priority"
+	HeaderTeam     = "x-fairshare-team"
+	HeaderPool     = "x-fairshare-pool"
+	HeaderPriority = "x-fairshare-priority"
+	// HeaderBorrowing is "true" when the request went at a borrower's
+	// priority (see borrows), "false" when within share.
 	HeaderBorrowing = "x-fairshare-borrowing"
 	// HeaderQueueTime is the time the request was held at the gateway, in
 	// seconds with millisecond precision ("0.000" when it went at once).
@@ -410,6 +412,12 @@ func (h *httpContext) reply(e apiError, pool string) types.Action {
 
 var jsonHeaders = [][2]string{{"content-type", "application/json"}}
 
+// borrows reports whether a grant goes at a borrower's priority, as
+// operators see it (x-fairshare-borrowing, the standing label): above its
+// team's reservation in sequences, or within them but on KV tokens
+// borrowed beyond the team's token reservation (Grant.BorrowsTokens).
+func borrows(g *fairshare.Grant) bool { return g.Borrowing || g.BorrowsTokens }
+
 // OnHttpRequestHeaders answers the status endpoint, and for a scheduled
 // request (POST to one of paths, compared after cleanPath) reads its team
 // and class, removes client x-fairshare-* headers, content-length (the body
@@ -733,7 +741,7 @@ func (h *httpContext) decide(size int) types.Action {
 		h.state = stGranted
 		h.grant = g
 		h.prio = g.Priority
-		h.borrowing = g.Borrowing
+		h.borrowing = borrows(&g)
 	case err == nil && outcome == fairshare.Queued:
 		return pc.hold(h, wait)
 	case err == nil:
