@@ -236,6 +236,9 @@ func renderLines(b *strings.Builder, f frame) {
 			n, within, borrow := standing(t)
 			fmt.Fprintf(b, "%s %-*s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
 				at, width, t.label(), n, within, borrow, t.Bands, t.TokPerSec, fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done)
+			if s := t.Status; s != nil && s.Waiting > 0 {
+				fmt.Fprintf(b, ", %d held", s.Waiting)
+			}
 			if t.Errors > 0 {
 				fmt.Fprintf(b, ", %d errors", t.Errors)
 			}

@@ -150,7 +150,7 @@ func TestRenderLines(t *testing.T) {
 		"[ 12s] pool llama-8b: 33/16 in flight, 25 borrowing\n",
 		"[ 12s] search    in flight   5 (within  5, borrowing   0)  priority 0            612 tok/s  TTFT p50   38ms p99   95ms  done 214\n",
 		"[ 12s] chat      in flight   0 (within  0, borrowing   0)  priority -              0 tok/s  TTFT p50      - p99      -  done 0, 2 errors\n",
-		"[ 12s] research  in flight  28 (within  3, borrowing  25)  priority 1, 11-21    1500 tok/s  TTFT p50  2.10s p99  6.00s  done 80\n",
+		"[ 12s] research  in flight  28 (within  3, borrowing  25)  priority 1, 11-21    1500 tok/s  TTFT p50  2.10s p99  6.00s  done 80, 4 held\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("renderLines() lacks %q; got:\n%s", want, got)
