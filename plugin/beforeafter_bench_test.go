@@ -1,13 +1,10 @@
 package plugin_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -101,14 +98,7 @@ func BenchmarkBeforeAfter(b *testing.B) {
 		})
 	}
 
-	upBody := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("content-type", "application/json")
-		_, _ = w.Write(upBody)
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := benchUpstream(b)
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":1}}}]}`
 	proxied := []string{"passthrough", "before", "after"}
 	srv := map[string]*httptest.Server{}
@@ -125,22 +115,7 @@ func BenchmarkBeforeAfter(b *testing.B) {
 	for _, size := range sizes[:3] {
 		body := []byte(size.body)
 		b.Run("proxied/"+size.name, func(b *testing.B) {
-			post := func(base string) time.Duration {
-				req, _ := http.NewRequest("POST", base+"/v1/chat/completions", bytes.NewReader(body))
-				req.Header.Set("content-type", "application/json")
-				req.Header.Set("x-team", "a")
-				t0 := time.Now()
-				r, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				if r.StatusCode != 200 {
-					b.Fatalf("status %d", r.StatusCode)
-				}
-				return time.Since(t0)
-			}
+			post := func(base string) time.Duration { return postChat(b, client, base, "a", body) }
 			lat := map[string][]time.Duration{}
 			for b.Loop() {
 				for _, name := range proxied {

@@ -194,14 +194,7 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 // It reports the median latency of each and their ratio (x-p50).
 func BenchmarkProxiedRequest(b *testing.B) {
 	ctx := context.Background()
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("content-type", "application/json")
-		_, _ = w.Write(resp)
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := benchUpstream(b)
 	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
 	if err != nil {
 		b.Fatal(err)
@@ -225,22 +218,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
 		body := []byte(chatOfSize(size.n))
 		b.Run(size.name, func(b *testing.B) {
-			post := func(base string) time.Duration {
-				req, _ := http.NewRequest("POST", base+"/v1/chat/completions", bytes.NewReader(body))
-				req.Header.Set("content-type", "application/json")
-				req.Header.Set("x-team", "a")
-				t0 := time.Now()
-				r, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				if r.StatusCode != 200 {
-					b.Fatalf("status %d", r.StatusCode)
-				}
-				return time.Since(t0)
-			}
+			post := func(base string) time.Duration { return postChat(b, client, base, "a", body) }
 			var lp, lf []time.Duration
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
@@ -256,6 +234,41 @@ func BenchmarkProxiedRequest(b *testing.B) {
 }
 
 // median returns the median of d (sorted in place).
+// benchUpstream starts a loopback upstream for the proxied benchmarks: it
+// reads the request and answers at once with a small chat completion
+// carrying usage. It is closed when b ends.
+func benchUpstream(b *testing.B) *url.URL {
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-type", "application/json")
+		_, _ = w.Write(resp)
+	}))
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	return u
+}
+
+// postChat posts body as team to base's chat completions path through
+// client, reads the whole answer, fails b unless it is a 200, and returns
+// the time from sending to the end of the answer.
+func postChat(b *testing.B, client *http.Client, base, team string, body []byte) time.Duration {
+	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("x-team", team)
+	t0 := time.Now()
+	r, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		b.Fatalf("status %d", r.StatusCode)
+	}
+	return time.Since(t0)
+}
+
 func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]

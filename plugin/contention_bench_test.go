@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,14 +22,7 @@ import (
 // release), read from the pool's cas_retries_total counter.
 func BenchmarkCASRetries(b *testing.B) {
 	ctx := context.Background()
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("content-type", "application/json")
-		_, _ = w.Write(resp)
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := benchUpstream(b)
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":0.5},"b":{"share":0.5}}}]}`
 	body := []byte(chatOfSize(1 << 10))
 	for _, c := range []struct{ vms, clients int }{{2, 16}, {8, 32}} {
