@@ -152,3 +152,23 @@ func TestCollectorCensorsUnfinished(t *testing.T) {
 		t.Errorf("TTFT p99 = %v, want 11s (censored at the end of the run)", cr.TTFTp99)
 	}
 }
+
+func TestCollectorSequenceTime(t *testing.T) {
+	// Window [2 s, 10 s). a holds a sequence 1–5 s (3 s in the window) and
+	// 6–12 s (4 s); b 3–9 s (6 s) and 0–1 s (none in the window).
+	s := &Scenario{Name: "t", Duration: 10, Warmup: 2, Teams: []TeamSpec{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}}}
+	c := newCollector(s)
+	a := &Request{Team: "a"}
+	b := &Request{Team: "b"}
+	c.occupy(a, time.Second, 5*time.Second)
+	c.occupy(a, 6*time.Second, 12*time.Second)
+	c.occupy(b, 3*time.Second, 9*time.Second)
+	c.occupy(b, 0, time.Second)
+	res := c.result(nil, 12*time.Second)
+	if got, want := res.Teams[0].SeqShare, 7.0/13; math.Abs(got-want) > 1e-12 {
+		t.Errorf("SeqShare a = %v, want %v", got, want)
+	}
+	if got, want := res.Teams[1].SeqShare, 6.0/13; math.Abs(got-want) > 1e-12 {
+		t.Errorf("SeqShare b = %v, want %v", got, want)
+	}
+}

@@ -205,6 +205,21 @@ func (rep *Report) writeShares(b *strings.Builder, rs []*Result) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	b.WriteString("### Sequence-time share (engine sequences held, measured window)\n\n")
+	b.WriteString("The resource a reservation in sequences divides: each request counts from its first scheduling to its finish. Saturated teams: share of the saturated teams' sequence time. Other teams: share of all.\n\n")
+	header(b, []string{"team", "share", "entitled"}, rs)
+	for i, t := range rs[0].Teams {
+		ent := "—"
+		if t.Saturated {
+			ent = fmt.Sprintf("%.3f", t.Entitled)
+		}
+		fmt.Fprintf(b, "| %s | %.2f | %s |", t.Team, t.Share, ent)
+		for _, r := range rs {
+			fmt.Fprintf(b, " %.3f |", r.Teams[i].SeqShare)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 func (rep *Report) writeLatency(b *strings.Builder, rs []*Result, title string, class Class, ttft bool) {

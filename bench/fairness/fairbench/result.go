@@ -49,6 +49,12 @@ type TeamResult struct {
 	// SatShare is Service over the saturated teams' Service (0 if not
 	// saturated).
 	ServiceShare, SatShare float64
+	// SeqShare is the team's part of the engine's sequence time in the
+	// window (each request from its first scheduling to its finish), over
+	// the saturated teams' if the team is saturated, else over all teams':
+	// the resource a reservation in sequences divides, next to SatShare's
+	// service.
+	SeqShare float64
 	// OutputTokens counts the team's output tokens in the window.
 	OutputTokens int
 	// Preemptions counts the preemptions of the team's requests of the
@@ -121,6 +127,7 @@ type collector struct {
 
 	series  [][]float64
 	service []float64 // window
+	seqTime []float64 // window: sequence-seconds, first scheduling to finish
 	cum     []float64 // whole run, for the gap samples
 	tokens  []int
 	waiting []int
@@ -140,6 +147,7 @@ func newCollector(s *Scenario) *collector {
 		c.idx[t] = i
 	}
 	n := len(c.teams)
+	c.seqTime = make([]float64, n)
 	c.bucket = bucketFor(Sec(s.Duration))
 	nb := int((Sec(s.Duration) + c.bucket - 1) / c.bucket)
 	c.series = make([][]float64, n)
@@ -192,6 +200,16 @@ func (c *collector) token(r *Request, k int, t time.Duration) {
 	}
 }
 
+// occupy records that r held an engine sequence from admitted (its first
+// scheduling) to finished: the part inside the window counts to its
+// team's sequence time (a preempted request's gaps count too).
+func (c *collector) occupy(r *Request, admitted, finished time.Duration) {
+	a, f := max(admitted, c.from), min(finished, c.to)
+	if f > a {
+		c.seqTime[c.idx[r.Team]] += (f - a).Seconds()
+	}
+}
+
 // sample records the pool's state at t (every sampling period).
 func (c *collector) sample(t time.Duration, kvFrac, slotFrac float64) {
 	if t < c.from || t >= c.to {
@@ -222,12 +240,14 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			sat[t] = true
 		}
 	}
-	var total, satTotal, satShares float64
+	var total, satTotal, satShares, seqTotal, satSeq float64
 	for i, t := range s.Teams {
 		total += c.service[i]
+		seqTotal += c.seqTime[i]
 		if sat[t.Name] {
 			satTotal += c.service[i]
 			satShares += t.Share
+			satSeq += c.seqTime[i]
 		}
 	}
 	n := len(c.teams)
@@ -242,10 +262,16 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		if total > 0 {
 			tr.ServiceShare = c.service[i] / total
 		}
+		if seqTotal > 0 {
+			tr.SeqShare = c.seqTime[i] / seqTotal
+		}
 		if tr.Saturated {
 			tr.Entitled = t.Share / satShares
 			if satTotal > 0 {
 				tr.SatShare = c.service[i] / satTotal
+			}
+			if satSeq > 0 {
+				tr.SeqShare = c.seqTime[i] / satSeq
 			}
 		}
 		res.Teams[i] = tr

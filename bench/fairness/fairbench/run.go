@@ -369,6 +369,9 @@ func (r *runner) Submit(q *Request, priority int) {
 		},
 		OnFinish: func(rec vllmsim.Record) {
 			q.Finished = rec.Finished.Sub(vllmsim.SimEpoch)
+			if !rec.Admitted.IsZero() {
+				r.col.occupy(q, rec.Admitted.Sub(vllmsim.SimEpoch), q.Finished)
+			}
 			q.Preemptions = rec.Preemptions
 			q.Output = rec.CompletionTokens
 			rep.out--
