@@ -1,7 +1,6 @@
 package fairshare
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -536,7 +535,7 @@ func setString(s *string, b []byte) bool {
 // read too. Cost: O(len(data)), plus O(n log n) name comparisons when
 // the names change.
 func (p *Pool) UnmarshalBinary(data []byte) error {
-	if p.lastOK && bytes.Equal(data, p.last) {
+	if p.lastOK && equalBytes(data, p.last) {
 		return nil // p is the record it encoded last, unchanged since
 	}
 	p.lastOK = false
@@ -579,7 +578,7 @@ func (p *Pool) decode(data []byte) error {
 	}
 	static := d.b[d.off : d.off+int(size)]
 	d.off += int(size)
-	if !p.staticOK || !bytes.Equal(static, p.static) || p.staticV4 != (v == recordVersion) {
+	if !p.staticOK || !equalBytes(static, p.static) || p.staticV4 != (v == recordVersion) {
 		p.invalidate()
 		if err := p.decodeStatic(static, v == recordVersion); err != nil {
 			return err
@@ -819,7 +818,14 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 	}
 	p.holders = p.holders[:nh]
 	cur := p.window(st)
-	for k := range p.holders {
+	k0 := 0
+	if v4 && !slowHolders {
+		k0 = p.decodeHoldersFast(d, cur)
+		if d.err != nil {
+			return d.err
+		}
+	}
+	for k := k0; k < len(p.holders); k++ {
 		h := &p.holders[k]
 		if d.left() < 12 {
 			return errTruncated
@@ -932,6 +938,78 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 	return nil
 }
 
+// slowHolders turns decodeHoldersFast off, for the test that compares it
+// with the general path.
+var slowHolders = false
+
+// decodeHoldersFast reads the holders of a version 4 record, from the
+// first, as long as each has its twelve bytes, ascends, and its count of
+// counts and every count take one byte per field and carry no tokens (the
+// common case), with the checks of decodeDynamic and decodeCounts. It
+// returns the index of the first holder it did not read, d.off at its
+// start, for them to read; a corrupt count sets d.err to errCorrupt. It
+// makes no call and decides with arithmetic rather than branches where it
+// can: in Wasm, Go compiles every call and every taken branch to a jump
+// through the function's dispatch table.
+func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
+	b, o := d.b, d.off
+	n := len(p.teams)
+	checkGen := boolInt(p.requestTimeout > 0)
+	genMin := p.genMin
+	k := 0
+	for ; k < len(p.holders); k++ {
+		h := &p.holders[k]
+		if len(b)-o < 13 || b[o+12] >= 0x80 {
+			break
+		}
+		id := le.Uint32(b[o:])
+		if k > 0 && id <= p.holders[k-1].id {
+			break
+		}
+		m := int(b[o+12])
+		if m > (len(b)-o-13)/4 {
+			break
+		}
+		body := b[o+13 : o+13+4*m]
+		bits := uint32(0)
+		for i := 0; i+4 <= len(body); i += 4 {
+			bits |= le.Uint32(body[i:])
+		}
+		if bits&0x80808180 != 0 {
+			break // a long varint or the token bit
+		}
+		h.id = id
+		h.seen = int64(le.Uint64(b[o+4:]))
+		h.waits = 0
+		o += 13 + 4*m
+		counts := slices.Grow(h.counts[:0], m)[:m]
+		pt, pg := -1, int64(0)
+		for j := range counts {
+			x := le.Uint32(body[4*j:])
+			dg := int64(x>>9) & 0x3f
+			team, within, borrowing := int(x&0x7f), int(x>>16&0x7f), int(x>>24)
+			gen := cur - (dg>>1 ^ -(dg & 1))
+			bad := boolInt(team >= n) | boolInt(within|borrowing == 0) |
+				boolInt(pt > team) | boolInt(pt == team)&boolInt(pg >= gen) |
+				boolInt(gen > cur) | checkGen&boolInt(gen < cur-1)
+			if bad != 0 {
+				d.fail(errCorrupt)
+				return k
+			}
+			counts[j] = holderCount{team: team, gen: gen, within: within, borrowing: borrowing}
+			pt, pg = team, gen
+			genMin = min(genMin, gen)
+			e := &p.teams[team]
+			e.within += within
+			e.borrowing += borrowing
+		}
+		h.counts = counts
+	}
+	p.genMin = genMin
+	d.off = o
+	return k
+}
+
 // decodeCounts reads the counts of holder h (the same in versions 1 to
 // 3; v4: with the token bit and tokens) and adds them to their teams.
 func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
@@ -1021,6 +1099,28 @@ func (p *Pool) decodeEnd(d *decoder) error {
 		}
 	}
 	return nil
+}
+
+// equalBytes reports whether a and b hold the same bytes, as bytes.Equal.
+// It compares eight bytes at a time: in Wasm, bytes.Equal is a loop over
+// single bytes, and the static section and the last record, which every
+// decode compares, take hundreds of them.
+func equalBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		if le.Uint64(a[i:]) != le.Uint64(b[i:]) {
+			return false
+		}
+	}
+	for ; i < len(a); i++ {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func boolInt(b bool) int {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -669,5 +671,54 @@ func TestBatchAgingStaysLocal(t *testing.T) {
 	q.SetBatchAging(-time.Second)
 	if got := q.Config().BatchAging; got != 0 {
 		t.Errorf("SetBatchAging(-1s): BatchAging = %v, want 0", got)
+	}
+}
+
+// TestDecodeHoldersFastMatchesGeneral: the holder fast path decodes every
+// record, valid or with bytes changed at random, exactly as the general
+// path: the same error, or the same pool.
+func TestDecodeHoldersFastMatchesGeneral(t *testing.T) {
+	tokens := queuePool(3, 5)
+	for i := range 4 {
+		tokens.Arrive(at(time.Second), Request{Holder: uint32(7 + i), ID: uint64(100 + i), Team: "team-000", Tokens: 300, Estimate: 1})
+	}
+	var recs [][]byte
+	for _, p := range []*Pool{bigPool(8, 4), bigPool(32, 16), bigPool(200, 40), queuePool(3, 5), tokens} {
+		b, _ := p.AppendBinary(nil)
+		recs = append(recs, b)
+	}
+	decode := func(data []byte, slow bool) (*Pool, error) {
+		slowHolders = slow
+		defer func() { slowHolders = false }()
+		var p Pool
+		return &p, p.UnmarshalBinary(data)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	checked, fails := 0, 0
+	for _, rec := range recs {
+		for trial := range 3000 {
+			data := slices.Clone(rec)
+			for range trial % 4 {
+				// Mostly in the holders, near the end of the record.
+				i := len(data) - 1 - rng.IntN(min(len(data), 600))
+				if rng.IntN(2) == 0 {
+					data[i] ^= byte(1) << rng.IntN(8)
+				} else {
+					data[i] = byte(rng.IntN(256))
+				}
+			}
+			fast, err := decode(data, false)
+			slow, errS := decode(data, true)
+			if err != errS || err == nil && (dump(fast) != dump(slow) || fast.genMin != slow.genMin) {
+				t.Fatalf("fast path: %v, general: %v\n%s\n%s", err, errS, dump(fast), dump(slow))
+			}
+			checked++
+			if err != nil {
+				fails++
+			}
+		}
+	}
+	if fails == 0 || fails == checked {
+		t.Fatalf("%d of %d records failed to decode: the mutations test nothing", fails, checked)
 	}
 }
