@@ -270,6 +270,56 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, p.static...)
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
+	if cap(b)-len(b) >= p.dynamicBound() {
+		b = p.appendDynamicFast(b, st)
+	} else {
+		b = p.appendDynamic(b, st)
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.waits)))
+	prev := st
+	for k := range p.waits {
+		w := &p.waits[k]
+		var f byte
+		if w.class == Batch {
+			f |= waitBatch
+		}
+		if w.estimate != 0 {
+			f |= waitEstimate
+		}
+		if w.tokens != 0 {
+			f |= waitTokens
+		}
+		hi := p.findHolder(w.holder)
+		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
+			b = append(b, byte(hi), byte(w.team), f)
+		} else {
+			b = binary.AppendUvarint(b, uint64(hi))
+			b = binary.AppendUvarint(b, uint64(w.team))
+			b = append(b, f)
+		}
+		b = binary.AppendUvarint(b, w.id)
+		if k == 0 {
+			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
+		} else {
+			b = binary.AppendUvarint(b, uint64(w.arrival)-uint64(prev))
+		}
+		prev = w.arrival
+		if f&waitTokens != 0 {
+			b = binary.AppendUvarint(b, uint64(w.tokens))
+		}
+		if f&waitEstimate != 0 {
+			b = le.AppendUint64(b, math.Float64bits(w.estimate))
+		}
+	}
+	p.last = append(p.last[:0], b[start:]...)
+	p.lastOK = true
+	return b, nil
+}
+
+// appendDynamic appends the entries' dynamic fields and the holders of p
+// to b (the part of the record between the usage time and the waiting
+// requests), growing b as it goes.
+func (p *Pool) appendDynamic(b []byte, st int64) []byte {
 	for i := range p.teams {
 		e := &p.teams[i]
 		var f byte
@@ -337,45 +387,108 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 			}
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(p.waits)))
-	prev := st
-	for k := range p.waits {
-		w := &p.waits[k]
-		var f byte
-		if w.class == Batch {
-			f |= waitBatch
-		}
-		if w.estimate != 0 {
-			f |= waitEstimate
-		}
-		if w.tokens != 0 {
-			f |= waitTokens
-		}
-		hi := p.findHolder(w.holder)
-		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
-			b = append(b, byte(hi), byte(w.team), f)
-		} else {
-			b = binary.AppendUvarint(b, uint64(hi))
-			b = binary.AppendUvarint(b, uint64(w.team))
-			b = append(b, f)
-		}
-		b = binary.AppendUvarint(b, w.id)
-		if k == 0 {
-			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
-		} else {
-			b = binary.AppendUvarint(b, uint64(w.arrival)-uint64(prev))
-		}
-		prev = w.arrival
-		if f&waitTokens != 0 {
-			b = binary.AppendUvarint(b, uint64(w.tokens))
-		}
-		if f&waitEstimate != 0 {
-			b = le.AppendUint64(b, math.Float64bits(w.estimate))
+	return b
+}
+
+// dynamicBound is an upper bound on the bytes appendDynamic appends.
+func (p *Pool) dynamicBound() int {
+	const v = binary.MaxVarintLen64
+	n := 33*len(p.teams) + v
+	for i := range p.teams {
+		if k := len(p.teams[i].phantoms); k > 0 {
+			n += v + k*(8+4*v)
 		}
 	}
-	p.last = append(p.last[:0], b[start:]...)
-	p.lastOK = true
-	return b, nil
+	for i := range p.holders {
+		n += 12 + v + 6*v*len(p.holders[i].counts)
+	}
+	return n
+}
+
+// appendDynamicFast is appendDynamic for a b with room for dynamicBound
+// bytes: it writes in place rather than appending, and so makes no call in
+// its loops. In Wasm, Go saves and reloads the live values around every
+// call site, append's included, even when the call is not taken.
+func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
+	n := len(b)
+	w := b[:cap(b)]
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		w[n] = f
+		n++
+		if f&flagUsage != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.usage))
+			n += 8
+		}
+		if f&flagEstimate != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.estimate))
+			n += 8
+		}
+		if f&flagPenalty != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.penalty))
+			n += 8
+		}
+		if f&flagLastUpdate != 0 {
+			le.PutUint64(w[n:], uint64(e.lastUpdate))
+			n += 8
+		}
+		if f&flagPhantoms != 0 {
+			n += binary.PutUvarint(w[n:], uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				le.PutUint64(w[n:], uint64(g.until))
+				n += 8
+				n += binary.PutUvarint(w[n:], uint64(g.within))
+				n += binary.PutUvarint(w[n:], uint64(g.borrowing))
+				n += binary.PutUvarint(w[n:], uint64(g.wTok))
+				n += binary.PutUvarint(w[n:], uint64(g.bTok))
+			}
+		}
+	}
+	n += binary.PutUvarint(w[n:], uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		le.PutUint32(w[n:], h.id)
+		le.PutUint64(w[n+4:], uint64(h.seen))
+		n += 12
+		n += binary.PutUvarint(w[n:], uint64(len(h.counts)))
+		for _, c := range h.counts {
+			dg := cur - c.gen // 0 or 1 in a consistent record
+			tok := c.wTok|c.bTok != 0
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+				le.PutUint32(w[n:], uint32(c.team)|uint32(byte(dg<<2)|byte(boolInt(tok)))<<8|
+					uint32(c.within)<<16|uint32(c.borrowing)<<24)
+				n += 4
+			} else {
+				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
+				n += binary.PutUvarint(w[n:], uint64(c.team))
+				n += binary.PutUvarint(w[n:], z<<1|uint64(boolInt(tok)))
+				n += binary.PutUvarint(w[n:], uint64(c.within))
+				n += binary.PutUvarint(w[n:], uint64(c.borrowing))
+			}
+			if tok {
+				n += binary.PutUvarint(w[n:], uint64(c.wTok))
+				n += binary.PutUvarint(w[n:], uint64(c.bTok))
+			}
+		}
+	}
+	return w[:n]
 }
 
 // le is the byte order of the record's fixed-width fields.
