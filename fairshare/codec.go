@@ -889,34 +889,9 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
-			// Every group takes at least ten bytes.
-			m := d.bounded(uint64(d.left() / 10))
-			if m == 0 && d.err == nil {
-				return errCorrupt
+			if err := p.decodePhantoms(d, e, v4); err != nil {
+				return err
 			}
-			e.phantoms = slices.Grow(e.phantoms, m)
-			for k := 0; k < m && d.err == nil; k++ {
-				g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-				if v4 {
-					g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-				}
-				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
-					g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
-					return errCorrupt
-				}
-				e.phantoms = append(e.phantoms, g)
-				e.pWithin += g.within
-				e.pBorrowing += g.borrowing
-				e.pwTok += g.wTok
-				e.pbTok += g.bTok
-				if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
-					return errCorrupt
-				}
-			}
-			if d.err != nil {
-				return d.err
-			}
-			p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
 			o = d.off
 		}
 	}
@@ -962,6 +937,41 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		p.waits = p.waits[:0]
 	}
 	return p.decodeEnd(d)
+}
+
+// decodePhantoms reads the phantom groups of entry e (v4: with tokens),
+// apart from decodeDynamic's loop over the entries: a call in that loop,
+// even one not taken, costs every entry in Wasm.
+func (p *Pool) decodePhantoms(d *decoder, e *entry, v4 bool) error {
+	// Every group takes at least ten bytes.
+	m := d.bounded(uint64(d.left() / 10))
+	if m == 0 && d.err == nil {
+		return errCorrupt
+	}
+	e.phantoms = slices.Grow(e.phantoms, m)
+	for k := 0; k < m && d.err == nil; k++ {
+		g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
+		if v4 {
+			g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+		}
+		if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
+			g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
+			return errCorrupt
+		}
+		e.phantoms = append(e.phantoms, g)
+		e.pWithin += g.within
+		e.pBorrowing += g.borrowing
+		e.pwTok += g.wTok
+		e.pbTok += g.bTok
+		if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
+			return errCorrupt
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
+	return nil
 }
 
 // maxTokenSum bounds a team's token sums in a decoded record (each count
