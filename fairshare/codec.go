@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 )
@@ -849,28 +848,63 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		if f&^flagsDynamic != 0 {
 			return errCorrupt
 		}
-		// The fixed-width fields, read in one go.
-		need := 8 * bits.OnesCount8(f&(flagUsage|flagEstimate|flagPenalty|flagLastUpdate))
+		// The fixed-width fields, read in one go: when 32 bytes are left,
+		// the four slots they may take are read whatever the flags, and
+		// each field picks its slot with arithmetic (no branch: in Wasm,
+		// Go makes every taken branch a jump through a dispatch table).
+		nu, ne, np, nl := int(f>>2&1), int(f>>4&1), int(f>>7&1), int(f>>3&1)
+		need := 8 * (nu + ne + np + nl)
 		if len(b)-o < need {
 			return errTruncated
 		}
-		fb := b[o : o+need]
+		var wu, we, wp, wl uint64
+		if len(b)-o >= 32 && !slowDecode {
+			s := b[o : o+32]
+			w0, w1, w2, w3 := le.Uint64(s), le.Uint64(s[8:]), le.Uint64(s[16:]), le.Uint64(s[24:])
+			wu, we, wp, wl = w0, w0, w0, w0
+			if nu != 0 {
+				we = w1
+			}
+			k := nu + ne
+			if k == 1 {
+				wp = w1
+			}
+			if k == 2 {
+				wp = w2
+			}
+			k += np
+			if k == 1 {
+				wl = w1
+			}
+			if k == 2 {
+				wl = w2
+			}
+			if k == 3 {
+				wl = w3
+			}
+			wu &= -uint64(nu)
+			we &= -uint64(ne)
+			wp &= -uint64(np)
+			wl &= -uint64(nl)
+		} else {
+			fb := b[o : o+need]
+			if nu != 0 {
+				wu, fb = le.Uint64(fb), fb[8:]
+			}
+			if ne != 0 {
+				we, fb = le.Uint64(fb), fb[8:]
+			}
+			if np != 0 {
+				wp, fb = le.Uint64(fb), fb[8:]
+			}
+			if nl != 0 {
+				wl = le.Uint64(fb)
+			}
+		}
 		o += need
-		usage, estimate, penalty := 0.0, 0.0, 0.0
-		if f&flagUsage != 0 {
-			usage = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if f&flagEstimate != 0 {
-			estimate = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if f&flagPenalty != 0 {
-			penalty = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if !(usage >= 0 && usage <= maxUsage && estimate >= 0 && estimate <= maxUsage &&
-			penalty >= 0 && penalty <= maxUsage) {
+		usage, estimate, penalty := math.Float64frombits(wu), math.Float64frombits(we), math.Float64frombits(wp)
+		if boolInt(usage >= 0)&boolInt(usage <= maxUsage)&boolInt(estimate >= 0)&boolInt(estimate <= maxUsage)&
+			boolInt(penalty >= 0)&boolInt(penalty <= maxUsage) == 0 {
 			return errCorrupt
 		}
 		if summed {
@@ -880,10 +914,7 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 			usage -= penalty
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
-		e.updated, e.lastUpdate = false, 0
-		if f&flagLastUpdate != 0 {
-			e.updated, e.lastUpdate = true, int64(le.Uint64(fb))
-		}
+		e.updated, e.lastUpdate = nl != 0, int64(wl)
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
 		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
 		e.phantoms = e.phantoms[:0]
@@ -907,7 +938,7 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 	p.holders = p.holders[:nh]
 	cur := p.window(st)
 	k0 := 0
-	if v4 && !slowHolders {
+	if v4 && !slowDecode {
 		k0 = p.decodeHoldersFast(d, cur)
 		if d.err != nil {
 			return d.err
@@ -1061,9 +1092,10 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 	return nil
 }
 
-// slowHolders turns decodeHoldersFast off, for the test that compares it
-// with the general path.
-var slowHolders = false
+// slowDecode turns decodeHoldersFast and the in-one-go read of the
+// entries' fixed-width fields off, for the test that compares them with
+// the general path.
+var slowDecode = false
 
 // decodeHoldersFast reads the holders of a version 4 record, from the
 // first, as long as each has its twelve bytes, ascends, and its count of

@@ -674,10 +674,11 @@ func TestBatchAgingStaysLocal(t *testing.T) {
 	}
 }
 
-// TestDecodeHoldersFastMatchesGeneral: the holder fast path decodes every
-// record, valid or with bytes changed at random, exactly as the general
-// path: the same error, or the same pool.
-func TestDecodeHoldersFastMatchesGeneral(t *testing.T) {
+// TestDecodeFastMatchesGeneral: the fast paths of decoding (holders,
+// entries' fixed-width fields) decode every record, valid or with bytes
+// changed at random, exactly as the general path: the same error, or the
+// same pool.
+func TestDecodeFastMatchesGeneral(t *testing.T) {
 	tokens := queuePool(3, 5)
 	for i := range 4 {
 		tokens.Arrive(at(time.Second), Request{Holder: uint32(7 + i), ID: uint64(100 + i), Team: "team-000", Tokens: 300, Estimate: 1})
@@ -688,8 +689,8 @@ func TestDecodeHoldersFastMatchesGeneral(t *testing.T) {
 		recs = append(recs, b)
 	}
 	decode := func(data []byte, slow bool) (*Pool, error) {
-		slowHolders = slow
-		defer func() { slowHolders = false }()
+		slowDecode = slow
+		defer func() { slowDecode = false }()
 		var p Pool
 		return &p, p.UnmarshalBinary(data)
 	}
@@ -699,8 +700,11 @@ func TestDecodeHoldersFastMatchesGeneral(t *testing.T) {
 		for trial := range 3000 {
 			data := slices.Clone(rec)
 			for range trial % 4 {
-				// Mostly in the holders, near the end of the record.
-				i := len(data) - 1 - rng.IntN(min(len(data), 600))
+				// Half in the holders, near the end of the record.
+				i := rng.IntN(len(data))
+				if rng.IntN(2) == 0 {
+					i = len(data) - 1 - rng.IntN(min(len(data), 600))
+				}
 				if rng.IntN(2) == 0 {
 					data[i] ^= byte(1) << rng.IntN(8)
 				} else {
