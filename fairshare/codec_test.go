@@ -726,3 +726,28 @@ func TestDecodeFastMatchesGeneral(t *testing.T) {
 		t.Fatalf("%d of %d records failed to decode: the mutations test nothing", fails, checked)
 	}
 }
+
+// TestEqualWordsMatchesBytesEqual: equalWords (equalBytes in Wasm) agrees
+// with bytes.Equal on random pairs, equal or differing in one byte
+// anywhere, of every length up to 40.
+func TestEqualWordsMatchesBytesEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 20000 {
+		a := make([]byte, rng.IntN(41))
+		for i := range a {
+			a[i] = byte(rng.IntN(3))
+		}
+		b := slices.Clone(a)
+		switch trial % 3 {
+		case 1:
+			if len(b) > 0 {
+				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			}
+		case 2:
+			b = b[:rng.IntN(len(b)+1)]
+		}
+		if got, want := equalWords(a, b), bytes.Equal(a, b); got != want || equalBytes(a, b) != want {
+			t.Fatalf("%x vs %x: equalWords %v, bytes.Equal %v", a, b, got, want)
+		}
+	}
+}

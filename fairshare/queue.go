@@ -476,7 +476,7 @@ func (p *Pool) rankAll() []int {
 	lf := p.levelFairshares()
 	n := len(lf)
 	h := append(p.higher[:0], lf...)
-	sortFloats(h)
+	slices.Sort(h)
 	p.higher = h
 	if cap(p.ranks) < n {
 		p.ranks = make([]int, n, n+4)

@@ -1,7 +1,6 @@
 package fairshare
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -87,29 +86,8 @@ func (p *Pool) denseRank(lf []float64, x float64) int {
 		}
 	}
 	p.higher = h
-	sortFloats(h)
+	slices.Sort(h)
 	return tieGroups(h, nil)
-}
-
-// sortFloats sorts h ascending, as slices.Sort: by insertion, without a
-// call, when h is short (a pool's entries), else with slices.Sort. In
-// Wasm, where Go makes every call costly, slices.Sort's recursion and
-// helpers cost several times the comparisons. Only equal values (or
-// NaNs) can end up in another order, and they are indistinguishable in
-// what the callers read: LF values are never -0 nor NaN.
-func sortFloats(h []float64) {
-	if len(h) > 64 {
-		slices.Sort(h)
-		return
-	}
-	for i := 1; i < len(h); i++ {
-		v := h[i]
-		j := i
-		for ; j > 0 && cmp.Less(v, h[j-1]); j-- {
-			h[j] = h[j-1]
-		}
-		h[j] = v
-	}
 }
 
 // tieGroups walks h, sorted ascending, from its highest value down,
