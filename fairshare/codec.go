@@ -1102,8 +1102,8 @@ var slowDecode = false
 // decodeHoldersFast reads the holders of a version 4 record, from the
 // first, as long as each has its twelve bytes, ascends, and its count of
 // counts and every count take one byte per field and carry no tokens (the
-// common case), with the checks of decodeDynamic and decodeCounts. It
-// returns the index of the first holder it did not read, d.off at its
+// common case) and its buffer has room for them, with the checks of
+// decodeDynamic and decodeCounts. It returns the index of the first holder it did not read, d.off at its
 // start, for them to read; a corrupt count sets d.err to errCorrupt. It
 // makes no call and decides with arithmetic rather than branches where it
 // can: in Wasm, Go compiles every call and every taken branch to a jump
@@ -1135,11 +1135,14 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 		if bits&0x80808180 != 0 {
 			break // a long varint or the token bit
 		}
+		if cap(h.counts) < m {
+			break // the general path grows the buffer (a call)
+		}
 		h.id = id
 		h.seen = int64(le.Uint64(b[o+4:]))
 		h.waits = 0
 		o += 13 + 4*m
-		counts := slices.Grow(h.counts[:0], m)[:m]
+		counts := h.counts[:m]
 		pt, pg := -1, int64(0)
 		for j := range counts {
 			x := le.Uint32(body[4*j:])
@@ -1160,7 +1163,7 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 			e.within += within
 			e.borrowing += borrowing
 		}
-		h.counts = counts
+		h.counts = h.counts[:m] // no write barrier (a call) for a self-slice
 	}
 	p.genMin = genMin
 	d.off = o
