@@ -258,7 +258,11 @@ func (p *Pool) appendStatic(b []byte) []byte {
 // above). It never fails; the error is there for encoding.BinaryAppender.
 // p keeps a copy of the record for UnmarshalBinary. Cost: O(size of the
 // record); no allocation when b has room and the static section and the
-// copy are cached (the record did not grow).
+// copy are cached (the record did not grow). A b that is not nil (a
+// buffer the caller reuses) is first grown to hold a bound of the entries'
+// and holders' part (dynamicBound, about twice its size) past its length,
+// so that they are written in place (in Wasm every append costs a call
+// site); a nil b gets a record sized by append.
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
@@ -271,10 +275,10 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, p.static...)
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
-	if cap(b)-len(b) >= p.dynamicBound() {
-		b = p.appendDynamicFast(b, st)
+	if b == nil {
+		b = p.appendDynamic(b, st) // a record of its own: no room to spare
 	} else {
-		b = p.appendDynamic(b, st)
+		b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
 	}
 	b = binary.AppendUvarint(b, uint64(len(p.waits)))
 	prev := st
@@ -408,8 +412,8 @@ func (p *Pool) dynamicBound() int {
 
 // appendDynamicFast is appendDynamic for a b with room for dynamicBound
 // bytes: it writes in place rather than appending, and so makes no call in
-// its loops. In Wasm, Go saves and reloads the live values around every
-// call site, append's included, even when the call is not taken.
+// its loops. In Wasm, Go saves and reloads the live values around a call
+// site, append's included, and splits the function at it.
 func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 	n := len(b)
 	w := b[:cap(b)]
