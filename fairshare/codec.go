@@ -1104,14 +1104,15 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 var slowDecode = false
 
 // decodeHoldersFast reads the holders of a version 4 record, from the
-// first, as long as each has its twelve bytes, ascends, and its count of
+// first, as long as each has its twelve bytes, ascends, its count of
 // counts and every count take one byte per field and carry no tokens (the
 // common case) and its buffer has room for them, with the checks of
-// decodeDynamic and decodeCounts. It returns the index of the first holder it did not read, d.off at its
-// start, for them to read; a corrupt count sets d.err to errCorrupt. It
-// makes no call and decides with arithmetic rather than branches where it
-// can: in Wasm, Go compiles every call and every taken branch to a jump
-// through the function's dispatch table.
+// decodeDynamic and decodeCounts. It returns the index of the first
+// holder it did not read, d.off at its start, for the general path to
+// read; a corrupt count sets d.err to errCorrupt. It makes no call but on
+// that error, and decides with arithmetic rather than branches where it
+// can: in Wasm, Go compiles every taken branch to a jump through the
+// function's dispatch table, and saves live values around a call site.
 func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 	b, o := d.b, d.off
 	n := len(p.teams)
