@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"math/bits"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -258,7 +258,11 @@ func (p *Pool) appendStatic(b []byte) []byte {
 // above). It never fails; the error is there for encoding.BinaryAppender.
 // p keeps a copy of the record for UnmarshalBinary. Cost: O(size of the
 // record); no allocation when b has room and the static section and the
-// copy are cached (the record did not grow).
+// copy are cached (the record did not grow). A b that is not nil (a
+// buffer the caller reuses) is first grown to hold a bound of the entries'
+// and holders' part (dynamicBound, about twice its size) past its length,
+// so that they are written in place (in Wasm every append costs a call
+// site); a nil b gets a record sized by append.
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
@@ -271,6 +275,56 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, p.static...)
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
+	if b == nil {
+		b = p.appendDynamic(b, st) // a record of its own: no room to spare
+	} else {
+		b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.waits)))
+	prev := st
+	for k := range p.waits {
+		w := &p.waits[k]
+		var f byte
+		if w.class == Batch {
+			f |= waitBatch
+		}
+		if w.estimate != 0 {
+			f |= waitEstimate
+		}
+		if w.tokens != 0 {
+			f |= waitTokens
+		}
+		hi := p.findHolder(w.holder)
+		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
+			b = append(b, byte(hi), byte(w.team), f)
+		} else {
+			b = binary.AppendUvarint(b, uint64(hi))
+			b = binary.AppendUvarint(b, uint64(w.team))
+			b = append(b, f)
+		}
+		b = binary.AppendUvarint(b, w.id)
+		if k == 0 {
+			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
+		} else {
+			b = binary.AppendUvarint(b, uint64(w.arrival)-uint64(prev))
+		}
+		prev = w.arrival
+		if f&waitTokens != 0 {
+			b = binary.AppendUvarint(b, uint64(w.tokens))
+		}
+		if f&waitEstimate != 0 {
+			b = le.AppendUint64(b, math.Float64bits(w.estimate))
+		}
+	}
+	p.last = append(p.last[:0], b[start:]...)
+	p.lastOK = true
+	return b, nil
+}
+
+// appendDynamic appends the entries' dynamic fields and the holders of p
+// to b (the part of the record between the usage time and the waiting
+// requests), growing b as it goes.
+func (p *Pool) appendDynamic(b []byte, st int64) []byte {
 	for i := range p.teams {
 		e := &p.teams[i]
 		var f byte
@@ -338,45 +392,108 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 			}
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(p.waits)))
-	prev := st
-	for k := range p.waits {
-		w := &p.waits[k]
-		var f byte
-		if w.class == Batch {
-			f |= waitBatch
-		}
-		if w.estimate != 0 {
-			f |= waitEstimate
-		}
-		if w.tokens != 0 {
-			f |= waitTokens
-		}
-		hi := p.findHolder(w.holder)
-		if uint(hi) < 0x80 && uint(w.team) < 0x80 {
-			b = append(b, byte(hi), byte(w.team), f)
-		} else {
-			b = binary.AppendUvarint(b, uint64(hi))
-			b = binary.AppendUvarint(b, uint64(w.team))
-			b = append(b, f)
-		}
-		b = binary.AppendUvarint(b, w.id)
-		if k == 0 {
-			b = binary.AppendUvarint(b, uint64(st)-uint64(w.arrival))
-		} else {
-			b = binary.AppendUvarint(b, uint64(w.arrival)-uint64(prev))
-		}
-		prev = w.arrival
-		if f&waitTokens != 0 {
-			b = binary.AppendUvarint(b, uint64(w.tokens))
-		}
-		if f&waitEstimate != 0 {
-			b = le.AppendUint64(b, math.Float64bits(w.estimate))
+	return b
+}
+
+// dynamicBound is an upper bound on the bytes appendDynamic appends.
+func (p *Pool) dynamicBound() int {
+	const v = binary.MaxVarintLen64
+	n := 33*len(p.teams) + v
+	for i := range p.teams {
+		if k := len(p.teams[i].phantoms); k > 0 {
+			n += v + k*(8+4*v)
 		}
 	}
-	p.last = append(p.last[:0], b[start:]...)
-	p.lastOK = true
-	return b, nil
+	for i := range p.holders {
+		n += 12 + v + 6*v*len(p.holders[i].counts)
+	}
+	return n
+}
+
+// appendDynamicFast is appendDynamic for a b with room for dynamicBound
+// bytes: it writes in place rather than appending, and so makes no call in
+// its loops. In Wasm, Go saves and reloads the live values around a call
+// site, append's included, and splits the function at it.
+func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
+	n := len(b)
+	w := b[:cap(b)]
+	for i := range p.teams {
+		e := &p.teams[i]
+		var f byte
+		if e.usage != 0 {
+			f |= flagUsage
+		}
+		if e.updated {
+			f |= flagLastUpdate
+		}
+		if e.estimate != 0 {
+			f |= flagEstimate
+		}
+		if len(e.phantoms) > 0 {
+			f |= flagPhantoms
+		}
+		if e.penalty != 0 {
+			f |= flagPenalty
+		}
+		w[n] = f
+		n++
+		if f&flagUsage != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.usage))
+			n += 8
+		}
+		if f&flagEstimate != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.estimate))
+			n += 8
+		}
+		if f&flagPenalty != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.penalty))
+			n += 8
+		}
+		if f&flagLastUpdate != 0 {
+			le.PutUint64(w[n:], uint64(e.lastUpdate))
+			n += 8
+		}
+		if f&flagPhantoms != 0 {
+			n += binary.PutUvarint(w[n:], uint64(len(e.phantoms)))
+			for _, g := range e.phantoms {
+				le.PutUint64(w[n:], uint64(g.until))
+				n += 8
+				n += binary.PutUvarint(w[n:], uint64(g.within))
+				n += binary.PutUvarint(w[n:], uint64(g.borrowing))
+				n += binary.PutUvarint(w[n:], uint64(g.wTok))
+				n += binary.PutUvarint(w[n:], uint64(g.bTok))
+			}
+		}
+	}
+	n += binary.PutUvarint(w[n:], uint64(len(p.holders)))
+	cur := p.window(st)
+	for i := range p.holders {
+		h := &p.holders[i]
+		le.PutUint32(w[n:], h.id)
+		le.PutUint64(w[n+4:], uint64(h.seen))
+		n += 12
+		n += binary.PutUvarint(w[n:], uint64(len(h.counts)))
+		for _, c := range h.counts {
+			dg := cur - c.gen // 0 or 1 in a consistent record
+			tok := c.wTok|c.bTok != 0
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+				le.PutUint32(w[n:], uint32(c.team)|uint32(byte(dg<<2)|byte(boolInt(tok)))<<8|
+					uint32(c.within)<<16|uint32(c.borrowing)<<24)
+				n += 4
+			} else {
+				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
+				n += binary.PutUvarint(w[n:], uint64(c.team))
+				n += binary.PutUvarint(w[n:], z<<1|uint64(boolInt(tok)))
+				n += binary.PutUvarint(w[n:], uint64(c.within))
+				n += binary.PutUvarint(w[n:], uint64(c.borrowing))
+			}
+			if tok {
+				n += binary.PutUvarint(w[n:], uint64(c.wTok))
+				n += binary.PutUvarint(w[n:], uint64(c.bTok))
+			}
+		}
+	}
+	return w[:n]
 }
 
 // le is the byte order of the record's fixed-width fields.
@@ -536,7 +653,7 @@ func setString(s *string, b []byte) bool {
 // read too. Cost: O(len(data)), plus O(n log n) name comparisons when
 // the names change.
 func (p *Pool) UnmarshalBinary(data []byte) error {
-	if p.lastOK && bytes.Equal(data, p.last) {
+	if p.lastOK && equalBytes(data, p.last) {
 		return nil // p is the record it encoded last, unchanged since
 	}
 	p.lastOK = false
@@ -579,7 +696,7 @@ func (p *Pool) decode(data []byte) error {
 	}
 	static := d.b[d.off : d.off+int(size)]
 	d.off += int(size)
-	if !p.staticOK || !bytes.Equal(static, p.static) || p.staticV4 != (v == recordVersion) {
+	if !p.staticOK || !equalBytes(static, p.static) || p.staticV4 != (v == recordVersion) {
 		p.invalidate()
 		if err := p.decodeStatic(static, v == recordVersion); err != nil {
 			return err
@@ -737,28 +854,63 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		if f&^flagsDynamic != 0 {
 			return errCorrupt
 		}
-		// The fixed-width fields, read in one go.
-		need := 8 * bits.OnesCount8(f&(flagUsage|flagEstimate|flagPenalty|flagLastUpdate))
+		// The fixed-width fields, read in one go: when 32 bytes are left,
+		// the four slots they may take are read whatever the flags, and
+		// each field picks its slot with arithmetic (no branch: in Wasm,
+		// Go makes every taken branch a jump through a dispatch table).
+		nu, ne, np, nl := int(f>>2&1), int(f>>4&1), int(f>>7&1), int(f>>3&1)
+		need := 8 * (nu + ne + np + nl)
 		if len(b)-o < need {
 			return errTruncated
 		}
-		fb := b[o : o+need]
+		var wu, we, wp, wl uint64
+		if len(b)-o >= 32 && !slowDecode {
+			s := b[o : o+32]
+			w0, w1, w2, w3 := le.Uint64(s), le.Uint64(s[8:]), le.Uint64(s[16:]), le.Uint64(s[24:])
+			wu, we, wp, wl = w0, w0, w0, w0
+			if nu != 0 {
+				we = w1
+			}
+			k := nu + ne
+			if k == 1 {
+				wp = w1
+			}
+			if k == 2 {
+				wp = w2
+			}
+			k += np
+			if k == 1 {
+				wl = w1
+			}
+			if k == 2 {
+				wl = w2
+			}
+			if k == 3 {
+				wl = w3
+			}
+			wu &= -uint64(nu)
+			we &= -uint64(ne)
+			wp &= -uint64(np)
+			wl &= -uint64(nl)
+		} else {
+			fb := b[o : o+need]
+			if nu != 0 {
+				wu, fb = le.Uint64(fb), fb[8:]
+			}
+			if ne != 0 {
+				we, fb = le.Uint64(fb), fb[8:]
+			}
+			if np != 0 {
+				wp, fb = le.Uint64(fb), fb[8:]
+			}
+			if nl != 0 {
+				wl = le.Uint64(fb)
+			}
+		}
 		o += need
-		usage, estimate, penalty := 0.0, 0.0, 0.0
-		if f&flagUsage != 0 {
-			usage = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if f&flagEstimate != 0 {
-			estimate = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if f&flagPenalty != 0 {
-			penalty = math.Float64frombits(le.Uint64(fb))
-			fb = fb[8:]
-		}
-		if !(usage >= 0 && usage <= maxUsage && estimate >= 0 && estimate <= maxUsage &&
-			penalty >= 0 && penalty <= maxUsage) {
+		usage, estimate, penalty := math.Float64frombits(wu), math.Float64frombits(we), math.Float64frombits(wp)
+		if boolInt(usage >= 0)&boolInt(usage <= maxUsage)&boolInt(estimate >= 0)&boolInt(estimate <= maxUsage)&
+			boolInt(penalty >= 0)&boolInt(penalty <= maxUsage) == 0 {
 			return errCorrupt
 		}
 		if summed {
@@ -768,43 +920,15 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 			usage -= penalty
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
-		e.updated, e.lastUpdate = false, 0
-		if f&flagLastUpdate != 0 {
-			e.updated, e.lastUpdate = true, int64(le.Uint64(fb))
-		}
+		e.updated, e.lastUpdate = nl != 0, int64(wl)
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
 		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
-			// Every group takes at least ten bytes.
-			m := d.bounded(uint64(d.left() / 10))
-			if m == 0 && d.err == nil {
-				return errCorrupt
+			if err := p.decodePhantoms(d, e, v4); err != nil {
+				return err
 			}
-			e.phantoms = slices.Grow(e.phantoms, m)
-			for k := 0; k < m && d.err == nil; k++ {
-				g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-				if v4 {
-					g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-				}
-				if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
-					g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
-					return errCorrupt
-				}
-				e.phantoms = append(e.phantoms, g)
-				e.pWithin += g.within
-				e.pBorrowing += g.borrowing
-				e.pwTok += g.wTok
-				e.pbTok += g.bTok
-				if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
-					return errCorrupt
-				}
-			}
-			if d.err != nil {
-				return d.err
-			}
-			p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
 			o = d.off
 		}
 	}
@@ -819,7 +943,14 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 	}
 	p.holders = p.holders[:nh]
 	cur := p.window(st)
-	for k := range p.holders {
+	k0 := 0
+	if v4 && !slowDecode {
+		k0 = p.decodeHoldersFast(d, cur)
+		if d.err != nil {
+			return d.err
+		}
+	}
+	for k := k0; k < len(p.holders); k++ {
 		h := &p.holders[k]
 		if d.left() < 12 {
 			return errTruncated
@@ -843,6 +974,41 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		p.waits = p.waits[:0]
 	}
 	return p.decodeEnd(d)
+}
+
+// decodePhantoms reads the phantom groups of entry e (v4: with tokens),
+// apart from decodeDynamic's loop over the entries: a call in that loop,
+// even one not taken, costs every entry in Wasm.
+func (p *Pool) decodePhantoms(d *decoder, e *entry, v4 bool) error {
+	// Every group takes at least ten bytes.
+	m := d.bounded(uint64(d.left() / 10))
+	if m == 0 && d.err == nil {
+		return errCorrupt
+	}
+	e.phantoms = slices.Grow(e.phantoms, m)
+	for k := 0; k < m && d.err == nil; k++ {
+		g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
+		if v4 {
+			g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+		}
+		if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
+			g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
+			return errCorrupt
+		}
+		e.phantoms = append(e.phantoms, g)
+		e.pWithin += g.within
+		e.pBorrowing += g.borrowing
+		e.pwTok += g.wTok
+		e.pbTok += g.bTok
+		if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
+			return errCorrupt
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	p.phantomMin = min(p.phantomMin, e.phantoms[0].until)
+	return nil
 }
 
 // maxTokenSum bounds a team's token sums in a decoded record (each count
@@ -930,6 +1096,83 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		p.holders[hi].waits++
 	}
 	return nil
+}
+
+// slowDecode turns decodeHoldersFast and the in-one-go read of the
+// entries' fixed-width fields off, for the test that compares them with
+// the general path.
+var slowDecode = false
+
+// decodeHoldersFast reads the holders of a version 4 record, from the
+// first, as long as each has its twelve bytes, ascends, its count of
+// counts and every count take one byte per field and carry no tokens (the
+// common case) and its buffer has room for them, with the checks of
+// decodeDynamic and decodeCounts. It returns the index of the first
+// holder it did not read, d.off at its start, for the general path to
+// read; a corrupt count sets d.err to errCorrupt. It makes no call but on
+// that error, and decides with arithmetic rather than branches where it
+// can: in Wasm, Go compiles every taken branch to a jump through the
+// function's dispatch table, and saves live values around a call site.
+func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
+	b, o := d.b, d.off
+	n := len(p.teams)
+	checkGen := boolInt(p.requestTimeout > 0)
+	genMin := p.genMin
+	k := 0
+	for ; k < len(p.holders); k++ {
+		h := &p.holders[k]
+		if len(b)-o < 13 || b[o+12] >= 0x80 {
+			break
+		}
+		id := le.Uint32(b[o:])
+		if k > 0 && id <= p.holders[k-1].id {
+			break
+		}
+		m := int(b[o+12])
+		if m > (len(b)-o-13)/4 {
+			break
+		}
+		body := b[o+13 : o+13+4*m]
+		bits := uint32(0)
+		for i := 0; i+4 <= len(body); i += 4 {
+			bits |= le.Uint32(body[i:])
+		}
+		if bits&0x80808180 != 0 {
+			break // a long varint or the token bit
+		}
+		if cap(h.counts) < m {
+			break // the general path grows the buffer (a call)
+		}
+		h.id = id
+		h.seen = int64(le.Uint64(b[o+4:]))
+		h.waits = 0
+		o += 13 + 4*m
+		counts := h.counts[:m]
+		pt, pg := -1, int64(0)
+		for j := range counts {
+			x := le.Uint32(body[4*j:])
+			dg := int64(x>>9) & 0x3f
+			team, within, borrowing := int(x&0x7f), int(x>>16&0x7f), int(x>>24)
+			gen := cur - (dg>>1 ^ -(dg & 1))
+			bad := boolInt(team >= n) | boolInt(within|borrowing == 0) |
+				boolInt(pt > team) | boolInt(pt == team)&boolInt(pg >= gen) |
+				boolInt(gen > cur) | checkGen&boolInt(gen < cur-1)
+			if bad != 0 {
+				d.fail(errCorrupt)
+				return k
+			}
+			counts[j] = holderCount{team: team, gen: gen, within: within, borrowing: borrowing}
+			pt, pg = team, gen
+			genMin = min(genMin, gen)
+			e := &p.teams[team]
+			e.within += within
+			e.borrowing += borrowing
+		}
+		h.counts = h.counts[:m] // no write barrier (a call) for a self-slice
+	}
+	p.genMin = genMin
+	d.off = o
+	return k
 }
 
 // decodeCounts reads the counts of holder h (the same in versions 1 to
@@ -1021,6 +1264,40 @@ func (p *Pool) decodeEnd(d *decoder) error {
 		}
 	}
 	return nil
+}
+
+// callLight selects, where they differ, the variant of a routine that
+// makes fewer calls and branches: it is set when compiling to Wasm.
+const callLight = runtime.GOARCH == "wasm"
+
+// equalBytes reports whether a and b hold the same bytes: bytes.Equal, but
+// in Wasm (callLight) equalWords, since there bytes.Equal is a loop over
+// single bytes, and the static section and the last record, which every
+// decode compares, take hundreds of them.
+func equalBytes(a, b []byte) bool {
+	if !callLight {
+		return bytes.Equal(a, b)
+	}
+	return equalWords(a, b)
+}
+
+// equalWords is equalBytes comparing eight bytes at a time.
+func equalWords(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		if le.Uint64(a[i:]) != le.Uint64(b[i:]) {
+			return false
+		}
+	}
+	for ; i < len(a); i++ {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func boolInt(b bool) int {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -669,5 +671,95 @@ func TestBatchAgingStaysLocal(t *testing.T) {
 	q.SetBatchAging(-time.Second)
 	if got := q.Config().BatchAging; got != 0 {
 		t.Errorf("SetBatchAging(-1s): BatchAging = %v, want 0", got)
+	}
+}
+
+// TestDecodeFastMatchesGeneral: the fast paths of decoding (holders,
+// entries' fixed-width fields) decode every record, valid or with bytes
+// changed at random, exactly as the general path: the same error, or the
+// same pool.
+func TestDecodeFastMatchesGeneral(t *testing.T) {
+	tokens := queuePool(3, 5)
+	for i := range 4 {
+		tokens.Arrive(at(time.Second), Request{Holder: uint32(7 + i), ID: uint64(100 + i), Team: "team-000", Tokens: 300, Estimate: 1})
+	}
+	var recs [][]byte
+	for _, p := range []*Pool{bigPool(8, 4), bigPool(32, 16), bigPool(200, 40), queuePool(3, 5), tokens} {
+		b, _ := p.AppendBinary(nil)
+		recs = append(recs, b)
+	}
+	// Into a pool that decoded rec first, as a worker's does (the fast
+	// paths need its buffers).
+	decode := func(rec, data []byte, slow bool) (*Pool, error) {
+		slowDecode = slow
+		defer func() { slowDecode = false }()
+		var p Pool
+		if err := p.UnmarshalBinary(rec); err != nil {
+			t.Fatal(err)
+		}
+		return &p, p.UnmarshalBinary(data)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	checked, fails := 0, 0
+	for _, rec := range recs {
+		for trial := range 3000 {
+			data := slices.Clone(rec)
+			for range trial % 4 {
+				// Half in the holders, near the end of the record.
+				i := rng.IntN(len(data))
+				if rng.IntN(2) == 0 {
+					i = len(data) - 1 - rng.IntN(min(len(data), 600))
+				}
+				switch rng.IntN(3) {
+				case 0:
+					data[i] ^= byte(1) << rng.IntN(8)
+				case 1:
+					data[i] = byte(rng.IntN(256))
+				default:
+					// Repeat the four bytes before i (a count, when
+					// aligned on one).
+					if i >= 4 && i+4 <= len(data) {
+						copy(data[i:i+4], data[i-4:i])
+					}
+				}
+			}
+			fast, err := decode(rec, data, false)
+			slow, errS := decode(rec, data, true)
+			if err != errS || err == nil && (dump(fast) != dump(slow) || fast.genMin != slow.genMin) {
+				t.Fatalf("fast path: %v, general: %v\n%s\n%s", err, errS, dump(fast), dump(slow))
+			}
+			checked++
+			if err != nil {
+				fails++
+			}
+		}
+	}
+	if fails == 0 || fails == checked {
+		t.Fatalf("%d of %d records failed to decode: the mutations test nothing", fails, checked)
+	}
+}
+
+// TestEqualWordsMatchesBytesEqual: equalWords (equalBytes in Wasm) agrees
+// with bytes.Equal on random pairs, equal or differing in one byte
+// anywhere, of every length up to 40.
+func TestEqualWordsMatchesBytesEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 20000 {
+		a := make([]byte, rng.IntN(41))
+		for i := range a {
+			a[i] = byte(rng.IntN(3))
+		}
+		b := slices.Clone(a)
+		switch trial % 3 {
+		case 1:
+			if len(b) > 0 {
+				b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+			}
+		case 2:
+			b = b[:rng.IntN(len(b)+1)]
+		}
+		if got, want := equalWords(a, b), bytes.Equal(a, b); got != want || equalBytes(a, b) != want {
+			t.Fatalf("%x vs %x: equalWords %v, bytes.Equal %v", a, b, got, want)
+		}
 	}
 }
