@@ -321,28 +321,36 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	return b, nil
 }
 
+// flags returns the flag byte that says which of e's dynamic fields the
+// record carries. Small enough to be inlined, so the in-place writer's
+// loop keeps no call site.
+func (e *entry) flags() byte {
+	var f byte
+	if e.usage != 0 {
+		f |= flagUsage
+	}
+	if e.updated {
+		f |= flagLastUpdate
+	}
+	if e.estimate != 0 {
+		f |= flagEstimate
+	}
+	if len(e.phantoms) > 0 {
+		f |= flagPhantoms
+	}
+	if e.penalty != 0 {
+		f |= flagPenalty
+	}
+	return f
+}
+
 // appendDynamic appends the entries' dynamic fields and the holders of p
 // to b (the part of the record between the usage time and the waiting
 // requests), growing b as it goes.
 func (p *Pool) appendDynamic(b []byte, st int64) []byte {
 	for i := range p.teams {
 		e := &p.teams[i]
-		var f byte
-		if e.usage != 0 {
-			f |= flagUsage
-		}
-		if e.updated {
-			f |= flagLastUpdate
-		}
-		if e.estimate != 0 {
-			f |= flagEstimate
-		}
-		if len(e.phantoms) > 0 {
-			f |= flagPhantoms
-		}
-		if e.penalty != 0 {
-			f |= flagPenalty
-		}
+		f := e.flags()
 		b = append(b, f)
 		if f&flagUsage != 0 {
 			b = le.AppendUint64(b, math.Float64bits(e.usage))
@@ -419,22 +427,7 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 	w := b[:cap(b)]
 	for i := range p.teams {
 		e := &p.teams[i]
-		var f byte
-		if e.usage != 0 {
-			f |= flagUsage
-		}
-		if e.updated {
-			f |= flagLastUpdate
-		}
-		if e.estimate != 0 {
-			f |= flagEstimate
-		}
-		if len(e.phantoms) > 0 {
-			f |= flagPhantoms
-		}
-		if e.penalty != 0 {
-			f |= flagPenalty
-		}
+		f := e.flags()
 		w[n] = f
 		n++
 		if f&flagUsage != 0 {

@@ -187,26 +187,20 @@ func header(b *strings.Builder, first []string, rs []*Result, extra ...string) {
 func (rep *Report) writeShares(b *strings.Builder, rs []*Result) {
 	b.WriteString("### Throughput share (service in + 2·out, measured window)\n\n")
 	b.WriteString("Saturated teams: share of the saturated teams' service against the entitled share (share normalised over them). Other teams: share of all service.\n\n")
-	header(b, []string{"team", "share", "entitled"}, rs)
-	for i, t := range rs[0].Teams {
-		ent := "—"
-		if t.Saturated {
-			ent = fmt.Sprintf("%.3f", t.Entitled)
+	writeShareTable(b, rs, func(tr TeamResult) float64 {
+		if tr.Saturated {
+			return tr.SatShare
 		}
-		fmt.Fprintf(b, "| %s | %.2f | %s |", t.Team, t.Share, ent)
-		for _, r := range rs {
-			tr := r.Teams[i]
-			if tr.Saturated {
-				fmt.Fprintf(b, " %.3f |", tr.SatShare)
-			} else {
-				fmt.Fprintf(b, " %.3f |", tr.ServiceShare)
-			}
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\n")
+		return tr.ServiceShare
+	})
 	b.WriteString("### Sequence-time share (engine sequences held, measured window)\n\n")
 	b.WriteString("The resource a reservation in sequences divides: each request counts from its first scheduling to its finish. Saturated teams: share of the saturated teams' sequence time. Other teams: share of all.\n\n")
+	writeShareTable(b, rs, func(tr TeamResult) float64 { return tr.SeqShare })
+}
+
+// writeShareTable writes a table of every team's share, entitlement and
+// share(tr) under each policy of rs.
+func writeShareTable(b *strings.Builder, rs []*Result, share func(TeamResult) float64) {
 	header(b, []string{"team", "share", "entitled"}, rs)
 	for i, t := range rs[0].Teams {
 		ent := "—"
@@ -215,7 +209,7 @@ func (rep *Report) writeShares(b *strings.Builder, rs []*Result) {
 		}
 		fmt.Fprintf(b, "| %s | %.2f | %s |", t.Team, t.Share, ent)
 		for _, r := range rs {
-			fmt.Fprintf(b, " %.3f |", r.Teams[i].SeqShare)
+			fmt.Fprintf(b, " %.3f |", share(r.Teams[i]))
 		}
 		b.WriteString("\n")
 	}
