@@ -393,22 +393,7 @@ func appendV3(p *Pool, b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(p.usageAt))
 	for i := range p.teams {
 		e := &p.teams[i]
-		var f byte
-		if e.usage != 0 {
-			f |= flagUsage
-		}
-		if e.updated {
-			f |= flagLastUpdate
-		}
-		if e.estimate != 0 {
-			f |= flagEstimate
-		}
-		if len(e.phantoms) > 0 {
-			f |= flagPhantoms
-		}
-		if e.penalty != 0 {
-			f |= flagPenalty
-		}
+		f := e.flags() // version 3 has the same flags as version 4
 		b = append(b, f)
 		if f&flagUsage != 0 {
 			b = appendF64(b, e.usage)

@@ -45,19 +45,6 @@ func clusterConfigTTL(replica, ttl string) string {
 }`
 }
 
-func startEtcd(t testing.TB) *etcdtest.Server {
-	t.Helper()
-	s, err := etcdtest.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
-}
-
 // startReplica starts a proxy named replica with vms VMs syncing through
 // etcd at url.
 func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
@@ -127,7 +114,7 @@ func whole(ss []fairshare.Slice) bool {
 // when a proxy dies, its slice returns to the others once its lease
 // expires; usage charged at one proxy ranks at the others.
 func TestWasmClusterSlices(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 1), startReplica(t, url, "r2", 1)}
 
 	eventually(t, "idle proxies split the pool evenly", func() (bool, string) {
@@ -238,7 +225,7 @@ func capacities(ss []fairshare.Slice) (sum int, each []int) {
 // add up to more than 12 + 2 (the stated bound); healed, it rejoins and
 // the pool is split evenly again.
 func TestWasmClusterPartition(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	var cuts []*cutProxy
 	var hs []*host.Host
 	for i := range 3 {
@@ -282,7 +269,7 @@ func TestWasmClusterPartition(t *testing.T) {
 // from its local slice (shrunk to its safe slice once its lease would
 // have expired); etcd back, the slices reconverge to the whole pool.
 func TestWasmClusterEtcdRestart(t *testing.T) {
-	etcd := startEtcd(t)
+	etcd := etcdtest.Started(t)
 	url := etcd.URL()
 	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1)}
 	eventually(t, "the pool split between both", func() (bool, string) {
@@ -313,7 +300,7 @@ func TestWasmClusterEtcdRestart(t *testing.T) {
 // while they all sync (their transactions conflict); once settled, every
 // proxy's record holds the sum of what all of them charged.
 func TestWasmClusterNoLostUsage(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	hs := []*host.Host{startReplica(t, url, "r0", 2), startReplica(t, url, "r1", 2), startReplica(t, url, "r2", 2)}
 	eventually(t, "all registered", func() (bool, string) {
 		ss, seen := slicesOf(t, hs)
@@ -364,7 +351,7 @@ func TestWasmClusterNoLostUsage(t *testing.T) {
 // stay local, so the ratio should be 1 up to noise.
 func BenchmarkClusterRequestPath(b *testing.B) {
 	ctx := context.Background()
-	url := startEtcd(b).URL()
+	url := etcdtest.Started(b).URL()
 	const pools = `"pools": [{"name": "small", "capacity": 12, "models": ["m"], "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}}}]}`
 	start := func(id, cfg string) *host.Host {
 		h, err := compiled(b).Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", b.Name(), id, b),
@@ -427,7 +414,7 @@ func BenchmarkClusterRequestPath(b *testing.B) {
 // syncs, not its requests: at steady state one keepalive, one range and
 // one transaction per pool per sync, however many requests it serves.
 func TestWasmClusterNoCallPerRequest(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	c := newCutProxy(t, url)
 	h := startReplica(t, c.srv.URL, "r0", 2)
 	eventually(t, "the proxy holds the whole pool", func() (bool, string) {
@@ -538,7 +525,7 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 // each holds 8 requests (24 in all, none finishing): the slices split the
 // capacity by demand and every request beyond waits at its proxy.
 func TestWasmClusterFlowControlBound(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	var hs []*host.Host
 	for i := range 3 {
 		r := fmt.Sprint("r", i)
@@ -588,7 +575,7 @@ func TestWasmClusterFlowControlBound(t *testing.T) {
 // replica names): the new proxies restore it from etcd, each its own
 // contribution and the other's.
 func TestWasmClusterUsageSurvivesRestart(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	usageOf := func(hs []*host.Host) ([]float64, string) {
 		var us []float64
 		for _, h := range hs {
@@ -640,7 +627,7 @@ func TestWasmClusterUsageSurvivesRestart(t *testing.T) {
 // (x-sync): the rule needs one sync of the proxy that shrinks and one of
 // the proxy that grows.
 func BenchmarkClusterFollowDemand(b *testing.B) {
-	url := startEtcd(b).URL()
+	url := etcdtest.Started(b).URL()
 	var hs []*host.Host
 	for i := range 3 {
 		r := fmt.Sprint("r", i)
@@ -716,7 +703,7 @@ func etcdKeys(t *testing.T, url, prefix string) []string {
 // Then r2 dies for good: its key is folded again and the two survivors
 // still rank on the sum.
 func TestWasmClusterDepartedUsage(t *testing.T) {
-	url := startEtcd(t).URL()
+	url := etcdtest.Started(t).URL()
 	cut := newCutProxy(t, url)
 	hs := []*host.Host{startReplica(t, url, "r0", 1), startReplica(t, url, "r1", 1), startReplica(t, cut.srv.URL, "r2", 1)}
 	eventually(t, "all registered", func() (bool, string) {

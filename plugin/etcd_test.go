@@ -12,20 +12,6 @@ import (
 	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
 )
 
-// startEtcd starts an embedded etcd for the test and returns its client URL.
-func startEtcd(t testing.TB) *etcdtest.Server {
-	t.Helper()
-	s, err := etcdtest.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
-}
-
 func postEtcd(t *testing.T, base, path string, body []byte) []byte {
 	t.Helper()
 	resp, err := http.Post(base+path, "application/json", bytes.NewReader(body))
@@ -43,7 +29,7 @@ func postEtcd(t *testing.T, base, path string, body []byte) []byte {
 // TestEtcdJSON sends the bodies the plugin builds to a real etcd and
 // reads its answers with the plugin's parsers.
 func TestEtcdJSON(t *testing.T) {
-	base := startEtcd(t).URL()
+	base := etcdtest.Started(t).URL()
 	lease, err := parseGrant(postEtcd(t, base, etcdLeaseGrant, leaseGrantBody(5)))
 	if err != nil {
 		t.Fatalf("parseGrant: %v", err)

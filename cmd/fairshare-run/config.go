@@ -211,11 +211,18 @@ func newToken() string {
 // status_token member set to token: the member removed wherever it is,
 // then the new one added first.
 func withStatusToken(b []byte, token string) []byte {
-	root := gjson.ParseBytes(b)
-	out := []byte(`{"status_token":`)
-	out = gjson.AppendJSONString(out, token)
-	root.ForEach(func(k, v gjson.Result) bool {
-		if k.Str != "status_token" {
+	return setMember(b, "status_token", gjson.AppendJSONString(nil, token))
+}
+
+// setMember returns the JSON object obj with its member name set to the
+// JSON value raw: the member removed wherever it is, then the new one
+// added first, the others kept in their order.
+func setMember(obj []byte, name string, raw []byte) []byte {
+	out := append([]byte{'{'}, gjson.AppendJSONString(nil, name)...)
+	out = append(out, ':')
+	out = append(out, raw...)
+	gjson.ParseBytes(obj).ForEach(func(k, v gjson.Result) bool {
+		if k.Str != name {
 			out = append(out, ',')
 			out = append(out, k.Raw...)
 			out = append(out, ':')

@@ -48,36 +48,12 @@ func replicaWeights(n int) []int {
 // block (runnerCluster when it has none) with replica set; and the
 // block's etcd_cluster, which the runner maps to its embedded etcd.
 func withCluster(b []byte, replica string) ([]byte, string) {
-	root := gjson.ParseBytes(b)
-	cl := root.Get("cluster")
 	raw := runnerCluster
-	if cl.IsObject() {
+	if cl := gjson.GetBytes(b, "cluster"); cl.IsObject() {
 		raw = cl.Raw
 	}
-	block := []byte(`{"replica":`)
-	block = gjson.AppendJSONString(block, replica)
-	gjson.Parse(raw).ForEach(func(k, v gjson.Result) bool {
-		if k.Str != "replica" {
-			block = append(block, ',')
-			block = append(block, k.Raw...)
-			block = append(block, ':')
-			block = append(block, v.Raw...)
-		}
-		return true
-	})
-	block = append(block, '}')
-	out := []byte(`{"cluster":`)
-	out = append(out, block...)
-	root.ForEach(func(k, v gjson.Result) bool {
-		if k.Str != "cluster" {
-			out = append(out, ',')
-			out = append(out, k.Raw...)
-			out = append(out, ':')
-			out = append(out, v.Raw...)
-		}
-		return true
-	})
-	return append(out, '}'), gjson.GetBytes(block, "etcd_cluster").String()
+	block := setMember([]byte(raw), "replica", gjson.AppendJSONString(nil, replica))
+	return setMember(b, "cluster", block), gjson.GetBytes(block, "etcd_cluster").String()
 }
 
 // replicaListen is the listen address of proxy i: listen's port plus i (a

@@ -49,16 +49,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestDemo runs the whole demo for a few seconds through the real plugin in
-// the wazero host, in front of the simulator, with the compact (non-terminal)
-// output, and checks what a user is meant to see: every team is served, the
-// flooding team borrows (priority ≥ 10) while the within-share team's
-// interactive requests run at priority 0 and start sooner, the summary is
-// printed, and nothing is left in flight in the plugin at the end.
-func TestDemo(t *testing.T) {
-	o, err := parseFlags([]string{
+// runShortDemo runs a 4-second demo (time scale 0.5, lines view) on the
+// built plugin with more flags, and returns the runner (closed when t
+// ends), the summary and the output.
+func runShortDemo(t *testing.T, flags ...string) (*runner, summary, string) {
+	t.Helper()
+	o, err := parseFlags(append([]string{
 		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "4s", "-drain", "2s", "-time-scale", "0.5", "-view", "lines",
-	}, io.Discard)
+	}, flags...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +66,21 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	defer r.close()
+	t.Cleanup(r.close)
 	s := r.demo(ctx, isTerminal(&out, o.view))
 	text := out.String()
 	t.Logf("output:\n%s", text)
+	return r, s, text
+}
+
+// TestDemo runs the whole demo for a few seconds through the real plugin in
+// the wazero host, in front of the simulator, with the compact (non-terminal)
+// output, and checks what a user is meant to see: every team is served, the
+// flooding team borrows (priority ≥ 10) while the within-share team's
+// interactive requests run at priority 0 and start sooner, the summary is
+// printed, and nothing is left in flight in the plugin at the end.
+func TestDemo(t *testing.T) {
+	r, s, text := runShortDemo(t)
 
 	for _, want := range []string{"config:   embedded demo config", "upstream: simulated vLLM", "summary after", "TTFT p50"} {
 		if !strings.Contains(text, want) {
@@ -112,7 +121,7 @@ func TestDemo(t *testing.T) {
 	if len(s.Pools) == 0 {
 		t.Fatalf("no plugin status at the end: %s", s.StatusErr)
 	}
-	pools, err := r.status(ctx)
+	pools, err := r.status(context.Background())
 	if err != nil {
 		t.Fatalf("status after the run: %v", err)
 	}
@@ -281,23 +290,7 @@ func TestParseFlags(t *testing.T) {
 // shows every replica's slice, and once the load is over the three slices
 // add up to the pool, each proxy holding a part.
 func TestDemoReplicas(t *testing.T) {
-	o, err := parseFlags([]string{
-		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "4s", "-drain", "2s", "-time-scale", "0.5", "-view", "lines",
-		"-replicas", "3",
-	}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, stderr syncBuffer
-	ctx := context.Background()
-	r, err := start(ctx, o, &out, &stderr)
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	defer r.close()
-	s := r.demo(ctx, isTerminal(&out, o.view))
-	text := out.String()
-	t.Logf("output:\n%s", text)
+	r, s, text := runShortDemo(t, "-replicas", "3")
 	for _, want := range []string{"replicas: r0 http://", "(70% of the load)", "replica r2 ", "summary after"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
@@ -311,7 +304,7 @@ func TestDemoReplicas(t *testing.T) {
 	capacity := r.cfg.Pools[0].Capacity
 	var rs []replicaStatus
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		rs = r.replicaStatuses(ctx)
+		rs = r.replicaStatuses(context.Background())
 		sum, parts := 0, 0
 		for _, x := range rs {
 			if len(x.Pools) > 0 {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -54,6 +55,21 @@ func New(dir string) (*Server, error) {
 		client: url.URL{Scheme: "http", Host: c},
 		peer:   url.URL{Scheme: "http", Host: p},
 	}, nil
+}
+
+// Started starts a single-node etcd in t's temporary directory for the
+// test t, stopped when t ends; it fails t if etcd does not start.
+func Started(t testing.TB) *Server {
+	t.Helper()
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // NewCluster returns n stopped servers that form one etcd cluster, each
