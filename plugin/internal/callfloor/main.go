@@ -65,7 +65,6 @@ type httpContext struct {
 // callfloor_cas_retries_total): the plugin's update with nothing between
 // the read and the write.
 func (pc *pluginContext) update() {
-	pc.now = time.Now()
 	for range 100 {
 		v, cas, err := hostcalls.GetSharedDataInto(pc.rec[:0], key)
 		if err != nil {
@@ -93,6 +92,7 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 		return types.ActionPause
 	}
 	pc := h.pc
+	pc.now = time.Now()
 	body, err := hostcalls.GetHttpRequestBodyInto(pc.body, 0, size)
 	if err != nil || len(body) == 0 {
 		return types.ActionContinue
@@ -138,6 +138,7 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 	if err == nil && cap(resp) > cap(pc.resp) {
 		pc.resp = resp[:0]
 	}
+	pc.now = time.Now()
 	pc.update()
 	return types.ActionContinue
 }
