@@ -22,10 +22,12 @@ import (
 // response headers, a JSON response with usage, end of stream) for chat
 // bodies of 1 KiB, 64 KiB and 1 MiB in short messages, and of 64 KiB and
 // 1 MiB in one message, and the same events through a pass-through
-// filter (plugin/internal/passthrough) and through a filter that copies
+// filter (plugin/internal/passthrough), through a filter that copies
 // the body into the module and back once (plugin/internal/copybody, the
-// floor for a filter that edits bodies) in the same run: the plugin's cost
-// is its ratio to each.
+// floor for a filter that edits bodies) and through a filter that makes
+// the plugin's host calls and nothing else (plugin/internal/callfloor, the
+// floor of the plugin's design under this ABI and host) in the same run:
+// the plugin's cost is its ratio to each.
 func BenchmarkRequestPath(b *testing.B) {
 	ctx := context.Background()
 	mods := map[string]*host.Module{"fairshare": compiled(b)}
@@ -41,6 +43,12 @@ func BenchmarkRequestPath(b *testing.B) {
 	}
 	defer cp.Close(ctx)
 	mods["copybody"] = cp
+	cf, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cf.Close(ctx)
+	mods["callfloor"] = cf
 	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}}`)
 	for _, size := range []struct {
 		name string
@@ -48,7 +56,7 @@ func BenchmarkRequestPath(b *testing.B) {
 	}{{"1KiB", chatOfSize(1 << 10)}, {"64KiB", chatOfSize(64 << 10)}, {"1MiB", chatOfSize(1 << 20)},
 		{"64KiB-one-message", longChatOfSize(64 << 10)}, {"1MiB-one-message", longChatOfSize(1 << 20)}} {
 		body := []byte(size.body)
-		for _, name := range []string{"passthrough", "copybody", "fairshare"} {
+		for _, name := range []string{"passthrough", "copybody", "callfloor", "fairshare"} {
 			b.Run(name+"/"+size.name, func(b *testing.B) {
 				h, err := mods[name].Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("bench-%s-%s", name, size.name),
 					PluginConfig: []byte(testConfig), Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), BufferLimit: 16 << 20})
@@ -190,8 +198,10 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 // the local proxy (the wazero host's Handler, real HTTP on loopback, an
 // upstream that answers at once), plugin.wasm against the pass-through
 // module, interleaved request by request, with 1 KiB, 64 KiB and 1 MiB
-// bodies.
-// It reports the median latency of each and their ratio (x-p50).
+// bodies, and the call floor (plugin/internal/callfloor: the plugin's host
+// calls and nothing else) in the same turns.
+// It reports the median latency of each and the ratios to the
+// pass-through (x-p50: the plugin; x-p50-callfloor: the call floor).
 func BenchmarkProxiedRequest(b *testing.B) {
 	ctx := context.Background()
 	u := benchUpstream(b)
@@ -210,7 +220,12 @@ func BenchmarkProxiedRequest(b *testing.B) {
 		b.Cleanup(func() { srv.Close(); h.Close(ctx) })
 		return srv
 	}
-	sp, sf := serve(pt, "proxied-pt"), serve(compiled(b), "proxied-plugin")
+	cf, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cf.Close(ctx)
+	sp, sf, sc := serve(pt, "proxied-pt"), serve(compiled(b), "proxied-plugin"), serve(cf, "proxied-callfloor")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, size := range []struct {
 		name string
@@ -219,16 +234,19 @@ func BenchmarkProxiedRequest(b *testing.B) {
 		body := []byte(chatOfSize(size.n))
 		b.Run(size.name, func(b *testing.B) {
 			post := func(base string) time.Duration { return postChat(b, client, base, "a", body) }
-			var lp, lf []time.Duration
+			var lp, lf, lc []time.Duration
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
 				lp = append(lp, post(sp.URL))
 				lf = append(lf, post(sf.URL))
+				lc = append(lc, post(sc.URL))
 			}
-			mp, mf := median(lp), median(lf)
+			mp, mf, mc := median(lp), median(lf), median(lc)
 			b.ReportMetric(float64(mp.Nanoseconds()), "ns-p50/passthrough")
 			b.ReportMetric(float64(mf.Nanoseconds()), "ns-p50/plugin")
+			b.ReportMetric(float64(mc.Nanoseconds()), "ns-p50/callfloor")
 			b.ReportMetric(float64(mf)/float64(mp), "x-p50")
+			b.ReportMetric(float64(mc)/float64(mp), "x-p50-callfloor")
 		})
 	}
 }
@@ -272,4 +290,82 @@ func postChat(b *testing.B, client *http.Client, base, team string, body []byte)
 func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]
+}
+
+// BenchmarkCallbackPlacement runs a 1 KiB request's events (headers, body,
+// response, completion) through plugin.wasm and the pass-through filter in
+// the wazero host, each event timed where it runs, from three places: all
+// on the benchmark's goroutine (as BenchmarkRequestPath does), each handed
+// to one other goroutine, and each on a goroutine of its own (as the
+// Handler's HTTP server runs them: a stream's callbacks come from the
+// connection's goroutine and the body pump's). ns-in-events/req is the
+// time inside the events only, hand-offs excluded: what the same work
+// costs when it runs on whichever core the Go scheduler picked, with
+// that core's caches cold for the module (the proxied benchmarks pay
+// this; Envoy runs a VM's callbacks on its worker's thread).
+func BenchmarkCallbackPlacement(b *testing.B) {
+	ctx := context.Background()
+	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pt.Close(ctx)
+	body := []byte(chatOfSize(1 << 10))
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	for _, name := range []string{"passthrough", "plugin"} {
+		m := pt
+		if name == "plugin" {
+			m = compiled(b)
+		}
+		for _, place := range []string{"same-goroutine", "other-goroutine", "new-goroutines"} {
+			b.Run(name+"/"+place, func(b *testing.B) {
+				h, err := m.Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: "placement-" + name + "-" + place,
+					PluginConfig: []byte(testConfig), BufferLimit: 16 << 20})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer h.Close(ctx)
+				var in time.Duration
+				timed := func(f func()) {
+					t0 := time.Now()
+					f()
+					in += time.Since(t0)
+				}
+				run := timed
+				switch place {
+				case "other-goroutine":
+					work, done := make(chan func()), make(chan struct{})
+					go func() {
+						for f := range work {
+							timed(f)
+							done <- struct{}{}
+						}
+					}()
+					defer close(work)
+					run = func(f func()) { work <- f; <-done }
+				case "new-goroutines":
+					run = func(f func()) {
+						done := make(chan struct{})
+						go func() { timed(f); close(done) }()
+						<-done
+					}
+				}
+				for b.Loop() {
+					s := h.NewStream(0)
+					run(func() { s.RequestHeaders(hdrs, false) })
+					run(func() { s.RequestBody(body, true) })
+					run(func() { s.ResponseHeaders(rh, false) })
+					run(func() { s.ResponseBody(resp, true) })
+					run(func() { s.Complete() })
+					if s.LocalReply() != nil {
+						b.Fatalf("local reply %+v", s.LocalReply())
+					}
+				}
+				b.ReportMetric(float64(in.Nanoseconds())/float64(b.N), "ns-in-events/req")
+			})
+		}
+	}
 }

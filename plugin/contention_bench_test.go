@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // BenchmarkCASRetries sends 1 KiB chat requests through the local proxy
@@ -19,15 +20,30 @@ import (
 // from concurrent clients to plugin.wasm on several VMs that share one
 // pool record, and reports the compare-and-swap retries per request and
 // per record update (each request makes two: its decision and its
-// release), read from the pool's cas_retries_total counter.
+// release), read from the pool's cas_retries_total counter. The same load
+// through the call floor (plugin/internal/callfloor: the plugin's host
+// calls, its record read and written back with nothing between) gives the
+// retries of an update whose window is the host calls alone.
 func BenchmarkCASRetries(b *testing.B) {
 	ctx := context.Background()
 	u := benchUpstream(b)
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":0.5},"b":{"share":0.5}}}]}`
 	body := []byte(chatOfSize(1 << 10))
-	for _, c := range []struct{ vms, clients int }{{2, 16}, {8, 32}} {
-		b.Run(fmt.Sprintf("vms=%d/clients=%d", c.vms, c.clients), func(b *testing.B) {
-			h, err := compiled(b).Start(ctx, host.Options{VMs: c.vms, PluginName: pluginName, VMID: fmt.Sprintf("cas-%d", c.vms),
+	floor, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer floor.Close(ctx)
+	for _, c := range []struct {
+		module       string
+		vms, clients int
+	}{{"plugin", 2, 16}, {"plugin", 8, 32}, {"callfloor", 2, 16}, {"callfloor", 8, 32}} {
+		b.Run(fmt.Sprintf("%s/vms=%d/clients=%d", c.module, c.vms, c.clients), func(b *testing.B) {
+			m, metric := compiled(b), "fairshare.pool.p.cas_retries_total"
+			if c.module == "callfloor" {
+				m, metric = floor, "callfloor_cas_retries_total"
+			}
+			h, err := m.Start(ctx, host.Options{VMs: c.vms, PluginName: pluginName, VMID: fmt.Sprintf("cas-%s-%d", c.module, c.vms),
 				PluginConfig: []byte(cfg), BufferLimit: 16 << 20})
 			if err != nil {
 				b.Fatal(err)
@@ -35,7 +51,7 @@ func BenchmarkCASRetries(b *testing.B) {
 			srv := httptest.NewServer(h.Handler(u))
 			defer func() { srv.Close(); h.Close(ctx) }()
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients}}
-			counter := func() int64 { return h.Metrics()["fairshare.pool.p.cas_retries_total"].Value }
+			counter := func() int64 { return h.Metrics()[metric].Value }
 			before := counter()
 			var next atomic.Int64
 			var wg sync.WaitGroup

@@ -26,6 +26,19 @@
 //	dispatch(n i32) i64           n decisions decode+Dispatch+encode of the
 //	                              head of those 64, which may go; returns
 //	                              a checksum
+//	floorbytes(n i32) i64         n times the sum of the record's bytes, the
+//	                              simplest loop Go can write (no call, one
+//	                              branch); returns the sum
+//	floorvarint(n i32) i64        n times the record read as uvarints with
+//	                              encoding/binary (a decoder's inner loop);
+//	                              returns a checksum
+//	floorfloat(n i32) i64         n times a decay and the least share/usage
+//	                              over one value per team (a ranking's
+//	                              inner loop); returns a checksum
+//
+// The floor exports are not decisions: they measure what wazero makes of
+// the plainest Go code, so that the decision's Wasm/native ratio can be
+// read against the ratio of code that has nothing left to take out.
 //
 // The same code builds natively (with an empty main), so that
 // wasmbench_test.go runs both in one benchmark and reports the Wasm/native
@@ -33,7 +46,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
@@ -55,6 +70,14 @@ var state struct {
 	flowFull   []byte // a full pool with flow control and flowWaiting waiting
 	flow       []byte // the same after one request finished
 	flowHolder uint32 // the holder of the head of flow's queue, which may go
+
+	floor []floorEntry // one per team, for floorFloat
+}
+
+// floorEntry is a team's figures in floorFloat.
+type floorEntry struct {
+	usage, share   float64
+	held, reserved int32
 }
 
 // flowWaiting is the number of waiting requests in the flow record.
@@ -92,6 +115,10 @@ func prepare(teams int) int {
 	p.Heartbeat(base.Add(3*time.Second), 99)
 	state.rec2, _ = p.AppendBinary(nil)
 	prepareFlow(teams)
+	state.floor = state.floor[:0]
+	for i := range teams {
+		state.floor = append(state.floor, floorEntry{usage: float64(i)*1.7 + 0.3, share: 1 / float64(teams), held: int32(i % 5), reserved: 4})
+	}
 	state.buf = make([]byte, 0, 2*max(len(state.rec), len(state.flowFull)))
 	state.pool = fairshare.Pool{}
 	return len(state.rec)
@@ -274,3 +301,53 @@ func ownLoop(n int) int64 {
 }
 
 func main() {}
+
+// floorBytes sums the prepared record's bytes n times.
+func floorBytes(n int) int64 {
+	var sum int64
+	for range n {
+		for _, c := range state.rec {
+			sum += int64(c)
+		}
+	}
+	return sum
+}
+
+// floorVarint reads the prepared record as a run of uvarints n times
+// (a byte that ends no uvarint is skipped) and returns a checksum.
+func floorVarint(n int) int64 {
+	var sum int64
+	for range n {
+		b := state.rec
+		for len(b) > 0 {
+			v, k := binary.Uvarint(b)
+			if k <= 0 {
+				b = b[1:]
+				continue
+			}
+			sum += int64(v & 0xff)
+			b = b[k:]
+		}
+	}
+	return sum
+}
+
+// floorFloat decays every team's usage by a factor and finds the team
+// with room whose share/usage is least, n times; it returns the sum of
+// the teams found.
+func floorFloat(n int) int64 {
+	var sum int64
+	for k := range n {
+		d := 0.9999 - float64(k&7)*1e-6
+		best, bi := math.Inf(1), -1
+		for i := range state.floor {
+			e := &state.floor[i]
+			lf := e.share / (e.usage*d + 1e-4)
+			if e.held < e.reserved && lf < best {
+				best, bi = lf, i
+			}
+		}
+		sum += int64(bi)
+	}
+	return sum
+}

@@ -24,3 +24,12 @@ func wasmArrive(n int32) int64 { return arriveLoop(int(n)) }
 
 //go:wasmexport dispatch
 func wasmDispatch(n int32) int64 { return dispatchLoop(int(n)) }
+
+//go:wasmexport floorbytes
+func wasmFloorBytes(n int32) int64 { return floorBytes(int(n)) }
+
+//go:wasmexport floorvarint
+func wasmFloorVarint(n int32) int64 { return floorVarint(int(n)) }
+
+//go:wasmexport floorfloat
+func wasmFloorFloat(n int32) int64 { return floorFloat(int(n)) }
