@@ -123,7 +123,9 @@ func fail(vm *VM, stack []uint64, st hostcalls.Status) {
 func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		}
 		if t > hostcalls.MapHTTPCallResponseTrailers {
 			fail(vm, stack, hostcalls.StatusBadArgument)
 			return
@@ -139,7 +141,9 @@ func init() {
 		}
 		st := vm.copyOut(mod, hostcalls.EncodePairs(*m), uint32(stack[1]), uint32(stack[2]))
 		setStatus(stack, st)
-		vm.traceRet(st, "pairs=%d", len(*m))
+		if vm.tracing {
+			vm.traceRet(st, "pairs=%d", len(*m))
+		}
 	})
 }
 
@@ -161,7 +165,9 @@ func init() {
 			return
 		}
 		pairs, err := hostcalls.DecodePairs(raw)
-		vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+		}
 		m, mutable, ok := vm.headerMap(t)
 		if !ok || !mutable || err != nil {
 			if err != nil {
@@ -185,7 +191,9 @@ func init() {
 func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapSize, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+		}
 		m, _, ok := vm.headerMap(t)
 		if !ok {
 			fail(vm, stack, hostcalls.StatusBadArgument)
@@ -197,7 +205,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "size=%d", n)
+		if vm.tracing {
+			vm.traceRet(st, "size=%d", n)
+		}
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
@@ -125,18 +124,20 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 		wazero.NewModuleConfig().WithName("").WithStartFunctions(hostcalls.ExportInitialize))
 	vm.inStart = false
 	if err != nil {
-		vm.trace("<-- trap: %v", err)
+		if vm.tracing {
+			vm.trace("<-- trap: %v", err)
+		}
 		return nil, fmt.Errorf("_initialize: %w", err)
 	}
 	vm.trace("<--")
 	vm.mod = mod
-	vm.exports = map[string]api.Function{}
-	for name := range h.m.exports {
-		vm.exports[name] = mod.ExportedFunction(name)
+	vm.exports = map[string]export{}
+	for name, d := range h.m.exports {
+		vm.exports[name] = export{fn: mod.ExportedFunction(name), hasResult: len(d.ResultTypes()) > 0}
 	}
-	vm.alloc = vm.exports[hostcalls.ExportMalloc]
+	vm.alloc = vm.exports[hostcalls.ExportMalloc].fn
 	if vm.alloc == nil {
-		vm.alloc = vm.exports[hostcalls.ExportMemoryAllocate]
+		vm.alloc = vm.exports[hostcalls.ExportMemoryAllocate].fn
 	}
 	if _, err := vm.callback(hostcalls.ExportContextCreate, 0, rootContextID, 0); err != nil {
 		return vm, err

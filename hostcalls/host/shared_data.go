@@ -138,7 +138,9 @@ func init() {
 			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
 			return
 		}
-		vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+		if vm.tracing {
+			vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+		}
 		if st := vm.sharedDataFault(SharedDataGet, key); st != hostcalls.StatusOK {
 			setStatus(stack, st)
 			vm.traceRet(st, "")
@@ -157,7 +159,9 @@ func init() {
 		}
 		st := vm.copyOut(mod, value, uint32(stack[2]), uint32(stack[3]))
 		setStatus(stack, st)
-		vm.traceRet(st, "value=%q cas=%d", value, cas)
+		if vm.tracing {
+			vm.traceRet(st, "value=%q cas=%d", value, cas)
+		}
 	})
 }
 
@@ -184,7 +188,9 @@ func init() {
 			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
 			return
 		}
-		vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
+		if vm.tracing {
+			vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
+		}
 		st := vm.sharedDataFault(SharedDataSet, key)
 		if st == hostcalls.StatusOK {
 			st = vm.h.store.set(key, value, cas)

@@ -33,7 +33,13 @@ type VM struct {
 
 	mu      sync.Mutex
 	alloc   api.Function
-	exports map[string]api.Function
+	exports map[string]export
+
+	// stacks are the value stacks of calls into the guest, one per
+	// nesting depth (a callback; the allocator called from a host function
+	// during it), reused so that a call allocates none.
+	stacks     [4][8]uint64
+	stackDepth int
 
 	nextID  uint32
 	streams map[uint32]*Stream
@@ -131,16 +137,22 @@ var (
 // environ, clocks, random, fdstat and prestat.
 func (vm *VM) checkRestricted(name string) {
 	if vm.inAlloc && !allocAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
-		vm.trace("==> %s(...) during allocation", name)
+		if vm.tracing {
+			vm.trace("==> %s(...) during allocation", name)
+		}
 		panic(&restrictedError{name, "memory allocation"})
 	}
 	if vm.inStart && !startAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
-		vm.trace("==> %s(...) during _initialize", name)
+		if vm.tracing {
+			vm.trace("==> %s(...) during _initialize", name)
+		}
 		panic(&restrictedError{name, "_initialize"})
 	}
 }
 
-// trace appends a transcript line when the transcript is on.
+// trace appends a transcript line when the transcript is on. Call sites
+// that pass arguments guard it with `if vm.tracing`: converting them to
+// interfaces allocates even when the transcript is off.
 func (vm *VM) trace(format string, args ...any) {
 	if vm.tracing {
 		vm.transcript = append(vm.transcript, fmt.Sprintf(format, args...))
@@ -199,32 +211,58 @@ func StatusName(st hostcalls.Status) string {
 // errVMFailed is returned by calls into a VM that trapped before.
 var errVMFailed = errors.New("host: the VM failed earlier")
 
+// export is one function the guest exports, with whether it returns a
+// value (read once: wazero's Definition().ResultTypes() allocates).
+type export struct {
+	fn        api.Function
+	hasResult bool
+}
+
+// pushStack returns a zeroed value stack of n slots for a call into the
+// guest at the current nesting depth; popStack releases it.
+func (vm *VM) pushStack(n int) []uint64 {
+	d := vm.stackDepth
+	vm.stackDepth++
+	if d < len(vm.stacks) && n <= len(vm.stacks[d]) {
+		s := vm.stacks[d][:n]
+		clear(s)
+		return s
+	}
+	return make([]uint64, n)
+}
+
+func (vm *VM) popStack() { vm.stackDepth-- }
+
 // callback calls the guest export name with args; a missing export
 // returns (def, nil). A trap marks the VM failed. The caller holds vm.mu.
 func (vm *VM) callback(name string, def uint64, args ...uint64) (uint64, error) {
 	if vm.failed != nil {
 		return def, errVMFailed
 	}
-	fn := vm.exports[name]
-	if fn == nil {
+	e := vm.exports[name]
+	if e.fn == nil {
 		return def, nil
 	}
 	if vm.tracing {
 		vm.transcript = append(vm.transcript, "--> "+name+"("+formatArgs(name, args)+")")
 	}
-	stack := make([]uint64, max(len(args), 1))
+	stack := vm.pushStack(max(len(args), 1))
 	copy(stack, args)
-	err := fn.CallWithStack(vm.ctx, stack)
+	err := e.fn.CallWithStack(vm.ctx, stack)
+	r := stack[0]
+	vm.popStack()
 	if err != nil {
 		vm.failed = fmt.Errorf("host: VM %d: %s: %w", vm.index, name, err)
-		vm.trace("<-- trap: %v", err)
+		if vm.tracing {
+			vm.trace("<-- trap: %v", err)
+		}
 		vm.h.addLog(hostcalls.LogLevelCritical, vm.index, vm.failed.Error())
 		return def, vm.failed
 	}
-	var r uint64
-	if len(fn.Definition().ResultTypes()) > 0 {
-		r = stack[0]
-		vm.trace("<-- %d", uint32(r))
+	if e.hasResult {
+		if vm.tracing {
+			vm.trace("<-- %d", uint32(r))
+		}
 	} else {
 		r = def
 		vm.trace("<--")
@@ -276,11 +314,15 @@ func (vm *VM) allocate(size uint32) uint32 {
 	prev := vm.inAlloc
 	vm.inAlloc = true
 	defer func() { vm.inAlloc = prev }()
-	stack := []uint64{uint64(size)}
-	if err := vm.alloc.CallWithStack(vm.ctx, stack); err != nil {
+	stack := vm.pushStack(1)
+	stack[0] = uint64(size)
+	err := vm.alloc.CallWithStack(vm.ctx, stack)
+	p := uint32(stack[0])
+	vm.popStack()
+	if err != nil {
 		panic(err)
 	}
-	return uint32(stack[0])
+	return p
 }
 
 // copyOut returns data to the guest the cpp-host way: empty data is
