@@ -154,6 +154,9 @@ func init() {
 			vm.trace("==> %s(path=%q,value=%s)", hostcalls.ProxySetProperty, path, quoteMax(v))
 		}
 		if s := vm.cur; s != nil {
+			if s.fs == nil {
+				s.fs = map[string][]byte{}
+			}
 			s.fs["wasm."+path] = v
 		} else {
 			if vm.rootFS == nil {

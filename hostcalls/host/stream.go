@@ -112,7 +112,7 @@ type Stream struct {
 	closeReq bool
 	ended    bool // local reply or reset: no more callbacks but the end
 	complete bool // Complete ran
-	fs       map[string][]byte
+	fs       map[string][]byte // filter state; nil until proxy_set_property
 	notify   chan struct{}
 	// keepBodies false (Handler streams) drops passed-on data once taken.
 	keepBodies bool
@@ -146,7 +146,7 @@ func (h *Host) newStreamLocked(vm *VM) *Stream {
 	vm.nextID++
 	vm.active.Add(1)
 	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true},
-		fs: map[string][]byte{}, notify: make(chan struct{}, 1), keepBodies: true}
+		notify: make(chan struct{}, 1), keepBodies: true}
 }
 
 // ID returns the HTTP context id.

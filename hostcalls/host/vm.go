@@ -65,9 +65,10 @@ type VM struct {
 	tracing    bool
 	transcript []string
 
-	fdbuf  [3][]byte
-	rnd    *splitmix
-	status struct {
+	fdbuf    [3][]byte
+	pairsBuf []byte // proxy_get_header_map_pairs' encoding, reused
+	rnd      *splitmix
+	status   struct {
 		code uint32
 		msg  string
 	}
