@@ -112,8 +112,9 @@ type Stream struct {
 	closeReq bool
 	ended    bool // local reply or reset: no more callbacks but the end
 	complete bool // Complete ran
-	fs       map[string][]byte // filter state; nil until proxy_set_property
-	notify   chan struct{}
+	// fs is the filter state, nil until the first proxy_set_property.
+	fs     map[string][]byte
+	notify chan struct{}
 	// keepBodies false (Handler streams) drops passed-on data once taken.
 	keepBodies bool
 }
