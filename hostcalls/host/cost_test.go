@@ -65,7 +65,7 @@ func TestReplaceAndRemoveHeader(t *testing.T) {
 		m := append([][2]string(nil), tc.m...)
 		var got [][2]string
 		if tc.op == "replace" {
-			got = replaceHeader(m, []byte(tc.key), tc.value)
+			got = replaceHeader(m, []byte(tc.key), []byte(tc.value))
 		} else {
 			got = removeHeader(m, []byte(tc.key))
 		}

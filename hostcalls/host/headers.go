@@ -91,14 +91,21 @@ func removeHeader(m [][2]string, key []byte) [][2]string {
 // replaceHeader sets the first value of key and removes its later pairs,
 // in place (the pairs after it only move towards the front), or appends
 // the pair if key is absent.
-func replaceHeader(m [][2]string, key []byte, value string) [][2]string {
+func replaceHeader(m [][2]string, key, value []byte) [][2]string {
 	for i, kv := range m {
 		if kv[0] == string(key) {
-			m[i][1] = value
+			m[i][1] = string(value)
 			return append(m[:i+1], removeHeader(m[i+1:], key)...)
 		}
 	}
-	return append(m, [2]string{string(key), value})
+	return append(m, newPair(key, value))
+}
+
+// newPair copies a header's key and value into one new string, which
+// both share.
+func newPair(key, value []byte) [2]string {
+	kv := string(key) + string(value)
+	return [2]string{kv[:len(key)], kv[len(key):]}
 }
 
 // appendPairs appends the serialisation of hostcalls.EncodePairs to dst
@@ -314,11 +321,14 @@ func lowerKey(b []byte) []byte {
 //
 //	key_ptr         value_ptr
 //	[ k e y ]  ...  [ v a l u e ]
-func modifyHeader(name string, apply func(m [][2]string, k []byte, v string) [][2]string) {
+//
+// apply gets the key and the value as views of guest memory and copies
+// what it keeps.
+func modifyHeader(name string, apply func(m [][2]string, k, v []byte) [][2]string) {
 	registerEnv(name, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
 		key, ok1 := view(mod, uint32(stack[1]), uint32(stack[2]))
-		value, ok2 := readString(mod, uint32(stack[3]), uint32(stack[4]))
+		value, ok2 := view(mod, uint32(stack[3]), uint32(stack[4]))
 		if !ok1 || !ok2 {
 			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
 			return
@@ -348,8 +358,8 @@ func modifyHeader(name string, apply func(m [][2]string, k []byte, v string) [][
 // Sets the first value of the key and removes the others (adds it if
 // absent). Same results.
 func init() {
-	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k []byte, v string) [][2]string {
-		return append(m, [2]string{string(k), v})
+	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k, v []byte) [][2]string {
+		return append(m, newPair(k, v))
 	})
 	modifyHeader(hostcalls.ProxyReplaceHeaderMapValue, replaceHeader)
 }

@@ -298,7 +298,10 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 func (s *Stream) releaseHeaders(d *direction) {
 	d.headersMutable = false
 	d.headersReleased = true
-	d.releasedHeaders = append([][2]string(nil), d.headers...)
+	// Shared, not copied: once released the map is never changed again
+	// (headersMutable is set only before the headers callback), and every
+	// reader of releasedHeaders copies it.
+	d.releasedHeaders = d.headers
 	if d.headersEOS {
 		d.eosOut = true
 	}
