@@ -46,7 +46,7 @@ func init() {
 			vm.deferred = append(vm.deferred, func() {
 				vm.enter()
 				vm.curID, vm.cur = rootContextID, nil
-				vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+				vm.callback(cbDelete, 0, rootContextID)
 				vm.deleteRoot()
 				closeNow := vm.active.Load() == 0
 				vm.exit()

@@ -124,3 +124,18 @@ func TestSharedDataCopies(t *testing.T) {
 		t.Errorf("a value read before a set = %q, want \"abc\"", held)
 	}
 }
+
+// TestCallbackNames: every callback id names a distinct proxy_on_* export
+// that the transcript knows the parameters of.
+func TestCallbackNames(t *testing.T) {
+	seen := map[string]bool{}
+	for id, name := range callbackNames {
+		if !strings.HasPrefix(name, "proxy_on_") || seen[name] {
+			t.Errorf("callbackNames[%d] = %q: want a distinct proxy_on_* name", id, name)
+		}
+		seen[name] = true
+		if _, ok := callbackParams[name]; !ok {
+			t.Errorf("callbackParams has no %s", name)
+		}
+	}
+}

@@ -131,18 +131,19 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 	}
 	vm.trace("<--")
 	vm.mod = mod
-	vm.exports = map[string]export{}
-	for name, d := range h.m.exports {
-		vm.exports[name] = export{fn: mod.ExportedFunction(name), hasResult: len(d.ResultTypes()) > 0}
+	for id, name := range callbackNames {
+		if d := h.m.exports[name]; d != nil {
+			vm.cbs[id] = export{fn: mod.ExportedFunction(name), hasResult: len(d.ResultTypes()) > 0}
+		}
 	}
-	vm.alloc = vm.exports[hostcalls.ExportMalloc].fn
+	vm.alloc = mod.ExportedFunction(hostcalls.ExportMalloc)
 	if vm.alloc == nil {
-		vm.alloc = vm.exports[hostcalls.ExportMemoryAllocate].fn
+		vm.alloc = mod.ExportedFunction(hostcalls.ExportMemoryAllocate)
 	}
-	if _, err := vm.callback(hostcalls.ExportContextCreate, 0, rootContextID, 0); err != nil {
+	if _, err := vm.callback(cbContextCreate, 0, rootContextID, 0); err != nil {
 		return vm, err
 	}
-	ok, err := vm.callback(hostcalls.ExportVMStart, 1, rootContextID, uint64(len(h.opts.VMConfig)))
+	ok, err := vm.callback(cbVMStart, 1, rootContextID, uint64(len(h.opts.VMConfig)))
 	if err != nil {
 		return vm, err
 	}
@@ -150,7 +151,7 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 		return vm, errors.New("proxy_on_vm_start returned false")
 	}
 	vm.inConfigure, vm.configuring = true, cfg
-	ok, err = vm.callback(hostcalls.ExportConfigure, 1, rootContextID, uint64(len(cfg)))
+	ok, err = vm.callback(cbConfigure, 1, rootContextID, uint64(len(cfg)))
 	vm.inConfigure, vm.configuring = false, nil
 	if err != nil {
 		return vm, err
@@ -211,10 +212,10 @@ func (vm *VM) retire(force bool) {
 func (vm *VM) shutdownRoot() bool {
 	vm.shutdown = true
 	vm.curID, vm.cur = rootContextID, nil
-	done, err := vm.callback(hostcalls.ExportDone, 1, rootContextID)
+	done, err := vm.callback(cbDone, 1, rootContextID)
 	switch {
 	case err == nil && uint32(done) != 0:
-		vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+		vm.callback(cbDelete, 0, rootContextID)
 		vm.deleteRoot()
 	case err == nil:
 		vm.waitDone = true

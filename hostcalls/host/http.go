@@ -298,7 +298,7 @@ func (vm *VM) deliverHTTPCall(ctxID uint32, s *Stream, token uint32, res *httpCa
 	}
 	r := vm.callResp
 	vm.curID, vm.cur = ctxID, s
-	_, err := vm.callback(hostcalls.ExportHTTPCallResponse, 0, uint64(ctxID), uint64(token),
+	_, err := vm.callback(cbHTTPCallResponse, 0, uint64(ctxID), uint64(token),
 		uint64(len(r.headers)), uint64(len(r.body)), uint64(len(r.trailers)))
 	if err != nil && s != nil {
 		s.endLocal(&LocalReply{Status: 503, Details: "wasm_fail_stream", Body: []byte("wasm_fail_stream"), GRPCStatus: -1})

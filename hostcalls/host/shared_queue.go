@@ -245,7 +245,7 @@ func (vm *VM) queueReady(token uint32) {
 	vm.enter()
 	if !vm.rootGone && !vm.closed && vm.failed == nil {
 		vm.curID, vm.cur = rootContextID, nil
-		vm.callback(hostcalls.ExportQueueReady, 0, rootContextID, uint64(token))
+		vm.callback(cbQueueReady, 0, rootContextID, uint64(token))
 	}
 	vm.exit()
 }

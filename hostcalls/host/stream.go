@@ -3,8 +3,6 @@ package host
 import (
 	"strconv"
 	"strings"
-
-	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
 // Action is what the host did with a stream event after the filter
@@ -175,15 +173,15 @@ func (s *Stream) ensureCreated() bool {
 	}
 	s.created = true
 	s.vm.streams[s.id] = s
-	_, err := s.call(hostcalls.ExportContextCreate, 0, uint64(s.id), rootContextID)
+	_, err := s.call(cbContextCreate, 0, uint64(s.id), rootContextID)
 	return err == nil
 }
 
 // call runs a callback with this stream as the effective context; a trap
 // ends the stream with 503 (fail closed).
-func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
+func (s *Stream) call(id callbackID, def uint64, args ...uint64) (uint64, error) {
 	s.vm.curID, s.vm.cur = s.id, s
-	r, err := s.vm.callback(name, def, args...)
+	r, err := s.vm.callback(id, def, args...)
 	s.vm.curID, s.vm.cur = rootContextID, nil
 	if err != nil && !s.ended {
 		s.endLocal(&LocalReply{Status: 503, Details: "wasm_fail_stream", Body: []byte("wasm_fail_stream"), GRPCStatus: -1})
@@ -196,9 +194,9 @@ func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
 // deferred continueDecoding/continueEncoding at the end of the VM call,
 // before the filter's result is recorded, when the filter is not stopped
 // yet, so it resumes nothing and a stop returned by the callback holds.
-func (s *Stream) callDir(d *direction, name string, args ...uint64) (uint64, error) {
+func (s *Stream) callDir(d *direction, id callbackID, args ...uint64) (uint64, error) {
 	pending := d.continuePending
-	r, err := s.call(name, 0, args...)
+	r, err := s.call(id, 0, args...)
 	if d.continuePending && !pending {
 		d.continuePending = false
 		s.vm.trace("(proxy_continue_stream during the stream's own callback: no effect)")
@@ -263,11 +261,11 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 		return Ended
 	}
 	d.headersMutable = true
-	name := hostcalls.ExportRequestHeaders
+	id := cbRequestHeaders
 	if resp {
-		name = hostcalls.ExportResponseHeaders
+		id = cbResponseHeaders
 	}
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.headers)), b2u(eos))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.headers)), b2u(eos))
 	if err != nil || s.afterCallback() {
 		d.headersMutable = false
 		return Ended
@@ -339,12 +337,12 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	} else {
 		d.buf = append([]byte(nil), chunk...)
 	}
-	name := hostcalls.ExportRequestBody
+	id := cbRequestBody
 	if d.resp {
-		name = hostcalls.ExportResponseBody
+		id = cbResponseBody
 	}
 	d.inBody = true
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.buf)), b2u(eos))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.buf)), b2u(eos))
 	d.inBody = false
 	if err != nil || s.afterCallback() {
 		return Ended
@@ -363,8 +361,7 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	switch a {
 	case Continue:
 		d.buffering = 0
-		s.pass(d, d.buf, eos)
-		d.buf = nil
+		s.passBuf(d, eos)
 	case StopIterationNoBuffer:
 		d.buffering = 0
 		d.buf = nil
@@ -379,9 +376,17 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	return a
 }
 
-// pass appends data to what the direction has passed on.
-func (s *Stream) pass(d *direction, data []byte, eos bool) {
-	d.out = append(d.out, data...)
+// passBuf appends the body buffer to what the direction has passed on
+// and empties it. The buffer is the host's own (a copy of the driver's
+// chunks, or of the filter's bytes), so when nothing is waiting to be
+// taken it becomes the passed-on data without a copy.
+func (s *Stream) passBuf(d *direction, eos bool) {
+	if len(d.out) == 0 {
+		d.out = d.buf
+	} else {
+		d.out = append(d.out, d.buf...)
+	}
+	d.buf = nil
 	if eos {
 		d.eosOut = true
 	}
@@ -406,12 +411,12 @@ func (s *Stream) trailersEvent(resp bool, tr [][2]string) Action {
 }
 
 func (s *Stream) deliverTrailers(d *direction) Action {
-	name := hostcalls.ExportRequestTrailers
+	id := cbRequestTrailers
 	if d.resp {
-		name = hostcalls.ExportResponseTrailers
+		id = cbResponseTrailers
 	}
 	d.trailersMutable = true
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.trailers)))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.trailers)))
 	if err != nil || s.afterCallback() {
 		d.trailersMutable = false
 		return Ended
@@ -501,8 +506,7 @@ func (s *Stream) applyResume() {
 				s.releaseTrailers(d)
 			case d.buffering != 0:
 				d.buffering = 0
-				s.pass(d, d.buf, d.eosIn && d.trailers == nil)
-				d.buf = nil
+				s.passBuf(d, d.eosIn && d.trailers == nil)
 			}
 		}
 	}
@@ -549,10 +553,10 @@ func (s *Stream) Complete() {
 	s.ended = true
 	if s.created {
 		s.logPhase = true
-		s.call(hostcalls.ExportLog, 0, uint64(s.id))
+		s.call(cbLog, 0, uint64(s.id))
 		s.logPhase = false
-		s.call(hostcalls.ExportDone, 1, uint64(s.id))
-		s.call(hostcalls.ExportDelete, 0, uint64(s.id))
+		s.call(cbDone, 1, uint64(s.id))
+		s.call(cbDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)
 	}
 	vm := s.vm

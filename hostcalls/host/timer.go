@@ -86,7 +86,7 @@ func (vm *VM) tickIfDue() bool {
 	if vm.tickPeriod > 0 && !vm.rootGone && !vm.closed && vm.failed == nil && !now.Before(vm.nextTick) {
 		vm.nextTick = now.Add(vm.tickPeriod)
 		vm.curID, vm.cur = rootContextID, nil
-		vm.callback(hostcalls.ExportTick, 0, rootContextID)
+		vm.callback(cbTick, 0, rootContextID)
 		ran = true
 	}
 	vm.exit()

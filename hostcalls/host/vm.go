@@ -31,9 +31,9 @@ type VM struct {
 	mod   api.Module
 	ctx   context.Context
 
-	mu      sync.Mutex
-	alloc   api.Function
-	exports map[string]export
+	mu    sync.Mutex
+	alloc api.Function
+	cbs   [numCallbacks]export // the guest's proxy_on_* callbacks
 
 	// stacks are the value stacks of calls into the guest, one per
 	// nesting depth (a callback; the allocator called from a host function
@@ -219,6 +219,48 @@ type export struct {
 	hasResult bool
 }
 
+// callbackID names a proxy_on_* callback. A VM keeps its callbacks in an
+// array indexed by it, so that a call does not hash the export's name.
+type callbackID uint8
+
+const (
+	cbContextCreate callbackID = iota
+	cbVMStart
+	cbConfigure
+	cbTick
+	cbRequestHeaders
+	cbRequestBody
+	cbRequestTrailers
+	cbResponseHeaders
+	cbResponseBody
+	cbResponseTrailers
+	cbHTTPCallResponse
+	cbQueueReady
+	cbLog
+	cbDone
+	cbDelete
+	numCallbacks
+)
+
+// callbackNames are the exports' names, by callbackID.
+var callbackNames = [numCallbacks]string{
+	cbContextCreate:    hostcalls.ExportContextCreate,
+	cbVMStart:          hostcalls.ExportVMStart,
+	cbConfigure:        hostcalls.ExportConfigure,
+	cbTick:             hostcalls.ExportTick,
+	cbRequestHeaders:   hostcalls.ExportRequestHeaders,
+	cbRequestBody:      hostcalls.ExportRequestBody,
+	cbRequestTrailers:  hostcalls.ExportRequestTrailers,
+	cbResponseHeaders:  hostcalls.ExportResponseHeaders,
+	cbResponseBody:     hostcalls.ExportResponseBody,
+	cbResponseTrailers: hostcalls.ExportResponseTrailers,
+	cbHTTPCallResponse: hostcalls.ExportHTTPCallResponse,
+	cbQueueReady:       hostcalls.ExportQueueReady,
+	cbLog:              hostcalls.ExportLog,
+	cbDone:             hostcalls.ExportDone,
+	cbDelete:           hostcalls.ExportDelete,
+}
+
 // pushStack returns a zeroed value stack of n slots for a call into the
 // guest at the current nesting depth; popStack releases it.
 func (vm *VM) pushStack(n int) []uint64 {
@@ -234,16 +276,17 @@ func (vm *VM) pushStack(n int) []uint64 {
 
 func (vm *VM) popStack() { vm.stackDepth-- }
 
-// callback calls the guest export name with args; a missing export
+// callback calls the guest's callback id with args; a missing export
 // returns (def, nil). A trap marks the VM failed. The caller holds vm.mu.
-func (vm *VM) callback(name string, def uint64, args ...uint64) (uint64, error) {
+func (vm *VM) callback(id callbackID, def uint64, args ...uint64) (uint64, error) {
 	if vm.failed != nil {
 		return def, errVMFailed
 	}
-	e := vm.exports[name]
+	e := vm.cbs[id]
 	if e.fn == nil {
 		return def, nil
 	}
+	name := callbackNames[id]
 	if vm.tracing {
 		vm.transcript = append(vm.transcript, "--> "+name+"("+formatArgs(name, args)+")")
 	}
