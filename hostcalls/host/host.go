@@ -112,7 +112,7 @@ func (h *Host) startGeneration(ctx context.Context, cfg []byte) ([]*VM, error) {
 func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 	vm := &VM{h: h, index: index, nextID: rootContextID + 1, streams: map[uint32]*Stream{},
 		tracing: h.opts.Transcript, tickWake: make(chan struct{}, 1), curID: rootContextID}
-	vm.ctx = context.WithValue(context.Background(), vmKey{}, vm)
+	vm.ctx = &vmContext{Context: context.Background(), vm: vm}
 	if h.opts.Seed != 0 {
 		vm.rnd = &splitmix{x: h.opts.Seed*0x9e3779b97f4a7c15 + uint64(index+2)}
 	}

@@ -111,7 +111,9 @@ type Stream struct {
 	ended    bool // local reply or reset: no more callbacks but the end
 	complete bool // Complete ran
 	// fs is the filter state, nil until the first proxy_set_property.
-	fs     map[string][]byte
+	fs map[string][]byte
+	// notify wakes the Handler waiting on the stream; nil (never
+	// signalled) for a stream that the Handler does not drive.
 	notify chan struct{}
 	// keepBodies false (Handler streams) drops passed-on data once taken.
 	keepBodies bool
@@ -137,15 +139,18 @@ func (h *Host) tryNewStream(vm *VM) *Stream {
 	if vm.retired || vm.closed {
 		return nil
 	}
-	return h.newStreamLocked(vm)
+	s := h.newStreamLocked(vm)
+	s.notify = make(chan struct{}, 1)
+	return s
 }
 
+// newStreamLocked makes a stream. Its notify channel is nil (signal does
+// nothing) unless the caller, the Handler, waits on it.
 func (h *Host) newStreamLocked(vm *VM) *Stream {
 	id := vm.nextID
 	vm.nextID++
 	vm.active.Add(1)
-	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true},
-		notify: make(chan struct{}, 1), keepBodies: true}
+	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true}, keepBodies: true}
 }
 
 // ID returns the HTTP context id.
@@ -211,8 +216,13 @@ func (s *Stream) dir(resp bool) *direction {
 	return &s.req
 }
 
+// spareHeaders is the room lowerPairs leaves for headers that a filter
+// adds, so that a few additions do not grow the map.
+const spareHeaders = 8
+
+// lowerPairs returns a copy of p with lower-cased keys.
 func lowerPairs(p [][2]string) [][2]string {
-	out := make([][2]string, len(p))
+	out := make([][2]string, len(p), len(p)+spareHeaders)
 	for i, kv := range p {
 		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
 	}
