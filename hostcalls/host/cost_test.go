@@ -33,10 +33,13 @@ func TestAppendPairsMatchesEncodePairs(t *testing.T) {
 	}
 }
 
-func TestLowerKeyMatchesToLower(t *testing.T) {
+func TestLowerMatchesToLower(t *testing.T) {
 	for _, key := range []string{"", "x-a", "X-A", "content-length", "Content-Length", ":path", "x-ÄB", "\xff", "a\x80b", "ÀÉ", "x-\u212a"} {
 		if got, want := string(lowerKey([]byte(key))), strings.ToLower(key); got != want {
 			t.Errorf("lowerKey(%q) = %q, want %q", key, got, want)
+		}
+		if got, want := lowerString(key), strings.ToLower(key); got != want {
+			t.Errorf("lowerString(%q) = %q, want %q", key, got, want)
 		}
 	}
 	lower := []byte("x-fairshare-team")

@@ -3,6 +3,7 @@ package host
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Action is what the host did with a stream event after the filter
@@ -224,9 +225,20 @@ const spareHeaders = 8
 func lowerPairs(p [][2]string) [][2]string {
 	out := make([][2]string, len(p), len(p)+spareHeaders)
 	for i, kv := range p {
-		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
+		out[i] = [2]string{lowerString(kv[0]), kv[1]}
 	}
 	return out
+}
+
+// lowerString is strings.ToLower with the common case, a key with no
+// upper-case letter and no byte beyond ASCII, checked inline.
+func lowerString(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
 
 // RequestHeaders delivers the request headers (keys are lower-cased;
