@@ -234,3 +234,62 @@ func BenchmarkModuleSize(b *testing.B) {
 		})
 	}
 }
+
+// callMixPkg is the benchmark filter that makes the plugin's host calls
+// and nothing else (testdata/callmix).
+const callMixPkg = "./hostcalls/host/testdata/callmix"
+
+// BenchmarkHostCalls: the host's own cost for the host calls and
+// callbacks the fairshare plugin makes per request. One request with a
+// 1 KiB body and a small JSON response through the Stream API (virtual
+// clock) two ways, interleaved request by request so that they share the
+// machine's load: "passthrough", the minimal module (no callback is
+// exported, so none runs); "callmix", a filter whose callbacks make the
+// plugin's 20 host calls (6 of them calling back into its allocator) and
+// nothing else. It reports ns per request of each, and ns/call: the
+// difference spread over the 34 crossings of the boundary beyond the
+// pass-through's (20 host calls, 6 allocations, 8 callbacks).
+func BenchmarkHostCalls(b *testing.B) {
+	clock := NewVirtualClock(time.Unix(1700000000, 0))
+	body := bytes.Repeat([]byte("x"), 1<<10)
+	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+		{"content-length", strconv.Itoa(len(body))}, {"x-team", "a"}}
+	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", strconv.Itoa(len(resp))}}
+	type variant struct {
+		name  string
+		h     *Host
+		total time.Duration
+	}
+	vs := []*variant{
+		{name: "passthrough", h: start(b, passthroughPkg, Options{Clock: clock, BufferLimit: 16 << 20})},
+		{name: "callmix", h: start(b, callMixPkg, Options{Clock: clock, BufferLimit: 16 << 20})},
+	}
+	request := func(h *Host) *Stream {
+		s := h.NewStream(0)
+		s.RequestHeaders(hdrs, false)
+		s.RequestBody(body, true)
+		s.ResponseHeaders(rh, false)
+		s.ResponseBody(resp, true)
+		s.Complete()
+		return s
+	}
+	for _, v := range vs { // once, untimed: each goes through
+		if s := request(v.h); len(s.ForwardedRequestBody()) != len(body) || s.LocalReply() != nil {
+			b.Fatalf("%s: request not forwarded: %d bytes, local reply %v", v.name, len(s.ForwardedRequestBody()), s.LocalReply())
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, v := range vs {
+			t0 := time.Now()
+			request(v.h)
+			v.total += time.Since(t0)
+		}
+	}
+	per := func(v *variant) float64 { return float64(v.total.Nanoseconds()) / float64(b.N) }
+	for _, v := range vs {
+		b.ReportMetric(per(v), "ns/"+v.name)
+	}
+	b.ReportMetric((per(vs[1])-per(vs[0]))/34, "ns/call")
+}

@@ -73,7 +73,9 @@ func init() {
 	registerEnv(hostcalls.ProxyGetBufferBytes, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.BufferType(uint32(stack[0]))
 		start, size := uint32(stack[1]), uint32(stack[2])
-		vm.trace("==> %s(type=%d,start=%d,max_size=%d)", hostcalls.ProxyGetBufferBytes, t, start, size)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d,start=%d,max_size=%d)", hostcalls.ProxyGetBufferBytes, t, start, size)
+		}
 		buf, _, ok := vm.buffer(t)
 		if !ok {
 			setStatus(stack, hostcalls.StatusNotFound)
@@ -116,7 +118,9 @@ func quote(b []byte) string { return strconvQuote(string(b)) }
 func init() {
 	registerEnv(hostcalls.ProxyGetBufferStatus, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.BufferType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetBufferStatus, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetBufferStatus, t)
+		}
 		buf, _, ok := vm.buffer(t)
 		if !ok {
 			setStatus(stack, hostcalls.StatusNotFound)
@@ -129,7 +133,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "size=%d flags=0", n)
+		if vm.tracing {
+			vm.traceRet(st, "size=%d flags=0", n)
+		}
 	})
 }
 
@@ -205,7 +211,9 @@ func init() {
 		}
 		setStatus(stack, st)
 		if ok && mutable {
-			vm.traceRet(st, "len=%d", len(*buf))
+			if vm.tracing {
+				vm.traceRet(st, "len=%d", len(*buf))
+			}
 		} else {
 			vm.traceRet(st, "")
 		}

@@ -15,7 +15,9 @@ import (
 func init() {
 	registerEnv(hostcalls.ProxySetEffectiveContext, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
 		id := uint32(stack[0])
-		vm.trace("==> %s(ctx=%d)", hostcalls.ProxySetEffectiveContext, id)
+		if vm.tracing {
+			vm.trace("==> %s(ctx=%d)", hostcalls.ProxySetEffectiveContext, id)
+		}
 		s, ok := vm.lookupContext(id)
 		st := hostcalls.StatusOK
 		if ok {
@@ -35,14 +37,16 @@ func init() {
 // NOT_FOUND if the VM is not waiting for it.
 func init() {
 	registerEnv(hostcalls.ProxyDone, 0, ret32, func(vm *VM, _ api.Module, stack []uint64) {
-		vm.trace("==> %s()", hostcalls.ProxyDone)
+		if vm.tracing {
+			vm.trace("==> %s()", hostcalls.ProxyDone)
+		}
 		st := hostcalls.StatusOK
 		if vm.waitDone {
 			vm.waitDone = false
 			vm.deferred = append(vm.deferred, func() {
 				vm.enter()
 				vm.curID, vm.cur = rootContextID, nil
-				vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+				vm.callback(cbDelete, 0, rootContextID)
 				vm.deleteRoot()
 				closeNow := vm.active.Load() == 0
 				vm.exit()
@@ -71,7 +75,9 @@ func init() {
 //	                  +--> [ m s g ]  (allocated by the guest; none if empty)
 func init() {
 	registerEnv(hostcalls.ProxyGetStatus, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		vm.trace("==> %s()", hostcalls.ProxyGetStatus)
+		if vm.tracing {
+			vm.trace("==> %s()", hostcalls.ProxyGetStatus)
+		}
 		code, msg := vm.status.code, vm.status.msg
 		st := hostcalls.StatusOK
 		if !writeU32(mod, uint32(stack[0]), code) {
@@ -80,7 +86,9 @@ func init() {
 			st = vm.copyOut(mod, []byte(msg), uint32(stack[1]), uint32(stack[2]))
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "code=%d msg=%q", code, msg)
+		if vm.tracing {
+			vm.traceRet(st, "code=%d msg=%q", code, msg)
+		}
 	})
 }
 
@@ -91,7 +99,9 @@ func init() {
 func init() {
 	registerEnv("proxy_call_foreign_function", 6, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		name, _ := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		vm.trace("==> proxy_call_foreign_function(name=%q)", name)
+		if vm.tracing {
+			vm.trace("==> proxy_call_foreign_function(name=%q)", name)
+		}
 		setStatus(stack, hostcalls.StatusNotFound)
 		vm.traceRet(hostcalls.StatusNotFound, "")
 	})
@@ -104,7 +114,9 @@ func init() {
 		"proxy_grpc_cancel": 1, "proxy_grpc_close": 1,
 	} {
 		registerEnv(name, n, ret32, func(vm *VM, _ api.Module, stack []uint64) {
-			vm.trace("==> %s(...)", name)
+			if vm.tracing {
+				vm.trace("==> %s(...)", name)
+			}
 			setStatus(stack, hostcalls.StatusUnimplemented)
 			vm.traceRet(hostcalls.StatusUnimplemented, "")
 		})

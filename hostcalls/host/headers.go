@@ -1,7 +1,10 @@
 package host
 
 import (
+	"encoding/binary"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -74,26 +77,60 @@ func headerByteSize(m [][2]string) int {
 	return n
 }
 
-func removeHeader(m [][2]string, key string) [][2]string {
+// removeHeader removes every pair of key from m, in place.
+func removeHeader(m [][2]string, key []byte) [][2]string {
 	out := m[:0]
 	for _, kv := range m {
-		if kv[0] != key {
+		if kv[0] != string(key) {
 			out = append(out, kv)
 		}
 	}
 	return out
 }
 
-func replaceHeader(m [][2]string, key, value string) [][2]string {
+// replaceHeader sets the first value of key and removes its later pairs,
+// in place (the pairs after it only move towards the front), or appends
+// the pair if key is absent.
+func replaceHeader(m [][2]string, key, value []byte) [][2]string {
 	for i, kv := range m {
-		if kv[0] == key {
-			m[i][1] = value
-			rest := removeHeader(append([][2]string(nil), m[i+1:]...), key)
-			return append(m[:i+1], rest...)
+		if kv[0] == string(key) {
+			m[i][1] = string(value)
+			return append(m[:i+1], removeHeader(m[i+1:], key)...)
 		}
 	}
-	return append(m, [2]string{key, value})
+	return append(m, newPair(key, value))
 }
+
+// newPair copies a header's key and value into one new string, which
+// both share.
+func newPair(key, value []byte) [2]string {
+	kv := string(key) + string(value)
+	return [2]string{kv[:len(key)], kv[len(key):]}
+}
+
+// appendPairs appends the serialisation of hostcalls.EncodePairs to dst
+// (nothing for an empty map).
+func appendPairs(dst []byte, m [][2]string) []byte {
+	if len(m) == 0 {
+		return dst
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(m)))
+	for _, kv := range m {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(kv[0])))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(kv[1])))
+	}
+	for _, kv := range m {
+		dst = append(dst, kv[0]...)
+		dst = append(dst, 0)
+		dst = append(dst, kv[1]...)
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// stringBytes returns the bytes of s without copying them, for callers
+// that only read them (copyOut).
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // headerStatus is the status of a call on a map that is not available:
 // BAD_ARGUMENT, or NOT_FOUND for a read during on_log.
@@ -123,7 +160,9 @@ func fail(vm *VM, stack []uint64, st hostcalls.Status) {
 func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+		}
 		if t > hostcalls.MapHTTPCallResponseTrailers {
 			fail(vm, stack, hostcalls.StatusBadArgument)
 			return
@@ -137,9 +176,14 @@ func init() {
 			vm.traceRet(st, "pairs=0 (map not available)")
 			return
 		}
-		st := vm.copyOut(mod, hostcalls.EncodePairs(*m), uint32(stack[1]), uint32(stack[2]))
+		// Encoded into a buffer of the VM's (copyOut copies it into the
+		// guest's memory; the allocator it calls cannot get a header map).
+		vm.pairsBuf = appendPairs(vm.pairsBuf[:0], *m)
+		st := vm.copyOut(mod, vm.pairsBuf, uint32(stack[1]), uint32(stack[2]))
 		setStatus(stack, st)
-		vm.traceRet(st, "pairs=%d", len(*m))
+		if vm.tracing {
+			vm.traceRet(st, "pairs=%d", len(*m))
+		}
 	})
 }
 
@@ -161,7 +205,9 @@ func init() {
 			return
 		}
 		pairs, err := hostcalls.DecodePairs(raw)
-		vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+		}
 		m, mutable, ok := vm.headerMap(t)
 		if !ok || !mutable || err != nil {
 			if err != nil {
@@ -185,7 +231,9 @@ func init() {
 func init() {
 	registerEnv(hostcalls.ProxyGetHeaderMapSize, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+		}
 		m, _, ok := vm.headerMap(t)
 		if !ok {
 			fail(vm, stack, hostcalls.StatusBadArgument)
@@ -197,7 +245,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "size=%d", n)
+		if vm.tracing {
+			vm.traceRet(st, "size=%d", n)
+		}
 	})
 }
 
@@ -223,8 +273,8 @@ func init() {
 			return
 		}
 		for _, kv := range *m {
-			if kv[0] == key {
-				st := vm.copyOut(mod, []byte(kv[1]), uint32(stack[3]), uint32(stack[4]))
+			if kv[0] == string(key) {
+				st := vm.copyOut(mod, stringBytes(kv[1]), uint32(stack[3]), uint32(stack[4]))
 				setStatus(stack, st)
 				if vm.tracing {
 					vm.traceRet(st, "value=%q", kv[1])
@@ -239,35 +289,51 @@ func init() {
 // headerKey reads the (map_type, key_ptr, key_len) arguments of a host
 // function that names one header, lower-cases the key as Envoy does and
 // traces the call; on an unreadable key it sets INVALID_MEMORY_ACCESS and
-// reports false.
-func headerKey(vm *VM, mod api.Module, stack []uint64, name string) (hostcalls.MapType, string, bool) {
+// reports false. The key may be a view of guest memory (see lowerKey).
+func headerKey(vm *VM, mod api.Module, stack []uint64, name string) (hostcalls.MapType, []byte, bool) {
 	t := hostcalls.MapType(uint32(stack[0]))
-	key, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
+	key, ok := view(mod, uint32(stack[1]), uint32(stack[2]))
 	if !ok {
 		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-		return t, "", false
+		return t, nil, false
 	}
-	key = strings.ToLower(key)
+	key = lowerKey(key)
 	if vm.tracing { // boxing the strings allocates even when the transcript is off
 		vm.trace("==> %s(type=%d,key=%q)", name, t, key)
 	}
 	return t, key, true
 }
 
+// lowerKey returns strings.ToLower of a header key read from guest memory:
+// the key itself (a view, valid until the guest runs again) when it holds
+// no upper-case letter and no byte beyond ASCII, as header keys mostly do,
+// else a lower-cased copy.
+func lowerKey(b []byte) []byte {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return []byte(strings.ToLower(string(b)))
+		}
+	}
+	return b
+}
+
 // modifyHeader registers add/replace which share a layout:
 //
 //	key_ptr         value_ptr
 //	[ k e y ]  ...  [ v a l u e ]
-func modifyHeader(name string, apply func(m [][2]string, k, v string) [][2]string) {
+//
+// apply gets the key and the value as views of guest memory and copies
+// what it keeps.
+func modifyHeader(name string, apply func(m [][2]string, k, v []byte) [][2]string) {
 	registerEnv(name, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		t := hostcalls.MapType(uint32(stack[0]))
-		key, ok1 := readString(mod, uint32(stack[1]), uint32(stack[2]))
-		value, ok2 := readString(mod, uint32(stack[3]), uint32(stack[4]))
+		key, ok1 := view(mod, uint32(stack[1]), uint32(stack[2]))
+		value, ok2 := view(mod, uint32(stack[3]), uint32(stack[4]))
 		if !ok1 || !ok2 {
 			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		key = strings.ToLower(key)
+		key = lowerKey(key)
 		if vm.tracing { // boxing the strings allocates even when the transcript is off
 			vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
 		}
@@ -292,8 +358,8 @@ func modifyHeader(name string, apply func(m [][2]string, k, v string) [][2]strin
 // Sets the first value of the key and removes the others (adds it if
 // absent). Same results.
 func init() {
-	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k, v string) [][2]string {
-		return append(m, [2]string{k, v})
+	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k, v []byte) [][2]string {
+		return append(m, newPair(k, v))
 	})
 	modifyHeader(hostcalls.ProxyReplaceHeaderMapValue, replaceHeader)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
@@ -113,7 +112,7 @@ func (h *Host) startGeneration(ctx context.Context, cfg []byte) ([]*VM, error) {
 func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 	vm := &VM{h: h, index: index, nextID: rootContextID + 1, streams: map[uint32]*Stream{},
 		tracing: h.opts.Transcript, tickWake: make(chan struct{}, 1), curID: rootContextID}
-	vm.ctx = context.WithValue(context.Background(), vmKey{}, vm)
+	vm.ctx = &vmContext{Context: context.Background(), vm: vm}
 	if h.opts.Seed != 0 {
 		vm.rnd = &splitmix{x: h.opts.Seed*0x9e3779b97f4a7c15 + uint64(index+2)}
 	}
@@ -125,23 +124,26 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 		wazero.NewModuleConfig().WithName("").WithStartFunctions(hostcalls.ExportInitialize))
 	vm.inStart = false
 	if err != nil {
-		vm.trace("<-- trap: %v", err)
+		if vm.tracing {
+			vm.trace("<-- trap: %v", err)
+		}
 		return nil, fmt.Errorf("_initialize: %w", err)
 	}
 	vm.trace("<--")
 	vm.mod = mod
-	vm.exports = map[string]api.Function{}
-	for name := range h.m.exports {
-		vm.exports[name] = mod.ExportedFunction(name)
+	for id, name := range callbackNames {
+		if d := h.m.exports[name]; d != nil {
+			vm.cbs[id] = export{fn: mod.ExportedFunction(name), hasResult: len(d.ResultTypes()) > 0}
+		}
 	}
-	vm.alloc = vm.exports[hostcalls.ExportMalloc]
+	vm.alloc = mod.ExportedFunction(hostcalls.ExportMalloc)
 	if vm.alloc == nil {
-		vm.alloc = vm.exports[hostcalls.ExportMemoryAllocate]
+		vm.alloc = mod.ExportedFunction(hostcalls.ExportMemoryAllocate)
 	}
-	if _, err := vm.callback(hostcalls.ExportContextCreate, 0, rootContextID, 0); err != nil {
+	if _, err := vm.callback(cbContextCreate, 0, rootContextID, 0); err != nil {
 		return vm, err
 	}
-	ok, err := vm.callback(hostcalls.ExportVMStart, 1, rootContextID, uint64(len(h.opts.VMConfig)))
+	ok, err := vm.callback(cbVMStart, 1, rootContextID, uint64(len(h.opts.VMConfig)))
 	if err != nil {
 		return vm, err
 	}
@@ -149,7 +151,7 @@ func (h *Host) newVM(ctx context.Context, index int, cfg []byte) (*VM, error) {
 		return vm, errors.New("proxy_on_vm_start returned false")
 	}
 	vm.inConfigure, vm.configuring = true, cfg
-	ok, err = vm.callback(hostcalls.ExportConfigure, 1, rootContextID, uint64(len(cfg)))
+	ok, err = vm.callback(cbConfigure, 1, rootContextID, uint64(len(cfg)))
 	vm.inConfigure, vm.configuring = false, nil
 	if err != nil {
 		return vm, err
@@ -210,10 +212,10 @@ func (vm *VM) retire(force bool) {
 func (vm *VM) shutdownRoot() bool {
 	vm.shutdown = true
 	vm.curID, vm.cur = rootContextID, nil
-	done, err := vm.callback(hostcalls.ExportDone, 1, rootContextID)
+	done, err := vm.callback(cbDone, 1, rootContextID)
 	switch {
 	case err == nil && uint32(done) != 0:
-		vm.callback(hostcalls.ExportDelete, 0, rootContextID)
+		vm.callback(cbDelete, 0, rootContextID)
 		vm.deleteRoot()
 	case err == nil:
 		vm.waitDone = true

@@ -44,7 +44,9 @@ func init() {
 			return
 		}
 		hdrs, err := hostcalls.DecodePairs(raw)
-		vm.trace("==> %s(status=%d,details=%q,body=%s,headers=%q,grpc_status=%d)", hostcalls.ProxySendLocalResponse, code, details, quoteMax(body), hdrs, grpc)
+		if vm.tracing {
+			vm.trace("==> %s(status=%d,details=%q,body=%s,headers=%q,grpc_status=%d)", hostcalls.ProxySendLocalResponse, code, details, quoteMax(body), hdrs, grpc)
+		}
 		s := vm.cur
 		switch {
 		case err != nil:
@@ -97,7 +99,9 @@ func init() {
 func init() {
 	registerEnv(hostcalls.ProxyContinueStream, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
 		t := hostcalls.StreamType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyContinueStream, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyContinueStream, t)
+		}
 		s := vm.cur
 		switch {
 		case t > hostcalls.StreamUpstream:
@@ -125,7 +129,9 @@ func init() {
 	})
 	registerEnv(hostcalls.ProxyCloseStream, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
 		t := hostcalls.StreamType(uint32(stack[0]))
-		vm.trace("==> %s(type=%d)", hostcalls.ProxyCloseStream, t)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d)", hostcalls.ProxyCloseStream, t)
+		}
 		s := vm.cur
 		switch {
 		case t > hostcalls.StreamUpstream:
@@ -186,7 +192,9 @@ func init() {
 		}
 		hdrs, err1 := hostcalls.DecodePairs(rawH)
 		_, err2 := hostcalls.DecodePairs(rawT)
-		vm.trace("==> %s(upstream=%q,headers=%q,body=%s,timeout_ms=%d)", hostcalls.ProxyHTTPCall, cluster, hdrs, quoteMax(body), uint32(stack[8]))
+		if vm.tracing {
+			vm.trace("==> %s(upstream=%q,headers=%q,body=%s,timeout_ms=%d)", hostcalls.ProxyHTTPCall, cluster, hdrs, quoteMax(body), uint32(stack[8]))
+		}
 		base, known := vm.h.opts.Clusters[cluster]
 		hv := map[string]string{}
 		for _, kv := range hdrs {
@@ -213,7 +221,9 @@ func init() {
 			vm.deliverHTTPCall(ctxID, s, token, res, ok)
 		}()
 		setStatus(stack, hostcalls.StatusOK)
-		vm.traceRet(hostcalls.StatusOK, "token=%d", token)
+		if vm.tracing {
+			vm.traceRet(hostcalls.StatusOK, "token=%d", token)
+		}
 	})
 }
 
@@ -288,7 +298,7 @@ func (vm *VM) deliverHTTPCall(ctxID uint32, s *Stream, token uint32, res *httpCa
 	}
 	r := vm.callResp
 	vm.curID, vm.cur = ctxID, s
-	_, err := vm.callback(hostcalls.ExportHTTPCallResponse, 0, uint64(ctxID), uint64(token),
+	_, err := vm.callback(cbHTTPCallResponse, 0, uint64(ctxID), uint64(token),
 		uint64(len(r.headers)), uint64(len(r.body)), uint64(len(r.trailers)))
 	if err != nil && s != nil {
 		s.endLocal(&LocalReply{Status: 503, Details: "wasm_fail_stream", Body: []byte("wasm_fail_stream"), GRPCStatus: -1})

@@ -24,7 +24,9 @@ func init() {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(level=%d,msg=%q)", hostcalls.ProxyLog, level, msg)
+		if vm.tracing {
+			vm.trace("==> %s(level=%d,msg=%q)", hostcalls.ProxyLog, level, msg)
+		}
 		st := hostcalls.StatusOK
 		if level > hostcalls.LogLevelCritical {
 			st = hostcalls.StatusBadArgument
@@ -46,13 +48,17 @@ func init() {
 //	[ level u32le ]
 func init() {
 	registerEnv(hostcalls.ProxyGetLogLevel, 1, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		vm.trace("==> %s()", hostcalls.ProxyGetLogLevel)
+		if vm.tracing {
+			vm.trace("==> %s()", hostcalls.ProxyGetLogLevel)
+		}
 		st := hostcalls.StatusOK
 		if !writeU32(mod, uint32(stack[0]), uint32(vm.h.opts.LogLevel)) {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "level=%d", vm.h.opts.LogLevel)
+		if vm.tracing {
+			vm.traceRet(st, "level=%d", vm.h.opts.LogLevel)
+		}
 	})
 }
 
@@ -73,6 +79,8 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "ns=%d", now)
+		if vm.tracing {
+			vm.traceRet(st, "ns=%d", now)
+		}
 	})
 }

@@ -225,7 +225,9 @@ func init() {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(type=%d,name=%q)", hostcalls.ProxyDefineMetric, t, name)
+		if vm.tracing {
+			vm.trace("==> %s(type=%d,name=%q)", hostcalls.ProxyDefineMetric, t, name)
+		}
 		if t > hostcalls.MetricHistogram {
 			setStatus(stack, hostcalls.StatusBadArgument)
 			vm.traceRet(hostcalls.StatusBadArgument, "")
@@ -237,7 +239,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "id=%d", id)
+		if vm.tracing {
+			vm.traceRet(st, "id=%d", id)
+		}
 	})
 	// proxy_increment_metric(id, i64 delta) → status
 	//
@@ -246,7 +250,9 @@ func init() {
 	envFuncs[hostcalls.ProxyIncrementMetric] = hostFunc{params: []api.ValueType{i32, i64}, results: ret32,
 		fn: func(vm *VM, _ api.Module, stack []uint64) {
 			id, delta := uint32(stack[0]), int64(stack[1])
-			vm.trace("==> %s(id=%d,delta=%d)", hostcalls.ProxyIncrementMetric, id, delta)
+			if vm.tracing {
+				vm.trace("==> %s(id=%d,delta=%d)", hostcalls.ProxyIncrementMetric, id, delta)
+			}
 			st := vm.h.metrics.increment(id, delta)
 			setStatus(stack, st)
 			vm.traceRet(st, "")
@@ -258,7 +264,9 @@ func init() {
 	envFuncs[hostcalls.ProxyRecordMetric] = hostFunc{params: []api.ValueType{i32, i64}, results: ret32,
 		fn: func(vm *VM, _ api.Module, stack []uint64) {
 			id, v := uint32(stack[0]), stack[1]
-			vm.trace("==> %s(id=%d,value=%d)", hostcalls.ProxyRecordMetric, id, v)
+			if vm.tracing {
+				vm.trace("==> %s(id=%d,value=%d)", hostcalls.ProxyRecordMetric, id, v)
+			}
 			st := vm.h.metrics.record(id, v)
 			setStatus(stack, st)
 			vm.traceRet(st, "")
@@ -274,14 +282,18 @@ func init() {
 	//	[ value u64le ]
 	registerEnv(hostcalls.ProxyGetMetric, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		id := uint32(stack[0])
-		vm.trace("==> %s(id=%d)", hostcalls.ProxyGetMetric, id)
+		if vm.tracing {
+			vm.trace("==> %s(id=%d)", hostcalls.ProxyGetMetric, id)
+		}
 		v, st := vm.h.metrics.get(id)
 		if st == hostcalls.StatusOK && !mod.Memory().WriteUint64Le(uint32(stack[1]), v) {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
 		if st == hostcalls.StatusOK {
-			vm.traceRet(st, "value=%d", v)
+			if vm.tracing {
+				vm.traceRet(st, "value=%d", v)
+			}
 		} else {
 			vm.traceRet(st, "")
 		}

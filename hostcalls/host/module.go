@@ -144,15 +144,39 @@ func (m *Module) instantiateHostModules(ctx context.Context) error {
 
 type vmKey struct{}
 
+// vmContext is the context of every call into a VM (VM.ctx): a host
+// function finds its VM with a type assertion on it, cheaper than
+// ctx.Value. Value(vmKey{}) answers the VM too, for a context that wazero
+// would wrap.
+type vmContext struct {
+	context.Context
+	vm *VM
+}
+
+// Value returns the VM for vmKey{}, else the parent's value.
+func (c *vmContext) Value(key any) any {
+	if _, ok := key.(vmKey); ok {
+		return c.vm
+	}
+	return c.Context.Value(key)
+}
+
 // wrap turns a hostFunc into a wazero function: it finds the calling VM and
 // enforces cpp-host's restricted callbacks (during allocation and start).
 func wrap(name string, f hostFunc) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		vm, _ := ctx.Value(vmKey{}).(*VM)
+		var vm *VM
+		if c, ok := ctx.(*vmContext); ok {
+			vm = c.vm
+		} else {
+			vm, _ = ctx.Value(vmKey{}).(*VM)
+		}
 		if vm == nil {
 			panic(fmt.Errorf("host: %s called outside a VM call", name))
 		}
-		vm.checkRestricted(name)
+		if vm.inAlloc || vm.inStart {
+			vm.checkRestricted(name)
+		}
 		f.fn(vm, mod, stack)
 	}
 }

@@ -117,7 +117,9 @@ func init() {
 			return
 		}
 		path := propertyPath(raw)
-		vm.trace("==> %s(path=%q)", hostcalls.ProxyGetProperty, path)
+		if vm.tracing {
+			vm.trace("==> %s(path=%q)", hostcalls.ProxyGetProperty, path)
+		}
 		v, found := vm.property(path)
 		if !found {
 			fail(vm, stack, hostcalls.StatusNotFound)
@@ -125,7 +127,9 @@ func init() {
 		}
 		st := vm.copyOut(mod, v, uint32(stack[2]), uint32(stack[3]))
 		setStatus(stack, st)
-		vm.traceRet(st, "value=%s", quoteMax(v))
+		if vm.tracing {
+			vm.traceRet(st, "value=%s", quoteMax(v))
+		}
 	})
 }
 
@@ -146,8 +150,13 @@ func init() {
 			return
 		}
 		path := propertyPath(raw)
-		vm.trace("==> %s(path=%q,value=%s)", hostcalls.ProxySetProperty, path, quoteMax(v))
+		if vm.tracing {
+			vm.trace("==> %s(path=%q,value=%s)", hostcalls.ProxySetProperty, path, quoteMax(v))
+		}
 		if s := vm.cur; s != nil {
+			if s.fs == nil {
+				s.fs = map[string][]byte{}
+			}
 			s.fs["wasm."+path] = v
 		} else {
 			if vm.rootFS == nil {

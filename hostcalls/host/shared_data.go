@@ -21,7 +21,10 @@ type sharedStore struct {
 	data map[string]sharedValue
 }
 
+// sharedValue is a stored value. Its bytes are never changed in place (a
+// set stores new ones), so a reader may keep them after unlocking.
 type sharedValue struct {
+	key   string // the map's key, so that a set of an existing key allocates none
 	value []byte
 	cas   uint32
 }
@@ -63,38 +66,51 @@ func (s *sharedStore) nextCAS() uint32 {
 	return s.cas
 }
 
-// get returns a copy of the value and its cas.
-func (s *sharedStore) get(key string) ([]byte, uint32, bool) {
+// get returns the value of key and its cas. The value is the stored
+// bytes, not a copy: the caller must not change them.
+func (s *sharedStore) get(key []byte) ([]byte, uint32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.data[key]
+	v, ok := s.data[string(key)]
 	if !ok {
 		return nil, 0, false
 	}
-	return append([]byte(nil), v.value...), v.cas, true
+	return v.value, v.cas, true
 }
 
 // set applies Envoy's rules: a missing key is always set whatever cas; on
 // an existing key cas 0 is unconditional and any other cas must equal the
-// key's current cas, else CAS_MISMATCH.
-func (s *sharedStore) set(key string, value []byte, cas uint32) hostcalls.Status {
+// key's current cas, else CAS_MISMATCH. The store keeps value, which the
+// caller must not change afterwards.
+func (s *sharedStore) set(key []byte, value []byte, cas uint32) hostcalls.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v, ok := s.data[key]; ok && cas != 0 && cas != v.cas {
+	v, ok := s.data[string(key)]
+	if ok && cas != 0 && cas != v.cas {
 		return hostcalls.StatusCASMismatch
 	}
-	s.data[key] = sharedValue{value: value, cas: s.nextCAS()}
+	k := v.key
+	if !ok {
+		k = string(key)
+	}
+	s.data[k] = sharedValue{key: k, value: value, cas: s.nextCAS()}
 	return hostcalls.StatusOK
 }
 
 // SharedData returns a copy of the value stored under key in the Host's
 // vm_id namespace, its cas, and whether the key exists.
-func (h *Host) SharedData(key string) ([]byte, uint32, bool) { return h.store.get(key) }
+func (h *Host) SharedData(key string) ([]byte, uint32, bool) {
+	v, cas, ok := h.store.get([]byte(key))
+	if !ok {
+		return nil, 0, false
+	}
+	return append([]byte(nil), v...), cas, true
+}
 
 // SetSharedData sets key with proxy_set_shared_data's rules (cas 0 on an
 // existing key is unconditional) and returns the status a guest would get.
 func (h *Host) SetSharedData(key string, value []byte, cas uint32) hostcalls.Status {
-	return h.store.set(key, append([]byte(nil), value...), cas)
+	return h.store.set([]byte(key), append([]byte(nil), value...), cas)
 }
 
 // SharedDataKeys returns the number of keys in the store.
@@ -107,12 +123,12 @@ func (h *Host) SharedDataKeys() int {
 // sharedDataFault asks Options.SharedDataFault whether the guest's
 // shared-data call op on key fails: StatusOK (also without a hook) lets it
 // run, any other status is the call's answer.
-func (vm *VM) sharedDataFault(op, key string) hostcalls.Status {
+func (vm *VM) sharedDataFault(op string, key []byte) hostcalls.Status {
 	f := vm.h.opts.SharedDataFault
 	if f == nil {
 		return hostcalls.StatusOK
 	}
-	return f(vm.index, op, key)
+	return f(vm.index, op, string(key))
 }
 
 // proxy_get_shared_data(key_ptr, key_len, ret_ptr_ptr, ret_size_ptr, ret_cas_ptr) → status
@@ -132,13 +148,16 @@ func (vm *VM) sharedDataFault(op, key string) hostcalls.Status {
 //	                    +--> [ v a l u e ]   (allocated by the guest)
 func init() {
 	registerEnv(hostcalls.ProxyGetSharedData, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		key, ok := readString(mod, uint32(stack[0]), uint32(stack[1]))
+		// A view of guest memory: used before copyOut runs the guest.
+		key, ok := view(mod, uint32(stack[0]), uint32(stack[1]))
 		if !ok {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
 			return
 		}
-		vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+		if vm.tracing {
+			vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+		}
 		if st := vm.sharedDataFault(SharedDataGet, key); st != hostcalls.StatusOK {
 			setStatus(stack, st)
 			vm.traceRet(st, "")
@@ -157,7 +176,9 @@ func init() {
 		}
 		st := vm.copyOut(mod, value, uint32(stack[2]), uint32(stack[3]))
 		setStatus(stack, st)
-		vm.traceRet(st, "value=%q cas=%d", value, cas)
+		if vm.tracing {
+			vm.traceRet(st, "value=%q cas=%d", value, cas)
+		}
 	})
 }
 
@@ -176,7 +197,7 @@ func init() {
 //	[ k e y ]   ...   [ v a l u e ]
 func init() {
 	registerEnv(hostcalls.ProxySetSharedData, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		key, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
+		key, ok1 := view(mod, uint32(stack[0]), uint32(stack[1]))
 		value, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
 		cas := uint32(stack[4])
 		if !ok1 || !ok2 {
@@ -184,7 +205,9 @@ func init() {
 			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
 			return
 		}
-		vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
+		if vm.tracing {
+			vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
+		}
 		st := vm.sharedDataFault(SharedDataSet, key)
 		if st == hostcalls.StatusOK {
 			st = vm.h.store.set(key, value, cas)

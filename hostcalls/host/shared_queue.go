@@ -78,7 +78,9 @@ func init() {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(name=%q)", hostcalls.ProxyRegisterSharedQueue, name)
+		if vm.tracing {
+			vm.trace("==> %s(name=%q)", hostcalls.ProxyRegisterSharedQueue, name)
+		}
 		queuesMu.Lock()
 		k := [2]string{vm.h.opts.VMID, name}
 		q := queueByName[k]
@@ -95,7 +97,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "token=%d", token)
+		if vm.tracing {
+			vm.traceRet(st, "token=%d", token)
+		}
 	})
 }
 
@@ -117,7 +121,9 @@ func init() {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(vm_id=%q,name=%q)", hostcalls.ProxyResolveSharedQueue, vmID, name)
+		if vm.tracing {
+			vm.trace("==> %s(vm_id=%q,name=%q)", hostcalls.ProxyResolveSharedQueue, vmID, name)
+		}
 		if vmID == "" {
 			vmID = vm.h.opts.VMID
 		}
@@ -134,7 +140,9 @@ func init() {
 			st = hostcalls.StatusInvalidMemoryAccess
 		}
 		setStatus(stack, st)
-		vm.traceRet(st, "token=%d", q.token)
+		if vm.tracing {
+			vm.traceRet(st, "token=%d", q.token)
+		}
 	})
 }
 
@@ -164,7 +172,9 @@ func init() {
 			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
 			return
 		}
-		vm.trace("==> %s(token=%d,data=%q)", hostcalls.ProxyEnqueueSharedQueue, token, data)
+		if vm.tracing {
+			vm.trace("==> %s(token=%d,data=%q)", hostcalls.ProxyEnqueueSharedQueue, token, data)
+		}
 		queuesMu.Lock()
 		q := queueByID[token]
 		var owner *VM
@@ -199,7 +209,9 @@ func init() {
 func init() {
 	registerEnv(hostcalls.ProxyDequeueSharedQueue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
 		token := uint32(stack[0])
-		vm.trace("==> %s(token=%d)", hostcalls.ProxyDequeueSharedQueue, token)
+		if vm.tracing {
+			vm.trace("==> %s(token=%d)", hostcalls.ProxyDequeueSharedQueue, token)
+		}
 		queuesMu.Lock()
 		q := queueByID[token]
 		var item []byte
@@ -216,7 +228,9 @@ func init() {
 		queuesMu.Unlock()
 		if st == hostcalls.StatusOK {
 			st = vm.copyOut(mod, item, uint32(stack[1]), uint32(stack[2]))
-			vm.traceRet(st, "data=%q", item)
+			if vm.tracing {
+				vm.traceRet(st, "data=%q", item)
+			}
 		} else {
 			vm.traceRet(st, "")
 		}
@@ -231,7 +245,7 @@ func (vm *VM) queueReady(token uint32) {
 	vm.enter()
 	if !vm.rootGone && !vm.closed && vm.failed == nil {
 		vm.curID, vm.cur = rootContextID, nil
-		vm.callback(hostcalls.ExportQueueReady, 0, rootContextID, uint64(token))
+		vm.callback(cbQueueReady, 0, rootContextID, uint64(token))
 	}
 	vm.exit()
 }

@@ -3,8 +3,7 @@ package host
 import (
 	"strconv"
 	"strings"
-
-	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"unicode/utf8"
 )
 
 // Action is what the host did with a stream event after the filter
@@ -112,8 +111,11 @@ type Stream struct {
 	closeReq bool
 	ended    bool // local reply or reset: no more callbacks but the end
 	complete bool // Complete ran
-	fs       map[string][]byte
-	notify   chan struct{}
+	// fs is the filter state, nil until the first proxy_set_property.
+	fs map[string][]byte
+	// notify wakes the Handler waiting on the stream; nil (never
+	// signalled) for a stream that the Handler does not drive.
+	notify chan struct{}
 	// keepBodies false (Handler streams) drops passed-on data once taken.
 	keepBodies bool
 }
@@ -138,15 +140,18 @@ func (h *Host) tryNewStream(vm *VM) *Stream {
 	if vm.retired || vm.closed {
 		return nil
 	}
-	return h.newStreamLocked(vm)
+	s := h.newStreamLocked(vm)
+	s.notify = make(chan struct{}, 1)
+	return s
 }
 
+// newStreamLocked makes a stream. Its notify channel is nil (signal does
+// nothing) unless the caller, the Handler, waits on it.
 func (h *Host) newStreamLocked(vm *VM) *Stream {
 	id := vm.nextID
 	vm.nextID++
 	vm.active.Add(1)
-	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true},
-		fs: map[string][]byte{}, notify: make(chan struct{}, 1), keepBodies: true}
+	return &Stream{h: h, vm: vm, id: id, conn: h.connID.Add(1), resp: direction{resp: true}, keepBodies: true}
 }
 
 // ID returns the HTTP context id.
@@ -174,15 +179,15 @@ func (s *Stream) ensureCreated() bool {
 	}
 	s.created = true
 	s.vm.streams[s.id] = s
-	_, err := s.call(hostcalls.ExportContextCreate, 0, uint64(s.id), rootContextID)
+	_, err := s.call(cbContextCreate, 0, uint64(s.id), rootContextID)
 	return err == nil
 }
 
 // call runs a callback with this stream as the effective context; a trap
 // ends the stream with 503 (fail closed).
-func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
+func (s *Stream) call(id callbackID, def uint64, args ...uint64) (uint64, error) {
 	s.vm.curID, s.vm.cur = s.id, s
-	r, err := s.vm.callback(name, def, args...)
+	r, err := s.vm.callback(id, def, args...)
 	s.vm.curID, s.vm.cur = rootContextID, nil
 	if err != nil && !s.ended {
 		s.endLocal(&LocalReply{Status: 503, Details: "wasm_fail_stream", Body: []byte("wasm_fail_stream"), GRPCStatus: -1})
@@ -195,9 +200,9 @@ func (s *Stream) call(name string, def uint64, args ...uint64) (uint64, error) {
 // deferred continueDecoding/continueEncoding at the end of the VM call,
 // before the filter's result is recorded, when the filter is not stopped
 // yet, so it resumes nothing and a stop returned by the callback holds.
-func (s *Stream) callDir(d *direction, name string, args ...uint64) (uint64, error) {
+func (s *Stream) callDir(d *direction, id callbackID, args ...uint64) (uint64, error) {
 	pending := d.continuePending
-	r, err := s.call(name, 0, args...)
+	r, err := s.call(id, 0, args...)
 	if d.continuePending && !pending {
 		d.continuePending = false
 		s.vm.trace("(proxy_continue_stream during the stream's own callback: no effect)")
@@ -212,12 +217,28 @@ func (s *Stream) dir(resp bool) *direction {
 	return &s.req
 }
 
+// spareHeaders is the room lowerPairs leaves for headers that a filter
+// adds, so that a few additions do not grow the map.
+const spareHeaders = 8
+
+// lowerPairs returns a copy of p with lower-cased keys.
 func lowerPairs(p [][2]string) [][2]string {
-	out := make([][2]string, len(p))
+	out := make([][2]string, len(p), len(p)+spareHeaders)
 	for i, kv := range p {
-		out[i] = [2]string{strings.ToLower(kv[0]), kv[1]}
+		out[i] = [2]string{lowerString(kv[0]), kv[1]}
 	}
 	return out
+}
+
+// lowerString is strings.ToLower with the common case, a key with no
+// upper-case letter and no byte beyond ASCII, checked inline.
+func lowerString(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
 
 // RequestHeaders delivers the request headers (keys are lower-cased;
@@ -262,11 +283,11 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 		return Ended
 	}
 	d.headersMutable = true
-	name := hostcalls.ExportRequestHeaders
+	id := cbRequestHeaders
 	if resp {
-		name = hostcalls.ExportResponseHeaders
+		id = cbResponseHeaders
 	}
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.headers)), b2u(eos))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.headers)), b2u(eos))
 	if err != nil || s.afterCallback() {
 		d.headersMutable = false
 		return Ended
@@ -297,7 +318,10 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 func (s *Stream) releaseHeaders(d *direction) {
 	d.headersMutable = false
 	d.headersReleased = true
-	d.releasedHeaders = append([][2]string(nil), d.headers...)
+	// Shared, not copied: once released the map is never changed again
+	// (headersMutable is set only before the headers callback), and every
+	// reader of releasedHeaders copies it.
+	d.releasedHeaders = d.headers
 	if d.headersEOS {
 		d.eosOut = true
 	}
@@ -335,12 +359,12 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	} else {
 		d.buf = append([]byte(nil), chunk...)
 	}
-	name := hostcalls.ExportRequestBody
+	id := cbRequestBody
 	if d.resp {
-		name = hostcalls.ExportResponseBody
+		id = cbResponseBody
 	}
 	d.inBody = true
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.buf)), b2u(eos))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.buf)), b2u(eos))
 	d.inBody = false
 	if err != nil || s.afterCallback() {
 		return Ended
@@ -359,8 +383,7 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	switch a {
 	case Continue:
 		d.buffering = 0
-		s.pass(d, d.buf, eos)
-		d.buf = nil
+		s.passBuf(d, eos)
 	case StopIterationNoBuffer:
 		d.buffering = 0
 		d.buf = nil
@@ -375,9 +398,17 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 	return a
 }
 
-// pass appends data to what the direction has passed on.
-func (s *Stream) pass(d *direction, data []byte, eos bool) {
-	d.out = append(d.out, data...)
+// passBuf appends the body buffer to what the direction has passed on
+// and empties it. The buffer is the host's own (a copy of the driver's
+// chunks, or of the filter's bytes), so when nothing is waiting to be
+// taken it becomes the passed-on data without a copy.
+func (s *Stream) passBuf(d *direction, eos bool) {
+	if len(d.out) == 0 {
+		d.out = d.buf
+	} else {
+		d.out = append(d.out, d.buf...)
+	}
+	d.buf = nil
 	if eos {
 		d.eosOut = true
 	}
@@ -402,12 +433,12 @@ func (s *Stream) trailersEvent(resp bool, tr [][2]string) Action {
 }
 
 func (s *Stream) deliverTrailers(d *direction) Action {
-	name := hostcalls.ExportRequestTrailers
+	id := cbRequestTrailers
 	if d.resp {
-		name = hostcalls.ExportResponseTrailers
+		id = cbResponseTrailers
 	}
 	d.trailersMutable = true
-	r, err := s.callDir(d, name, uint64(s.id), uint64(len(d.trailers)))
+	r, err := s.callDir(d, id, uint64(s.id), uint64(len(d.trailers)))
 	if err != nil || s.afterCallback() {
 		d.trailersMutable = false
 		return Ended
@@ -497,8 +528,7 @@ func (s *Stream) applyResume() {
 				s.releaseTrailers(d)
 			case d.buffering != 0:
 				d.buffering = 0
-				s.pass(d, d.buf, d.eosIn && d.trailers == nil)
-				d.buf = nil
+				s.passBuf(d, d.eosIn && d.trailers == nil)
 			}
 		}
 	}
@@ -545,10 +575,10 @@ func (s *Stream) Complete() {
 	s.ended = true
 	if s.created {
 		s.logPhase = true
-		s.call(hostcalls.ExportLog, 0, uint64(s.id))
+		s.call(cbLog, 0, uint64(s.id))
 		s.logPhase = false
-		s.call(hostcalls.ExportDone, 1, uint64(s.id))
-		s.call(hostcalls.ExportDelete, 0, uint64(s.id))
+		s.call(cbDone, 1, uint64(s.id))
+		s.call(cbDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)
 	}
 	vm := s.vm

@@ -17,7 +17,9 @@ import (
 func init() {
 	registerEnv(hostcalls.ProxySetTickPeriod, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
 		ms := uint32(stack[0])
-		vm.trace("==> %s(period_ms=%d)", hostcalls.ProxySetTickPeriod, ms)
+		if vm.tracing {
+			vm.trace("==> %s(period_ms=%d)", hostcalls.ProxySetTickPeriod, ms)
+		}
 		vm.tickPeriod = time.Duration(ms) * time.Millisecond
 		if ms > 0 {
 			vm.nextTick = vm.h.opts.Clock.Now().Add(vm.tickPeriod)
@@ -84,7 +86,7 @@ func (vm *VM) tickIfDue() bool {
 	if vm.tickPeriod > 0 && !vm.rootGone && !vm.closed && vm.failed == nil && !now.Before(vm.nextTick) {
 		vm.nextTick = now.Add(vm.tickPeriod)
 		vm.curID, vm.cur = rootContextID, nil
-		vm.callback(hostcalls.ExportTick, 0, rootContextID)
+		vm.callback(cbTick, 0, rootContextID)
 		ran = true
 	}
 	vm.exit()

@@ -31,9 +31,15 @@ type VM struct {
 	mod   api.Module
 	ctx   context.Context
 
-	mu      sync.Mutex
-	alloc   api.Function
-	exports map[string]api.Function
+	mu    sync.Mutex
+	alloc api.Function
+	cbs   [numCallbacks]export // the guest's proxy_on_* callbacks
+
+	// stacks are the value stacks of calls into the guest, one per
+	// nesting depth (a callback; the allocator called from a host function
+	// during it), reused so that a call allocates none.
+	stacks     [4][8]uint64
+	stackDepth int
 
 	nextID  uint32
 	streams map[uint32]*Stream
@@ -59,9 +65,10 @@ type VM struct {
 	tracing    bool
 	transcript []string
 
-	fdbuf  [3][]byte
-	rnd    *splitmix
-	status struct {
+	fdbuf    [3][]byte
+	pairsBuf []byte // proxy_get_header_map_pairs' encoding, reused
+	rnd      *splitmix
+	status   struct {
 		code uint32
 		msg  string
 	}
@@ -131,16 +138,22 @@ var (
 // environ, clocks, random, fdstat and prestat.
 func (vm *VM) checkRestricted(name string) {
 	if vm.inAlloc && !allocAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
-		vm.trace("==> %s(...) during allocation", name)
+		if vm.tracing {
+			vm.trace("==> %s(...) during allocation", name)
+		}
 		panic(&restrictedError{name, "memory allocation"})
 	}
 	if vm.inStart && !startAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
-		vm.trace("==> %s(...) during _initialize", name)
+		if vm.tracing {
+			vm.trace("==> %s(...) during _initialize", name)
+		}
 		panic(&restrictedError{name, "_initialize"})
 	}
 }
 
-// trace appends a transcript line when the transcript is on.
+// trace appends a transcript line when the transcript is on. Call sites
+// that pass arguments guard it with `if vm.tracing`: converting them to
+// interfaces allocates even when the transcript is off.
 func (vm *VM) trace(format string, args ...any) {
 	if vm.tracing {
 		vm.transcript = append(vm.transcript, fmt.Sprintf(format, args...))
@@ -199,32 +212,101 @@ func StatusName(st hostcalls.Status) string {
 // errVMFailed is returned by calls into a VM that trapped before.
 var errVMFailed = errors.New("host: the VM failed earlier")
 
-// callback calls the guest export name with args; a missing export
+// export is one function the guest exports, with whether it returns a
+// value (read once: wazero's Definition().ResultTypes() allocates).
+type export struct {
+	fn        api.Function
+	hasResult bool
+}
+
+// callbackID names a proxy_on_* callback. A VM keeps its callbacks in an
+// array indexed by it, so that a call does not hash the export's name.
+type callbackID uint8
+
+const (
+	cbContextCreate callbackID = iota
+	cbVMStart
+	cbConfigure
+	cbTick
+	cbRequestHeaders
+	cbRequestBody
+	cbRequestTrailers
+	cbResponseHeaders
+	cbResponseBody
+	cbResponseTrailers
+	cbHTTPCallResponse
+	cbQueueReady
+	cbLog
+	cbDone
+	cbDelete
+	numCallbacks
+)
+
+// callbackNames are the exports' names, by callbackID.
+var callbackNames = [numCallbacks]string{
+	cbContextCreate:    hostcalls.ExportContextCreate,
+	cbVMStart:          hostcalls.ExportVMStart,
+	cbConfigure:        hostcalls.ExportConfigure,
+	cbTick:             hostcalls.ExportTick,
+	cbRequestHeaders:   hostcalls.ExportRequestHeaders,
+	cbRequestBody:      hostcalls.ExportRequestBody,
+	cbRequestTrailers:  hostcalls.ExportRequestTrailers,
+	cbResponseHeaders:  hostcalls.ExportResponseHeaders,
+	cbResponseBody:     hostcalls.ExportResponseBody,
+	cbResponseTrailers: hostcalls.ExportResponseTrailers,
+	cbHTTPCallResponse: hostcalls.ExportHTTPCallResponse,
+	cbQueueReady:       hostcalls.ExportQueueReady,
+	cbLog:              hostcalls.ExportLog,
+	cbDone:             hostcalls.ExportDone,
+	cbDelete:           hostcalls.ExportDelete,
+}
+
+// pushStack returns a zeroed value stack of n slots for a call into the
+// guest at the current nesting depth; popStack releases it.
+func (vm *VM) pushStack(n int) []uint64 {
+	d := vm.stackDepth
+	vm.stackDepth++
+	if d < len(vm.stacks) && n <= len(vm.stacks[d]) {
+		s := vm.stacks[d][:n]
+		clear(s)
+		return s
+	}
+	return make([]uint64, n)
+}
+
+func (vm *VM) popStack() { vm.stackDepth-- }
+
+// callback calls the guest's callback id with args; a missing export
 // returns (def, nil). A trap marks the VM failed. The caller holds vm.mu.
-func (vm *VM) callback(name string, def uint64, args ...uint64) (uint64, error) {
+func (vm *VM) callback(id callbackID, def uint64, args ...uint64) (uint64, error) {
 	if vm.failed != nil {
 		return def, errVMFailed
 	}
-	fn := vm.exports[name]
-	if fn == nil {
+	e := vm.cbs[id]
+	if e.fn == nil {
 		return def, nil
 	}
+	name := callbackNames[id]
 	if vm.tracing {
 		vm.transcript = append(vm.transcript, "--> "+name+"("+formatArgs(name, args)+")")
 	}
-	stack := make([]uint64, max(len(args), 1))
+	stack := vm.pushStack(max(len(args), 1))
 	copy(stack, args)
-	err := fn.CallWithStack(vm.ctx, stack)
+	err := e.fn.CallWithStack(vm.ctx, stack)
+	r := stack[0]
+	vm.popStack()
 	if err != nil {
 		vm.failed = fmt.Errorf("host: VM %d: %s: %w", vm.index, name, err)
-		vm.trace("<-- trap: %v", err)
+		if vm.tracing {
+			vm.trace("<-- trap: %v", err)
+		}
 		vm.h.addLog(hostcalls.LogLevelCritical, vm.index, vm.failed.Error())
 		return def, vm.failed
 	}
-	var r uint64
-	if len(fn.Definition().ResultTypes()) > 0 {
-		r = stack[0]
-		vm.trace("<-- %d", uint32(r))
+	if e.hasResult {
+		if vm.tracing {
+			vm.trace("<-- %d", uint32(r))
+		}
 	} else {
 		r = def
 		vm.trace("<--")
@@ -276,11 +358,15 @@ func (vm *VM) allocate(size uint32) uint32 {
 	prev := vm.inAlloc
 	vm.inAlloc = true
 	defer func() { vm.inAlloc = prev }()
-	stack := []uint64{uint64(size)}
-	if err := vm.alloc.CallWithStack(vm.ctx, stack); err != nil {
+	stack := vm.pushStack(1)
+	stack[0] = uint64(size)
+	err := vm.alloc.CallWithStack(vm.ctx, stack)
+	p := uint32(stack[0])
+	vm.popStack()
+	if err != nil {
 		panic(err)
 	}
-	return uint32(stack[0])
+	return p
 }
 
 // copyOut returns data to the guest the cpp-host way: empty data is

@@ -36,7 +36,9 @@ func registerWASI(name string, params []api.ValueType, fixedOnly bool, fn func(v
 
 func errno(vm *VM, stack []uint64, e uint32) {
 	stack[0] = uint64(e)
-	vm.wtrace("<== errno=%d", e)
+	if vm.tracing {
+		vm.wtrace("<== errno=%d", e)
+	}
 }
 
 // The WASI of proxy-wasm-cpp-host (reference §2.10). Implemented:
@@ -102,7 +104,9 @@ func init() {
 	//	[ unix ns u64le ]
 	registerWASI("clock_time_get", []api.ValueType{i32, i64, i32}, false, func(vm *VM, mod api.Module, stack []uint64) {
 		id := uint32(stack[0])
-		vm.wtrace("==> clock_time_get(id=%d)", id)
+		if vm.tracing {
+			vm.wtrace("==> clock_time_get(id=%d)", id)
+		}
 		if id > 1 {
 			errno(vm, stack, errnoInval)
 			return
@@ -122,7 +126,9 @@ func init() {
 	//	res_ptr
 	//	[ 1 u64le ]   (nanosecond resolution)
 	registerWASI("clock_res_get", sig(2), true, func(vm *VM, mod api.Module, stack []uint64) {
-		vm.wtrace("==> clock_res_get(id=%d)", uint32(stack[0]))
+		if vm.tracing {
+			vm.wtrace("==> clock_res_get(id=%d)", uint32(stack[0]))
+		}
 		if uint32(stack[0]) > 1 {
 			errno(vm, stack, errnoInval)
 			return
@@ -137,7 +143,9 @@ func init() {
 	//	[ random bytes × len ]
 	registerWASI("random_get", sig(2), false, func(vm *VM, mod api.Module, stack []uint64) {
 		ptr, n := uint32(stack[0]), uint32(stack[1])
-		vm.wtrace("==> random_get(len=%d)", n)
+		if vm.tracing {
+			vm.wtrace("==> random_get(len=%d)", n)
+		}
 		if n > maxRandom {
 			errno(vm, stack, errnoInval)
 			return
@@ -168,7 +176,9 @@ func init() {
 	//	[ filetype u8 = 2 | pad | flags u16 = 0 | pad | rights_base u64le = 64 | rights_inheriting u64le = 0 ]
 	registerWASI("fd_fdstat_get", sig(2), false, func(vm *VM, mod api.Module, stack []uint64) {
 		fd := uint32(stack[0])
-		vm.wtrace("==> fd_fdstat_get(fd=%d)", fd)
+		if vm.tracing {
+			vm.wtrace("==> fd_fdstat_get(fd=%d)", fd)
+		}
 		if fd != 1 && fd != 2 {
 			errno(vm, stack, errnoBadf)
 			return
@@ -189,7 +199,9 @@ func init() {
 	})
 	stub := func(name string, params []api.ValueType, e uint32, fixedOnly bool) {
 		registerWASI(name, params, fixedOnly, func(vm *VM, _ api.Module, stack []uint64) {
-			vm.wtrace("==> %s(...)", name)
+			if vm.tracing {
+				vm.wtrace("==> %s(...)", name)
+			}
 			errno(vm, stack, e)
 		})
 	}
@@ -201,7 +213,9 @@ func init() {
 	stub("fd_seek", []api.ValueType{i32, i64, i32, i32}, errnoSuccess, false)
 	stub("fd_close", sig(1), errnoSuccess, false)
 	wasiFuncs["proc_exit"] = hostFunc{params: sig(1), fn: func(vm *VM, _ api.Module, stack []uint64) {
-		vm.wtrace("==> proc_exit(code=%d)", uint32(stack[0]))
+		if vm.tracing {
+			vm.wtrace("==> proc_exit(code=%d)", uint32(stack[0]))
+		}
 		vm.h.addLog(hostcalls.LogLevelInfo, vm.index, fmt.Sprintf("proc_exit(%d)", uint32(stack[0])))
 	}}
 	// poll_oneoff(in, out, nsubscriptions, nevents_ptr) → errno
@@ -212,7 +226,9 @@ func init() {
 	//	nevents_ptr
 	//	[ 0 u32le ]   (fixed only)
 	registerWASI("poll_oneoff", sig(4), false, func(vm *VM, mod api.Module, stack []uint64) {
-		vm.wtrace("==> poll_oneoff(nsubscriptions=%d)", uint32(stack[2]))
+		if vm.tracing {
+			vm.wtrace("==> poll_oneoff(nsubscriptions=%d)", uint32(stack[2]))
+		}
 		if vm.h.opts.WASI == WASILegacy {
 			errno(vm, stack, errnoNosys)
 			return
@@ -233,7 +249,9 @@ func init() {
 func fdWrite(vm *VM, mod api.Module, stack []uint64, nwrittenPtr uint32) {
 	fd, iovs, n := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	if fd != 1 && fd != 2 {
-		vm.wtrace("==> fd_write(fd=%d)", fd)
+		if vm.tracing {
+			vm.wtrace("==> fd_write(fd=%d)", fd)
+		}
 		errno(vm, stack, errnoBadf)
 		return
 	}
@@ -250,7 +268,9 @@ func fdWrite(vm *VM, mod api.Module, stack []uint64, nwrittenPtr uint32) {
 		vm.fdbuf[fd] = append(vm.fdbuf[fd], b...)
 		total += l
 	}
-	vm.wtrace("==> fd_write(fd=%d,data=%q)", fd, vm.fdbuf[fd])
+	if vm.tracing {
+		vm.wtrace("==> fd_write(fd=%d,data=%q)", fd, vm.fdbuf[fd])
+	}
 	level := hostcalls.LogLevelInfo
 	if fd == 2 {
 		level = hostcalls.LogLevelError
