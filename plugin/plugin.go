@@ -636,7 +636,7 @@ func (h *httpContext) strip(size int) types.Action {
 		}
 		return types.ActionContinue
 	}
-	if len(r.priorities) == 0 {
+	if r.priorities.len() == 0 {
 		return types.ActionContinue
 	}
 	if pc.cfg.rejectUnscheduled {
