@@ -22,6 +22,13 @@ import (
 // The id of the context whose callback is running is kept in current (0
 // outside callbacks); SetEffectiveContext changes it along with the host's.
 // Callbacks for unknown ids are ignored and answer Continue / false.
+//
+// Per request the dispatcher allocates nothing once warm: the stream entry
+// last looked up is remembered (a stream's callbacks come one after the
+// other, so most find it without a map lookup), and an entry deleted is
+// kept for the next stream (at most maxFree of them). An HttpContext that
+// implements HttpContextDeleter learns of its proxy_on_delete, after which
+// no callback reaches it, so that the plugin may reuse it too.
 
 var vm = struct {
 	ctx   types.VMContext
@@ -32,6 +39,10 @@ var vm = struct {
 	current uint32
 	// calls are the pending DispatchHttpCall callbacks by token.
 	calls map[uint32]httpCall
+	// last is the stream entry last looked up (nil: none), free the
+	// deleted entries kept for new streams.
+	last *httpContext
+	free []*httpContext
 }{
 	roots: map[uint32]*rootContext{},
 	https: map[uint32]*httpContext{},
@@ -44,8 +55,22 @@ type rootContext struct {
 
 type httpContext struct {
 	ctx  types.HttpContext // nil: the root context declined the stream; callbacks pass through
+	id   uint32
 	root uint32
 	done bool // OnHttpStreamDone has run
+}
+
+// maxFree bounds the deleted stream entries kept for new streams.
+const maxFree = 64
+
+// HttpContextDeleter is implemented by an HttpContext that wants to know
+// when the host deletes its stream (proxy_on_delete, the last callback of a
+// stream): OnHttpContextDelete runs once, after the stream has left the
+// dispatcher, so no callback reaches the context afterwards and it may be
+// reused for another stream. It must make no host call (the host is
+// deleting the context).
+type HttpContextDeleter interface {
+	OnHttpContextDelete()
 }
 
 type httpCall struct {
@@ -89,7 +114,15 @@ func onContextCreate(id, parent uint32) {
 		vm.roots[id] = &rootContext{ctx: pc}
 		return
 	}
-	h := &httpContext{root: parent}
+	var h *httpContext
+	if n := len(vm.free); n > 0 {
+		h = vm.free[n-1]
+		vm.free[n-1] = nil
+		vm.free = vm.free[:n-1]
+		*h = httpContext{id: id, root: parent}
+	} else {
+		h = &httpContext{id: id, root: parent}
+	}
 	if r, ok := vm.roots[parent]; ok {
 		h.ctx = r.ctx.NewHttpContext(id)
 	}
@@ -143,10 +176,22 @@ func onHTTPCallResponse(root, token, numHeaders, bodySize, numTrailers uint32) {
 // stream returns the HttpContext of id, or nil for an unknown or declined
 // stream (whose callbacks answer Continue).
 func stream(id uint32) types.HttpContext {
-	if h, ok := vm.https[id]; ok {
+	if h := lookup(id); h != nil {
 		return h.ctx
 	}
 	return nil
+}
+
+// lookup returns the stream entry of id, or nil: vm.last when it is id's.
+func lookup(id uint32) *httpContext {
+	if h := vm.last; h != nil && h.id == id {
+		return h
+	}
+	h := vm.https[id]
+	if h != nil {
+		vm.last = h
+	}
+	return h
 }
 
 func onRequestHeaders(id, n uint32, eos bool) types.Action {
@@ -199,8 +244,8 @@ func onResponseTrailers(id, n uint32) types.Action {
 
 // streamDone runs OnHttpStreamDone once per stream.
 func streamDone(id uint32) {
-	h, ok := vm.https[id]
-	if !ok || h.done {
+	h := lookup(id)
+	if h == nil || h.done {
 		return
 	}
 	h.done = true
@@ -224,7 +269,17 @@ func onDone(id uint32) bool {
 }
 
 func onDelete(id uint32) {
-	delete(vm.https, id)
+	if h := lookup(id); h != nil {
+		delete(vm.https, id)
+		vm.last = nil
+		if d, ok := h.ctx.(HttpContextDeleter); ok {
+			d.OnHttpContextDelete()
+		}
+		if len(vm.free) < maxFree {
+			*h = httpContext{}
+			vm.free = append(vm.free, h)
+		}
+	}
 	if _, ok := vm.roots[id]; ok {
 		delete(vm.roots, id)
 		for token, c := range vm.calls {
@@ -244,7 +299,7 @@ func rootOf(id uint32) uint32 {
 	if _, ok := vm.roots[id]; ok {
 		return id
 	}
-	if h, ok := vm.https[id]; ok {
+	if h := lookup(id); h != nil {
 		return h.root
 	}
 	return 0

@@ -74,6 +74,7 @@ func fresh(t *testing.T) (*recorder, *[]string) {
 	clear(vm.roots)
 	clear(vm.https)
 	clear(vm.calls)
+	vm.last, vm.free = nil, nil
 	events := &[]string{}
 	r := &recorder{events: events, action: types.ActionPause, done: true}
 	SetVMContext(r)
@@ -252,5 +253,75 @@ func TestNativeWrappersAreUnimplemented(t *testing.T) {
 	LogInfof("native %s", "logging is a no-op") // must not panic
 	if err := (Counter{}).Increment(1); err != types.ErrorStatusNotFound {
 		t.Errorf("zero Counter.Increment = %v, want ErrorStatusNotFound", err)
+	}
+}
+
+// streamCtx is an HTTP context of its own per stream that records its
+// request headers and its deletion.
+type streamCtx struct {
+	types.DefaultHttpContext
+	id     uint32
+	events *[]string
+}
+
+func (s *streamCtx) OnHttpRequestHeaders(n int, _ bool) types.Action {
+	*s.events = append(*s.events, fmt.Sprintf("headers(%d) ctx %d @%d", n, s.id, CurrentContextID()))
+	return types.ActionContinue
+}
+func (s *streamCtx) OnHttpStreamDone() {
+	*s.events = append(*s.events, fmt.Sprintf("done ctx %d", s.id))
+}
+func (s *streamCtx) OnHttpContextDelete() {
+	*s.events = append(*s.events, fmt.Sprintf("delete ctx %d", s.id))
+}
+
+// streamVM gives every stream its own streamCtx.
+type streamVM struct {
+	types.DefaultVMContext
+	types.DefaultPluginContext
+	events *[]string
+}
+
+func (v *streamVM) NewPluginContext(uint32) types.PluginContext { return v }
+func (v *streamVM) NewHttpContext(id uint32) types.HttpContext {
+	return &streamCtx{id: id, events: v.events}
+}
+
+// TestDispatchInterleavedStreamsAndDelete checks that the remembered
+// stream entry never sends a callback to another stream's context, that
+// OnHttpContextDelete runs once, at proxy_on_delete, after which nothing
+// reaches the context, and that a deleted entry serves the next stream.
+func TestDispatchInterleavedStreamsAndDelete(t *testing.T) {
+	fresh(t)
+	events := &[]string{}
+	SetVMContext(&streamVM{events: events})
+	onContextCreate(1, 0)
+	onContextCreate(2, 1)
+	onContextCreate(3, 1)
+	onRequestHeaders(2, 1, false)
+	onRequestHeaders(3, 2, false)
+	onRequestHeaders(2, 3, false)
+	onLog(2)
+	onDone(2)
+	onDelete(2)
+	onRequestHeaders(2, 4, false) // deleted: reaches nothing
+	onDelete(2)                   // twice: nothing more
+	onContextCreate(4, 1)         // takes the entry stream 2 left
+	onRequestHeaders(4, 5, false)
+	onRequestHeaders(3, 6, false)
+	onDelete(3) // without log or done: deleted all the same
+	want := []string{
+		"headers(1) ctx 2 @2", "headers(2) ctx 3 @3", "headers(3) ctx 2 @2",
+		"done ctx 2", "delete ctx 2",
+		"headers(5) ctx 4 @4", "headers(6) ctx 3 @3", "delete ctx 3",
+	}
+	if !slices.Equal(*events, want) {
+		t.Errorf("events:\n%q\nwant\n%q", *events, want)
+	}
+	if len(vm.https) != 1 || rootOf(4) != 1 || rootOf(2) != 0 || rootOf(3) != 0 {
+		t.Errorf("streams left %d, rootOf(4, 2, 3) = %d %d %d, want 1 stream and 1 0 0", len(vm.https), rootOf(4), rootOf(2), rootOf(3))
+	}
+	if len(vm.free) != 1 {
+		t.Errorf("%d deleted entries kept, want 1 (stream 3's)", len(vm.free))
 	}
 }

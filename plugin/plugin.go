@@ -60,6 +60,7 @@ type pluginContext struct {
 	hdrPairs [][2]string      // the pairs of hdrBuf, reused
 	edit     editScratch      // the body edits' values (request.send)
 	pending  []pendingRelease // releases and charges that failed, retried on tick
+	free     []*httpContext   // deleted stream contexts, cleared, for new streams
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
 	// id given; the wake-up queues of other holders, resolved; when the
@@ -335,9 +336,34 @@ func (pc *pluginContext) scheduled(path string) bool {
 	return false
 }
 
-// NewHttpContext implements types.PluginContext.
+// NewHttpContext implements types.PluginContext: a stream context the host
+// deleted (OnHttpContextDelete), or a new one.
 func (pc *pluginContext) NewHttpContext(id uint32) types.HttpContext {
+	if n := len(pc.free); n > 0 {
+		h := pc.free[n-1]
+		pc.free[n-1] = nil
+		pc.free = pc.free[:n-1]
+		h.pc, h.ctxID = pc, id
+		return h
+	}
 	return &httpContext{pc: pc, ctxID: id}
+}
+
+// maxFreeStreams bounds the deleted stream contexts kept for new streams.
+const maxFreeStreams = 64
+
+// OnHttpContextDelete implements hostcalls.HttpContextDeleter: after the
+// host's proxy_on_delete no callback reaches h, and unless a queue still
+// holds it (a host that deleted a held stream without ending it) it is
+// cleared and kept for the next stream, so that a request allocates no
+// stream context.
+func (h *httpContext) OnHttpContextDelete() {
+	pc := h.pc
+	if h.state == stHeld || len(pc.free) >= maxFreeStreams {
+		return
+	}
+	*h = httpContext{}
+	pc.free = append(pc.free, h)
 }
 
 // streamState is where a stream is in its life.
