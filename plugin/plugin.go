@@ -915,13 +915,17 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		pc.scratch = strconv.AppendInt(pc.scratch[:0], int64(h.prio), 10)
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, view(pc.scratch))
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderBorrowing, strconv.FormatBool(h.borrowing))
-		pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, view(pc.scratch))
+		queued := "0.000" // a request that went at once, the usual one
+		if h.queued != 0 {
+			pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
+			queued = view(pc.scratch)
+		}
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, queued)
 	}
 	if hasStatus {
-		h.status, _ = strconv.Atoi(status)
+		h.status = atoi(status)
 	}
-	h.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
+	h.sse = eventStream(ct)
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")
@@ -930,6 +934,40 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		h.finish(true)
 	}
 	return types.ActionContinue
+}
+
+// atoi is strconv.Atoi's value of s (0 when it is not a number), without
+// its call for the usual three-digit status code.
+func atoi(s string) int {
+	if len(s) == 3 && '0' <= s[0] && s[0] <= '9' && '0' <= s[1] && s[1] <= '9' && '0' <= s[2] && s[2] <= '9' {
+		return int(s[0]-'0')*100 + int(s[1]-'0')*10 + int(s[2]-'0')
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// eventStream reports whether the content type ct is an event stream:
+// text/event-stream in any case, after leading white space. It is
+// strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)),
+// "text/event-stream") without the lower-cased copy: only two runes beyond
+// ASCII lower-case to ASCII (U+0130 to 'i', U+212A to 'k'), and the type
+// spells neither letter, so comparing the ASCII bytes alone is the same.
+func eventStream(ct string) bool {
+	const sse = "text/event-stream"
+	ct = strings.TrimSpace(ct)
+	if len(ct) < len(sse) {
+		return false
+	}
+	for i := 0; i < len(sse); i++ {
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != sse[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // view returns b's bytes as a string without copying them, for a host call
