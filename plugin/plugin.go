@@ -337,7 +337,7 @@ func (pc *pluginContext) scheduled(path string) bool {
 }
 
 // NewHttpContext implements types.PluginContext: a stream context the host
-// deleted (OnHttpContextDelete), or a new one.
+// deleted (DeleteHttpContext), or a new one.
 func (pc *pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	if n := len(pc.free); n > 0 {
 		h := pc.free[n-1]
@@ -352,14 +352,17 @@ func (pc *pluginContext) NewHttpContext(id uint32) types.HttpContext {
 // maxFreeStreams bounds the deleted stream contexts kept for new streams.
 const maxFreeStreams = 64
 
-// OnHttpContextDelete implements hostcalls.HttpContextDeleter: after the
-// host's proxy_on_delete no callback reaches h, and unless a queue still
-// holds it (a host that deleted a held stream without ending it) it is
-// cleared and kept for the next stream, so that a request allocates no
-// stream context.
-func (h *httpContext) OnHttpContextDelete() {
-	pc := h.pc
-	if h.state == stHeld || len(pc.free) >= maxFreeStreams {
+// The dispatcher tells the plugin context of each stream it deletes.
+var _ hostcalls.HttpContextDeleter = (*pluginContext)(nil)
+
+// DeleteHttpContext implements hostcalls.HttpContextDeleter: after the
+// host's proxy_on_delete no callback reaches the stream's context, and
+// unless a queue still holds it (a host that deleted a held stream without
+// ending it) it is cleared and kept for the next stream, so that a request
+// allocates no stream context.
+func (pc *pluginContext) DeleteHttpContext(ctx types.HttpContext) {
+	h, ok := ctx.(*httpContext)
+	if !ok || h.pc != pc || h.state == stHeld || len(pc.free) >= maxFreeStreams {
 		return
 	}
 	*h = httpContext{}

@@ -17,7 +17,7 @@ func TestStreamContextReuse(t *testing.T) {
 	h.grant = fairshare.Grant{Team: "a", Priority: 7}
 	h.resp = []byte("{}")
 	h.scan.seen = 3
-	h.OnHttpContextDelete()
+	pc.DeleteHttpContext(h)
 	got := pc.NewHttpContext(6).(*httpContext)
 	if got != h {
 		t.Fatalf("NewHttpContext after a delete made a new context, want the deleted one reused")
@@ -28,7 +28,7 @@ func TestStreamContextReuse(t *testing.T) {
 
 	held := pc.NewHttpContext(7).(*httpContext)
 	held.state = stHeld
-	held.OnHttpContextDelete()
+	pc.DeleteHttpContext(held)
 	if next := pc.NewHttpContext(8); next == held {
 		t.Errorf("a held stream's context was handed out again")
 	}
