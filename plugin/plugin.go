@@ -85,6 +85,46 @@ type poolState struct {
 	rec *record
 	// waiters is the pool's queue length as this VM last saw it.
 	waiters int
+	// slots are what a request looks up by its team's name, per entry of
+	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
+	// at the first use (slot).
+	slots []teamSlot
+}
+
+// teamSlot is what the request path needs of one entry of a pool, kept
+// so that a request hashes no name: the ids of its requests_total
+// counters and of its borrowed_total counter, and its completion mean.
+type teamSlot struct {
+	name     string         // the configured team, or fairshare.UnknownTeam
+	mean     *runningMean   // the entry of the plugin's completion means once found (completionMeans.at)
+	requests [2][2]metricID // by class (Interactive, Batch) and borrowing
+	borrowed metricID
+}
+
+// metricID is a metric's id once defined.
+type metricID struct {
+	id uint32
+	ok bool
+}
+
+// slot returns the slot of the entry team is counted in (see teamOf):
+// its configured team's, or the unknown team's. It costs a search of the
+// pool's teams, as teamOf does.
+func (ps *poolState) slot(team string) *teamSlot {
+	teams := ps.cfg.teams
+	if len(ps.slots) != len(teams)+1 {
+		ps.slots = make([]teamSlot, len(teams)+1)
+		for i := range teams {
+			ps.slots[i].name = teams[i].Name
+		}
+		ps.slots[len(teams)].name = fairshare.UnknownTeam
+	}
+	for i := range teams {
+		if teams[i].Name == team {
+			return &ps.slots[i]
+		}
+	}
+	return &ps.slots[len(teams)]
 }
 
 // pendingRelease is a release (or, for a request forwarded without a
@@ -404,6 +444,7 @@ type httpContext struct {
 	team      string
 	class     fairshare.Class
 	pool      *poolState
+	slot      *teamSlot // the pool's slot of the team (decide), nil until then
 	grant     fairshare.Grant
 	prio      int
 	borrowing bool
@@ -756,7 +797,8 @@ func (h *httpContext) decide(size int) types.Action {
 	// The KV demand: the prompt plus the team's usual completion, capped
 	// by the request's own limit (see completionMeans).
 	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
-	kv := satAdd(prompt, pc.means.completion(ps.cfg.name, teamOf(ps, h.team), h.choices, req.completion))
+	h.slot = ps.slot(h.team)
+	kv := satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
 	h.kv = kv
 	pc.nextID++
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
@@ -880,7 +922,7 @@ func (pc *pluginContext) acquire(now time.Time, ps *poolState, team string, clas
 		}
 		return fairshare.Grant{}, err
 	}
-	pc.met.request(ps.cfg.name, &g)
+	pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
 	return g, nil
 }
 
@@ -1096,7 +1138,11 @@ func (h *httpContext) finish(complete bool) {
 	case u.ok:
 		consumed = u.cost(w)
 		if h.choices > 0 && !h.pooling && h.status < 400 {
-			pc.means.observe(h.pool.cfg.name, teamOf(h.pool, h.team), float64(u.completion)/float64(h.choices))
+			slot := h.slot
+			if slot == nil {
+				slot = h.pool.slot(h.team)
+			}
+			pc.means.observeAt(h.pool.cfg.name, slot, float64(u.completion)/float64(h.choices))
 			pc.meansNew = true
 		}
 	case complete && h.status >= 400 && h.status < 500:
