@@ -72,8 +72,9 @@ func fresh(t *testing.T) (*recorder, *[]string) {
 	t.Helper()
 	vm.ctx, vm.current = nil, 0
 	clear(vm.roots)
-	clear(vm.https)
+	vm.https = streamTable{}
 	clear(vm.calls)
+	vm.last, vm.lastRoot, vm.free = nil, nil, nil
 	events := &[]string{}
 	r := &recorder{events: events, action: types.ActionPause, done: true}
 	SetVMContext(r)
@@ -252,5 +253,130 @@ func TestNativeWrappersAreUnimplemented(t *testing.T) {
 	LogInfof("native %s", "logging is a no-op") // must not panic
 	if err := (Counter{}).Increment(1); err != types.ErrorStatusNotFound {
 		t.Errorf("zero Counter.Increment = %v, want ErrorStatusNotFound", err)
+	}
+}
+
+// streamCtx is an HTTP context of its own per stream that records its
+// request headers and its deletion.
+type streamCtx struct {
+	types.DefaultHttpContext
+	id     uint32
+	events *[]string
+}
+
+func (s *streamCtx) OnHttpRequestHeaders(n int, _ bool) types.Action {
+	*s.events = append(*s.events, fmt.Sprintf("headers(%d) ctx %d @%d", n, s.id, CurrentContextID()))
+	return types.ActionContinue
+}
+func (s *streamCtx) OnHttpStreamDone() {
+	*s.events = append(*s.events, fmt.Sprintf("done ctx %d", s.id))
+}
+
+// streamVM gives every stream its own streamCtx.
+type streamVM struct {
+	types.DefaultVMContext
+	types.DefaultPluginContext
+	events *[]string
+}
+
+func (v *streamVM) NewPluginContext(uint32) types.PluginContext { return v }
+func (v *streamVM) NewHttpContext(id uint32) types.HttpContext {
+	return &streamCtx{id: id, events: v.events}
+}
+func (v *streamVM) DeleteHttpContext(ctx types.HttpContext) {
+	*v.events = append(*v.events, fmt.Sprintf("delete ctx %d @%d", ctx.(*streamCtx).id, CurrentContextID()))
+}
+
+// TestDispatchInterleavedStreamsAndDelete checks that the remembered
+// stream entry never sends a callback to another stream's context, that
+// DeleteHttpContext runs once per stream, at proxy_on_delete, after which
+// nothing reaches the context, and that a deleted entry serves the next
+// stream.
+func TestDispatchInterleavedStreamsAndDelete(t *testing.T) {
+	fresh(t)
+	events := &[]string{}
+	SetVMContext(&streamVM{events: events})
+	onContextCreate(1, 0)
+	onContextCreate(2, 1)
+	onContextCreate(3, 1)
+	onRequestHeaders(2, 1, false)
+	onRequestHeaders(3, 2, false)
+	onRequestHeaders(2, 3, false)
+	onLog(2)
+	onDone(2)
+	onDelete(2)
+	onRequestHeaders(2, 4, false) // deleted: reaches nothing
+	onDelete(2)                   // twice: nothing more
+	onContextCreate(4, 1)         // takes the entry stream 2 left
+	onRequestHeaders(4, 5, false)
+	onRequestHeaders(3, 6, false)
+	onDelete(3) // without log or done: deleted all the same
+	want := []string{
+		"headers(1) ctx 2 @2", "headers(2) ctx 3 @3", "headers(3) ctx 2 @2",
+		"done ctx 2", "delete ctx 2 @0",
+		"headers(5) ctx 4 @4", "headers(6) ctx 3 @3", "delete ctx 3 @0",
+	}
+	if !slices.Equal(*events, want) {
+		t.Errorf("events:\n%q\nwant\n%q", *events, want)
+	}
+	if vm.https.len() != 1 || rootOf(4) != 1 || rootOf(2) != 0 || rootOf(3) != 0 {
+		t.Errorf("streams left %d, rootOf(4, 2, 3) = %d %d %d, want 1 stream and 1 0 0", vm.https.len(), rootOf(4), rootOf(2), rootOf(3))
+	}
+	if len(vm.free) != 1 {
+		t.Errorf("%d deleted entries kept, want 1 (stream 3's)", len(vm.free))
+	}
+}
+
+// taggedRoot is a plugin context that names its root in the events of
+// its streams.
+type taggedRoot struct {
+	types.DefaultPluginContext
+	id     uint32
+	events *[]string
+}
+
+func (r *taggedRoot) OnTick() { *r.events = append(*r.events, fmt.Sprintf("tick root %d", r.id)) }
+func (r *taggedRoot) NewHttpContext(id uint32) types.HttpContext {
+	*r.events = append(*r.events, fmt.Sprintf("new stream %d of root %d", id, r.id))
+	return &streamCtx{id: id, events: r.events}
+}
+
+type taggedVM struct {
+	types.DefaultVMContext
+	events *[]string
+}
+
+func (v *taggedVM) NewPluginContext(id uint32) types.PluginContext {
+	return &taggedRoot{id: id, events: v.events}
+}
+
+// TestDispatchTwoRoots checks that with two roots (a reconfiguration runs
+// the old and the new side by side) every stream and tick reaches its own
+// root, also after one of them is deleted.
+func TestDispatchTwoRoots(t *testing.T) {
+	fresh(t)
+	events := &[]string{}
+	SetVMContext(&taggedVM{events: events})
+	onContextCreate(1, 0)
+	onContextCreate(2, 0)
+	onContextCreate(3, 1)
+	onContextCreate(4, 2)
+	onTick(1)
+	onTick(2)
+	onContextCreate(5, 1)
+	onDelete(1)
+	onTick(1) // deleted: reaches nothing
+	onContextCreate(6, 1)
+	onContextCreate(7, 2)
+	onTick(2)
+	want := []string{
+		"new stream 3 of root 1", "new stream 4 of root 2", "tick root 1", "tick root 2",
+		"new stream 5 of root 1", "new stream 7 of root 2", "tick root 2",
+	}
+	if !slices.Equal(*events, want) {
+		t.Errorf("events:\n%q\nwant\n%q", *events, want)
+	}
+	if rootOf(3) != 1 || rootOf(4) != 2 || rootOf(1) != 0 || rootOf(2) != 2 {
+		t.Errorf("rootOf(3, 4, 1, 2) = %d %d %d %d, want 1 2 0 2", rootOf(3), rootOf(4), rootOf(1), rootOf(2))
 	}
 }

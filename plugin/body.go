@@ -45,17 +45,46 @@ type request struct {
 	includeUsage bool
 
 	// Where rewrite and strip edit, found by the same pass.
-	open       int     // index of the object's '{'
-	empty      bool    // the object has no members
-	priorities []span  // every top-level priority member
-	prioBuf    [2]span // backing array of priorities
-	options    []span  // every top-level stream_options member
-	optBuf     [1]span // backing array of options
+	open       int   // index of the object's '{'
+	empty      bool  // the object has no members
+	priorities spans // every top-level priority member
+	options    spans // every top-level stream_options member
 }
 
 // span is a member's position in the body: its key starts at key, its
 // value is body[at:end].
 type span struct{ key, at, end int }
+
+// spans is a list of spans that holds its first two in place: a request,
+// which inspect returns by value, then allocates nothing for them (a slice
+// of an array of its own would move every request to the heap). The zero
+// value is an empty list.
+type spans struct {
+	n     int
+	first [2]span
+	more  []span // the spans after the first two
+}
+
+// add appends p.
+func (s *spans) add(p span) {
+	if s.n < len(s.first) {
+		s.first[s.n] = p
+	} else {
+		s.more = append(s.more, p)
+	}
+	s.n++
+}
+
+// len is the number of spans.
+func (s *spans) len() int { return s.n }
+
+// at returns the i-th span, 0 ≤ i < len().
+func (s *spans) at(i int) span {
+	if i < len(s.first) {
+		return s.first[i]
+	}
+	return s.more[i-len(s.first)]
+}
 
 // tokens is the estimated token count of the request: the prompt once (vLLM
 // reports it once even for n > 1) plus n completions of every prompt of a
@@ -98,8 +127,6 @@ func bstr(b []byte) string {
 // the whole body's bytes/4. The request refers to body's memory.
 func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok bool) {
 	r = request{n: 1, prompts: 1, open: -1, empty: true}
-	r.priorities = r.prioBuf[:0]
-	r.options = r.optBuf[:0]
 	r.open = skipWS(body, 0)
 	var maxTokens, maxCompletion, maxOutput int64 = -1, -1, -1
 	var messages, prompt, input, instructions, tokenIDs int64
@@ -114,7 +141,7 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 		raw := body[at:end]
 		switch key {
 		case "priority":
-			r.priorities = append(r.priorities, span{k, at, end})
+			r.priorities.add(span{k, at, end})
 		case "model":
 			r.modelSet = true
 			switch v := parseValue(raw); v.Type {
@@ -153,7 +180,7 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 			r.stream = laxTrue(raw)
 		case "stream_options":
 			r.includeUsage = includeUsage(raw)
-			r.options = append(r.options, span{k, at, end})
+			r.options.add(span{k, at, end})
 		}
 	})
 	if !ok {
@@ -429,22 +456,24 @@ const insertMax = len(`"priority":-9223372036854775808,"stream_options":{"includ
 // to the body r was read from; pv is the priority's digits and ins the
 // memory for the inserted members.
 func (r *request) edits(es []edit, ins, pv []byte, addUsage bool) []edit {
-	for _, p := range r.priorities {
+	for i := range r.priorities.len() {
+		p := r.priorities.at(i)
 		es = append(es, edit{p.at, p.end, pv})
 	}
 	if addUsage {
 		// Every stream_options the client sent is replaced whole, so that
 		// no duplicate key inside it can be read differently by vLLM.
-		for _, o := range r.options {
+		for i := range r.options.len() {
+			o := r.options.at(i)
 			es = append(es, edit{o.at, o.end, usageOptions})
 		}
 	}
 	insert := ins[:0]
-	if len(r.priorities) == 0 {
+	if r.priorities.len() == 0 {
 		insert = append(insert, `"priority":`...)
 		insert = append(insert, pv...)
 	}
-	if addUsage && len(r.options) == 0 {
+	if addUsage && r.options.len() == 0 {
 		if len(insert) > 0 {
 			insert = append(insert, ',')
 		}
@@ -593,7 +622,7 @@ var usageOptions = []byte(`{"include_usage":true}`)
 // object stays valid JSON of the same length (no Content-Length to fix) and
 // no priority is left. It reports whether it changed body.
 func (r *request) strip(body []byte) bool {
-	if len(r.priorities) == 0 {
+	if r.priorities.len() == 0 {
 		return false
 	}
 	blank := func(from, to int) {
@@ -605,7 +634,8 @@ func (r *request) strip(body []byte) bool {
 	// before the current one exists and can go with it. Until then every
 	// byte from the '{' to the last blank is whitespace.
 	kept, last := false, r.open+1
-	for _, p := range r.priorities {
+	for i := range r.priorities.len() {
+		p := r.priorities.at(i)
 		if !kept && skipWS(body, last) < p.key {
 			kept = true
 		}

@@ -101,11 +101,15 @@ func TestRewrite(t *testing.T) {
 		{"overwrite", `{"model":"m","priority":-5}`, 11, false, `{"model":"m","priority":11}`},
 		{"overwrite any type", `{"priority":"high","x":1}`, 0, false, `{"priority":0,"x":1}`},
 		{"overwrite duplicates", `{"priority":-1,"a":1,"priority":-2}`, 20, false, `{"priority":20,"a":1,"priority":20}`},
+		{"overwrite more duplicates than kept in place", `{"priority":-1,"priority":-2,"a":1,"priority":-3,"priority":4}`, 7, false,
+			`{"priority":7,"priority":7,"a":1,"priority":7,"priority":7}`},
 		{"nested priority untouched", `{"metadata":{"priority":-1}}`, 3, false, `{"priority":3,"metadata":{"priority":-1}}`},
 		{"add usage", `{"stream":true}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true},"stream":true}`},
 		{"options replaced whole", `{"stream":true,"stream_options":{"x":1}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true}}`},
 		{"duplicate include_usage replaced", `{"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`, 0, true, `{"priority":0,"stream":true,"stream_options":{"include_usage":true}}`},
 		{"duplicate options replaced", `{"stream_options":{"include_usage":true},"stream":true,"stream_options":{}}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true},"stream":true,"stream_options":{"include_usage":true}}`},
+		{"three options replaced", `{"stream_options":{},"stream_options":1,"stream_options":{"a":2}}`, 0, true,
+			`{"priority":0,"stream_options":{"include_usage":true},"stream_options":{"include_usage":true},"stream_options":{"include_usage":true}}`},
 		{"empty options", `{"stream_options":{}}`, 0, true, `{"priority":0,"stream_options":{"include_usage":true}}`},
 		{"flip usage off continuous", `{"stream_options":{"include_usage":false,"continuous_usage_stats":true},"priority":1}`, 2, true,
 			`{"stream_options":{"include_usage":true},"priority":2}`},
@@ -249,6 +253,7 @@ func TestStrip(t *testing.T) {
 		{`{"a":1,"priority":-9,"b":2}`, `{"a":1              ,"b":2}`},
 		{`{"priority":1,"priority":2,"b":3}`, `{                          "b":3}`},
 		{`{"a":1,"priority":1,"priority":2}`, `{"a":1                          }`},
+		{`{"priority":1,"a":1,"priority":2,"priority":3}`, `{             "a":1                          }`},
 		{`{"priority":1 , "a":1 , "priority":2 }`, `{               "a":1                }`},
 		{`{"pr\u0069ority":-9,"x":{"priority":1}}`, `{                   "x":{"priority":1}}`},
 		{" {\n\"priority\" :\n-9\n}", " {\n               \n}"},
@@ -416,7 +421,7 @@ func checkSend(t *testing.T, body []byte, prio int, addUsage bool) {
 		t.Errorf("send(%q, %d, %v) left %q, rewrite gives %q", body, prio, addUsage, host.b, want)
 	}
 	// Only the short runs between edits, and the edits, are copied.
-	if limit := (len(r.priorities) + len(r.options) + 2) * (sendDirect + insertMax); copied > limit {
+	if limit := (r.priorities.len() + r.options.len() + 2) * (sendDirect + insertMax); copied > limit {
 		t.Errorf("send(%q): %d bytes copied by the module, want at most %d", body, copied, limit)
 	}
 	if calls == 0 {

@@ -39,6 +39,39 @@ func (m completionMeans) observe(pool, team string, tokens float64) {
 		r = &runningMean{}
 		m[k] = r
 	}
+	r.add(tokens)
+}
+
+// at returns the running mean of s's team in pool, nil before its first
+// sample, and keeps it in s: an entry, once made, stays in place (observe
+// and seed change it, never replace it), so that the next lookup of the
+// team hashes nothing.
+func (m completionMeans) at(pool string, s *teamSlot) *runningMean {
+	if s.mean == nil {
+		s.mean = m[meanKey{pool, s.name}]
+	}
+	return s.mean
+}
+
+// observeAt is observe for the team of slot s.
+func (m completionMeans) observeAt(pool string, s *teamSlot, tokens float64) {
+	if tokens < 0 {
+		return
+	}
+	if m.at(pool, s) == nil {
+		s.mean = &runningMean{}
+		m[meanKey{pool, s.name}] = s.mean
+	}
+	s.mean.add(tokens)
+}
+
+// completionAt is completion for the team of slot s.
+func (m completionMeans) completionAt(pool string, s *teamSlot, choices, limit int64) int64 {
+	return m.at(pool, s).completion(choices, limit)
+}
+
+// add adds one sample.
+func (r *runningMean) add(tokens float64) {
 	if r.n < meanWindow {
 		r.n++
 	}
@@ -50,7 +83,12 @@ func (m completionMeans) observe(pool, team string, tokens float64) {
 // (rounded up) times the choices, at most the cap; the cap times the
 // choices before the team's first finished request.
 func (m completionMeans) completion(pool, team string, choices, limit int64) int64 {
-	r := m[meanKey{pool, team}]
+	return m[meanKey{pool, team}].completion(choices, limit)
+}
+
+// completion is completionMeans.completion for r, nil before the team's
+// first finished request.
+func (r *runningMean) completion(choices, limit int64) int64 {
 	if r == nil || r.n == 0 {
 		return satMul(choices, limit)
 	}
@@ -154,8 +192,12 @@ func decodeMeans(b []byte) completionMeans {
 func (m completionMeans) seed(shared completionMeans) bool {
 	added := false
 	for k, r := range shared {
-		if m[k] == nil || m[k].n == 0 {
+		switch own := m[k]; {
+		case own == nil:
 			m[k] = &runningMean{mean: r.mean, n: r.n}
+			added = true
+		case own.n == 0:
+			*own = runningMean{mean: r.mean, n: r.n} // in place: slots keep it (at)
 			added = true
 		}
 	}

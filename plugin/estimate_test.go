@@ -64,3 +64,43 @@ func TestCompletionMeansShared(t *testing.T) {
 		t.Errorf("negative mean kept: %v", got)
 	}
 }
+
+// TestCompletionMeansThroughSlots checks that a team's slot, which keeps
+// the team's entry once found, answers as the map does after every step:
+// before the first sample, after samples through either form, and after
+// a seed that fills an entry the slot already holds.
+func TestCompletionMeansThroughSlots(t *testing.T) {
+	m := completionMeans{}
+	a, b := &teamSlot{name: "a"}, &teamSlot{name: "b"}
+	check := func(step string) {
+		t.Helper()
+		for _, s := range []*teamSlot{a, b} {
+			for _, c := range [][2]int64{{1, 4096}, {3, 50}, {2, 1}} {
+				if got, want := m.completionAt("p", s, c[0], c[1]), m.completion("p", s.name, c[0], c[1]); got != want {
+					t.Errorf("%s: completionAt(%s, %d, %d) = %d, the map gives %d", step, s.name, c[0], c[1], got, want)
+				}
+			}
+		}
+	}
+	check("empty")
+	m.observeAt("p", a, 100)
+	check("a observed through its slot")
+	m.observe("p", a.name, 300)
+	m.observe("p", b.name, 20)
+	check("observed through the map")
+	m.observeAt("p", b, 40)
+	check("b observed through its slot")
+	if m[meanKey{"p", "b"}].n != 2 || len(m) != 2 {
+		t.Errorf("b has %d samples in %d entries, want 2 in 2", m[meanKey{"p", "b"}].n, len(m))
+	}
+	// An entry without samples that a seed fills stays the one the
+	// slot holds.
+	c := &teamSlot{name: "c"}
+	m[meanKey{"p", "c"}] = &runningMean{}
+	check("c empty")
+	_ = m.completionAt("p", c, 1, 1)
+	m.seed(completionMeans{meanKey{"p", "c"}: {mean: 9, n: 4}})
+	if got := m.completionAt("p", c, 1, 4096); got != 9 {
+		t.Errorf("after a seed of 9: completionAt(c) = %d, want 9", got)
+	}
+}

@@ -60,7 +60,7 @@ func (pc *pluginContext) arrive(now time.Time, ps *poolState, r fairshare.Reques
 		return g, w, out, 0, err
 	}
 	if out == fairshare.Granted {
-		pc.met.request(ps.cfg.name, &g)
+		pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
 	}
 	return g, w, out, retry, nil
 }
@@ -127,7 +127,7 @@ func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) 
 				}
 				continue
 			}
-			pc.met.request(ps.cfg.name, &g)
+			pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
 			pc.met.queueTime(ps.cfg.name, g.Team, time.Duration(g.At-g.Arrived))
 			h.resume(now, ps, g)
 		case fairshare.Elsewhere:

@@ -196,9 +196,49 @@ func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
 	m.count(delta)
 }
 
-// request counts one scheduled request.
-func (m *metrics) request(pool string, g *fairshare.Grant) {
+// request counts one scheduled request. s, when not nil, is the pool's
+// slot of g.Team: the counters' ids are kept there once defined, so that
+// the next request of the team looks up no name.
+func (m *metrics) request(pool string, g *fairshare.Grant, s *teamSlot) {
 	borrowing := borrows(g)
+	if s == nil || s.name != g.Team || uint(g.Class) >= uint(len(s.requests)) {
+		m.requestSlow(pool, g, borrowing)
+		return
+	}
+	c := &s.requests[g.Class][0]
+	if borrowing {
+		c = &s.requests[g.Class][1]
+	}
+	if !c.ok {
+		c.id, c.ok = m.requestID(pool, g, borrowing)
+	}
+	if c.ok {
+		_ = m.host.incrementMetric(c.id, 1)
+	}
+	if borrowing {
+		if !s.borrowed.ok {
+			m.buf = appendTeamMetric(m.buf[:0], pool, g.Team, mBorrowed)
+			s.borrowed.id, s.borrowed.ok = m.id(counterKind)
+		}
+		if s.borrowed.ok {
+			_ = m.host.incrementMetric(s.borrowed.id, 1)
+		}
+	}
+}
+
+// requestSlow is request without a slot.
+func (m *metrics) requestSlow(pool string, g *fairshare.Grant, borrowing bool) {
+	if id, ok := m.requestID(pool, g, borrowing); ok {
+		_ = m.host.incrementMetric(id, 1)
+	}
+	if borrowing {
+		m.teamCounter(pool, g.Team, mBorrowed, 1)
+	}
+}
+
+// requestID returns the id of the requests_total counter of g, defining
+// it on first use.
+func (m *metrics) requestID(pool string, g *fairshare.Grant, borrowing bool) (uint32, bool) {
 	l := requestLabels{pool, g.Team, g.Class, borrowing}
 	id, ok := m.reqs[l]
 	if !ok {
@@ -209,12 +249,7 @@ func (m *metrics) request(pool string, g *fairshare.Grant) {
 			m.reqs[l] = id
 		}
 	}
-	if ok {
-		_ = m.host.incrementMetric(id, 1)
-	}
-	if borrowing {
-		m.teamCounter(pool, g.Team, mBorrowed, 1)
-	}
+	return id, ok
 }
 
 // milli converts x to an integer number of thousandths, saturating.

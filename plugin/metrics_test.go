@@ -98,25 +98,41 @@ func TestMetricNamesSplitIntoTags(t *testing.T) {
 }
 
 func TestMetricsDefinedOnce(t *testing.T) {
-	f := &fakeMetrics{}
-	m := newMetrics(f)
-	g := fairshare.Grant{Team: "a", Class: fairshare.Interactive, Borrowing: true}
-	for i := 0; i < 3; i++ {
-		m.request("p", &g)
-	}
-	m.poolCounter("p", mCASRetries, 0) // zero deltas are not sent
-	if len(f.names) != 2 {
-		t.Errorf("defined %v, want 2 metrics", f.names)
-	}
-	if v := f.value("fairshare.pool.p.team.a.class.interactive.standing.borrowing.requests_total"); v != 3 {
-		t.Errorf("requests_total = %d, want 3", v)
-	}
-	if v := f.value("fairshare.pool.p.team.a.borrowed_total"); v != 3 {
-		t.Errorf("borrowed_total = %d, want 3", v)
-	}
-	allocs := testing.AllocsPerRun(100, func() { m.request("p", &g) })
-	if allocs != 0 {
-		t.Errorf("counting a defined metric allocates %v times", allocs)
+	for _, tt := range []struct {
+		name string
+		slot *teamSlot
+	}{
+		{"no slot", nil},
+		{"the team's slot", &teamSlot{name: "a"}},
+		{"another team's slot", &teamSlot{name: "b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeMetrics{}
+			m := newMetrics(f)
+			g := fairshare.Grant{Team: "a", Class: fairshare.Interactive, Borrowing: true}
+			for i := 0; i < 3; i++ {
+				m.request("p", &g, tt.slot)
+			}
+			within := fairshare.Grant{Team: "a", Class: fairshare.Batch}
+			m.request("p", &within, tt.slot)
+			m.poolCounter("p", mCASRetries, 0) // zero deltas are not sent
+			if len(f.names) != 3 {
+				t.Errorf("defined %v, want 3 metrics", f.names)
+			}
+			if v := f.value("fairshare.pool.p.team.a.class.interactive.standing.borrowing.requests_total"); v != 3 {
+				t.Errorf("requests_total = %d, want 3", v)
+			}
+			if v := f.value("fairshare.pool.p.team.a.class.batch.standing.within.requests_total"); v != 1 {
+				t.Errorf("batch within requests_total = %d, want 1", v)
+			}
+			if v := f.value("fairshare.pool.p.team.a.borrowed_total"); v != 3 {
+				t.Errorf("borrowed_total = %d, want 3", v)
+			}
+			allocs := testing.AllocsPerRun(100, func() { m.request("p", &g, tt.slot) })
+			if allocs != 0 {
+				t.Errorf("counting a defined metric allocates %v times", allocs)
+			}
+		})
 	}
 }
 

@@ -21,21 +21,28 @@ const maxDecodeRounds = 4
 // The result starts with "/". It allocates only when the path needs one of
 // these steps; the common, already clean path is returned as it is.
 func cleanPath(p string) string {
-	slash := strings.IndexByte(p, '/')
-	if slash < 0 {
-		slash = len(p)
-	}
-	if i := strings.Index(p, "://"); i >= 0 && i < slash {
-		// Absolute form: scheme://authority/path.
-		rest := p[i+3:]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			p = rest[j:]
-		} else {
-			p = "/"
+	if len(p) == 0 || p[0] != '/' {
+		// Not the usual origin form (which starts with its path's "/"):
+		// perhaps the absolute form, scheme://authority/path.
+		slash := strings.IndexByte(p, '/')
+		if slash < 0 {
+			slash = len(p)
+		}
+		if i := strings.Index(p, "://"); i >= 0 && i < slash {
+			rest := p[i+3:]
+			if j := strings.IndexByte(rest, '/'); j >= 0 {
+				p = rest[j:]
+			} else {
+				p = "/"
+			}
 		}
 	}
-	if i := strings.IndexAny(p, "?#"); i >= 0 {
-		p = p[:i]
+	for i := 0; i < len(p); i++ {
+		// strings.IndexAny(p, "?#"), without building its byte set.
+		if p[i] == '?' || p[i] == '#' {
+			p = p[:i]
+			break
+		}
 	}
 	if isClean(p) {
 		return p

@@ -60,6 +60,7 @@ type pluginContext struct {
 	hdrPairs [][2]string      // the pairs of hdrBuf, reused
 	edit     editScratch      // the body edits' values (request.send)
 	pending  []pendingRelease // releases and charges that failed, retried on tick
+	free     []*httpContext   // deleted stream contexts, cleared, for new streams
 
 	// Flow control (flow.go): the requests this VM holds, by id; the last
 	// id given; the wake-up queues of other holders, resolved; when the
@@ -84,6 +85,46 @@ type poolState struct {
 	rec *record
 	// waiters is the pool's queue length as this VM last saw it.
 	waiters int
+	// slots are what a request looks up by its team's name, per entry of
+	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
+	// at the first use (slot).
+	slots []teamSlot
+}
+
+// teamSlot is what the request path needs of one entry of a pool, kept
+// so that a request hashes no name: the ids of its requests_total
+// counters and of its borrowed_total counter, and its completion mean.
+type teamSlot struct {
+	name     string         // the configured team, or fairshare.UnknownTeam
+	mean     *runningMean   // the entry of the plugin's completion means once found (completionMeans.at)
+	requests [2][2]metricID // by class (Interactive, Batch) and borrowing
+	borrowed metricID
+}
+
+// metricID is a metric's id once defined.
+type metricID struct {
+	id uint32
+	ok bool
+}
+
+// slot returns the slot of the entry team is counted in (see teamOf):
+// its configured team's, or the unknown team's. It costs a search of the
+// pool's teams, as teamOf does.
+func (ps *poolState) slot(team string) *teamSlot {
+	teams := ps.cfg.teams
+	if len(ps.slots) != len(teams)+1 {
+		ps.slots = make([]teamSlot, len(teams)+1)
+		for i := range teams {
+			ps.slots[i].name = teams[i].Name
+		}
+		ps.slots[len(teams)].name = fairshare.UnknownTeam
+	}
+	for i := range teams {
+		if teams[i].Name == team {
+			return &ps.slots[i]
+		}
+	}
+	return &ps.slots[len(teams)]
 }
 
 // pendingRelease is a release (or, for a request forwarded without a
@@ -335,9 +376,37 @@ func (pc *pluginContext) scheduled(path string) bool {
 	return false
 }
 
-// NewHttpContext implements types.PluginContext.
+// NewHttpContext implements types.PluginContext: a stream context the host
+// deleted (DeleteHttpContext), or a new one.
 func (pc *pluginContext) NewHttpContext(id uint32) types.HttpContext {
+	if n := len(pc.free); n > 0 {
+		h := pc.free[n-1]
+		pc.free[n-1] = nil
+		pc.free = pc.free[:n-1]
+		h.pc, h.ctxID = pc, id
+		return h
+	}
 	return &httpContext{pc: pc, ctxID: id}
+}
+
+// maxFreeStreams bounds the deleted stream contexts kept for new streams.
+const maxFreeStreams = 64
+
+// The dispatcher tells the plugin context of each stream it deletes.
+var _ hostcalls.HttpContextDeleter = (*pluginContext)(nil)
+
+// DeleteHttpContext implements hostcalls.HttpContextDeleter: after the
+// host's proxy_on_delete no callback reaches the stream's context, and
+// unless a queue still holds it (a host that deleted a held stream without
+// ending it) it is cleared and kept for the next stream, so that a request
+// allocates no stream context.
+func (pc *pluginContext) DeleteHttpContext(ctx types.HttpContext) {
+	h, ok := ctx.(*httpContext)
+	if !ok || h.pc != pc || h.state == stHeld || len(pc.free) >= maxFreeStreams {
+		return
+	}
+	*h = httpContext{}
+	pc.free = append(pc.free, h)
 }
 
 // streamState is where a stream is in its life.
@@ -375,6 +444,7 @@ type httpContext struct {
 	team      string
 	class     fairshare.Class
 	pool      *poolState
+	slot      *teamSlot // the pool's slot of the team (decide), nil until then
 	grant     fairshare.Grant
 	prio      int
 	borrowing bool
@@ -636,7 +706,7 @@ func (h *httpContext) strip(size int) types.Action {
 		}
 		return types.ActionContinue
 	}
-	if len(r.priorities) == 0 {
+	if r.priorities.len() == 0 {
 		return types.ActionContinue
 	}
 	if pc.cfg.rejectUnscheduled {
@@ -727,7 +797,8 @@ func (h *httpContext) decide(size int) types.Action {
 	// The KV demand: the prompt plus the team's usual completion, capped
 	// by the request's own limit (see completionMeans).
 	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
-	kv := satAdd(prompt, pc.means.completion(ps.cfg.name, teamOf(ps, h.team), h.choices, req.completion))
+	h.slot = ps.slot(h.team)
+	kv := satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
 	h.kv = kv
 	pc.nextID++
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
@@ -851,7 +922,7 @@ func (pc *pluginContext) acquire(now time.Time, ps *poolState, team string, clas
 		}
 		return fairshare.Grant{}, err
 	}
-	pc.met.request(ps.cfg.name, &g)
+	pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
 	return g, nil
 }
 
@@ -889,13 +960,17 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		pc.scratch = strconv.AppendInt(pc.scratch[:0], int64(h.prio), 10)
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPriority, view(pc.scratch))
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderBorrowing, strconv.FormatBool(h.borrowing))
-		pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, view(pc.scratch))
+		queued := "0.000" // a request that went at once, the usual one
+		if h.queued != 0 {
+			pc.scratch = strconv.AppendFloat(pc.scratch[:0], h.queued.Seconds(), 'f', 3, 64)
+			queued = view(pc.scratch)
+		}
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, queued)
 	}
 	if hasStatus {
-		h.status, _ = strconv.Atoi(status)
+		h.status = atoi(status)
 	}
-	h.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
+	h.sse = eventStream(ct)
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")
@@ -904,6 +979,40 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		h.finish(true)
 	}
 	return types.ActionContinue
+}
+
+// atoi is strconv.Atoi's value of s (0 when it is not a number), without
+// its call for the usual three-digit status code.
+func atoi(s string) int {
+	if len(s) == 3 && '0' <= s[0] && s[0] <= '9' && '0' <= s[1] && s[1] <= '9' && '0' <= s[2] && s[2] <= '9' {
+		return int(s[0]-'0')*100 + int(s[1]-'0')*10 + int(s[2]-'0')
+	}
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// eventStream reports whether the content type ct is an event stream:
+// text/event-stream in any case, after leading white space. It is
+// strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)),
+// "text/event-stream") without the lower-cased copy: only two runes beyond
+// ASCII lower-case to ASCII (U+0130 to 'i', U+212A to 'k'), and the type
+// spells neither letter, so comparing the ASCII bytes alone is the same.
+func eventStream(ct string) bool {
+	const sse = "text/event-stream"
+	ct = strings.TrimSpace(ct)
+	if len(ct) < len(sse) {
+		return false
+	}
+	for i := 0; i < len(sse); i++ {
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != sse[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // view returns b's bytes as a string without copying them, for a host call
@@ -1029,7 +1138,11 @@ func (h *httpContext) finish(complete bool) {
 	case u.ok:
 		consumed = u.cost(w)
 		if h.choices > 0 && !h.pooling && h.status < 400 {
-			pc.means.observe(h.pool.cfg.name, teamOf(h.pool, h.team), float64(u.completion)/float64(h.choices))
+			slot := h.slot
+			if slot == nil {
+				slot = h.pool.slot(h.team)
+			}
+			pc.means.observeAt(h.pool.cfg.name, slot, float64(u.completion)/float64(h.choices))
 			pc.meansNew = true
 		}
 	case complete && h.status >= 400 && h.status < 500:
