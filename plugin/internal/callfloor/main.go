@@ -38,6 +38,7 @@ type pluginContext struct {
 	rec     []byte
 	metric  uint32
 	retries uint32
+	free    []*httpContext // deleted stream contexts, reused
 	now     time.Time
 }
 
@@ -46,14 +47,31 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	pc.metric, _ = hostcalls.DefineMetric(hostcalls.MetricCounter, "callfloor_requests_total")
 	pc.retries, _ = hostcalls.DefineMetric(hostcalls.MetricCounter, "callfloor_cas_retries_total")
 	pc.rec = make([]byte, 0, 64<<10)
+	pc.hdr = make([]byte, 0, hostcalls.ArenaSize) // as the plugin's headerBuffer
 	if _, _, err := hostcalls.GetSharedData(key); err != nil {
 		_ = hostcalls.SetSharedData(key, make([]byte, 64), 0)
 	}
 	return types.OnPluginStartStatusOK
 }
 
-// NewHttpContext implements types.PluginContext.
-func (pc *pluginContext) NewHttpContext(uint32) types.HttpContext { return &httpContext{pc: pc} }
+// NewHttpContext implements types.PluginContext: a deleted stream's
+// context, as the plugin reuses them, or a new one.
+func (pc *pluginContext) NewHttpContext(uint32) types.HttpContext {
+	if n := len(pc.free); n > 0 {
+		h := pc.free[n-1]
+		pc.free = pc.free[:n-1]
+		return h
+	}
+	return &httpContext{pc: pc}
+}
+
+// DeleteHttpContext implements hostcalls.HttpContextDeleter: the context
+// is kept for the next stream (no allocation per request, as the plugin).
+func (pc *pluginContext) DeleteHttpContext(ctx types.HttpContext) {
+	if h, ok := ctx.(*httpContext); ok && len(pc.free) < 64 {
+		pc.free = append(pc.free, h)
+	}
+}
 
 type httpContext struct {
 	types.DefaultHttpContext
