@@ -1,15 +1,5 @@
 package hostcalls
 
-import "math/rand/v2"
-
-// One draw from the runtime's random source at initialisation, where the
-// streams' map used to draw its hash seed (Go seeds every map it makes):
-// the values drawn after it, such as the plugin's holder ids, stay those
-// of a seeded host's earlier runs, and so do the fairness benchmark's
-// recorded results (docs/results), which depend on them. Without it only
-// which random values are drawn would change.
-var _ = rand.Uint64()
-
 // streamTable holds the live stream entries by context id: open addressing
 // with linear probing in a power-of-two slice, an entry's home slot being
 // its id's low bits. A host numbers contexts from one counter (Envoy: one

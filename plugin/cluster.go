@@ -3,7 +3,6 @@ package plugin
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -651,7 +650,7 @@ func (cs *clusterSync) elect(now time.Time) bool {
 	case errors.Is(err, types.ErrorStatusNotFound):
 		s := &clusterState{leader: cs.pc.holder, at: now.UnixNano(), replica: cs.cfg.replica, pools: map[string]*poolSync{}}
 		if s.replica == "" {
-			s.replica = strconv.FormatUint(rand.Uint64(), 16)
+			s.replica = strconv.FormatUint(hostcalls.RandomUint64(), 16)
 		}
 		created, err := cs.pc.rs.createIfAbsent(key, s.encode())
 		if err != nil || !created {
@@ -666,7 +665,7 @@ func (cs *clusterSync) elect(now time.Time) bool {
 	if !ok {
 		s = &clusterState{replica: cs.cfg.replica, pools: map[string]*poolSync{}}
 		if s.replica == "" {
-			s.replica = strconv.FormatUint(rand.Uint64(), 16)
+			s.replica = strconv.FormatUint(hostcalls.RandomUint64(), 16)
 		}
 	}
 	if s.leader == cs.pc.holder && cs.st != nil {

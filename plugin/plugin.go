@@ -3,7 +3,6 @@ package plugin
 import (
 	"bytes"
 	"crypto/subtle"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -248,7 +247,7 @@ func (pc *pluginContext) newHolder(now time.Time, cfg config) uint32 {
 	seed := uint64(now.UnixNano())
 	for attempt := 0; ; attempt++ {
 		seed = seed*6364136223846793005 + 1442695040888963407
-		id := rand.Uint32() ^ uint32(seed>>32)
+		id := uint32(hostcalls.RandomUint64()) ^ uint32(seed>>32)
 		if id == 0 {
 			continue
 		}
