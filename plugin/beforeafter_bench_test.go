@@ -66,9 +66,7 @@ func BenchmarkBeforeAfter(b *testing.B) {
 				defer h.Close(ctx)
 				hs[name] = h
 			}
-			hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-				{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-			rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+			hdrs, rh := chatHeaders(body, resp)
 			total := map[string]time.Duration{}
 			for b.Loop() {
 				for _, name := range names {

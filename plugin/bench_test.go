@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
-	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // BenchmarkRequestPath measures one scheduled request through the built
@@ -30,25 +29,8 @@ import (
 // the plugin's cost is its ratio to each.
 func BenchmarkRequestPath(b *testing.B) {
 	ctx := context.Background()
-	mods := map[string]*host.Module{"fairshare": compiled(b)}
-	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pt.Close(ctx)
-	mods["passthrough"] = pt
-	cp, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/copybody"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cp.Close(ctx)
-	mods["copybody"] = cp
-	cf, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cf.Close(ctx)
-	mods["callfloor"] = cf
+	mods := map[string]*host.Module{"fairshare": compiled(b), "passthrough": compiledFilter(b, "passthrough"),
+		"copybody": compiledFilter(b, "copybody"), "callfloor": compiledFilter(b, "callfloor")}
 	resp := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10,"prompt_tokens_details":null}}`)
 	for _, size := range []struct {
 		name string
@@ -64,9 +46,7 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer h.Close(ctx)
-				hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-					{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-				rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+				hdrs, rh := chatHeaders(body, resp)
 				b.SetBytes(int64(len(body)))
 				for b.Loop() {
 					s := h.NewStream(0)
@@ -120,13 +100,9 @@ func longChatOfSize(n int) string {
 // and the ratios to the pass-through (x-admitted, x-held).
 func BenchmarkFlowRequestPath(b *testing.B) {
 	ctx := context.Background()
-	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pt.Close(ctx)
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	pt := compiledFilter(b, "passthrough")
+	resp := shortCompletion
+	_, rh := chatHeaders(nil, resp)
 	// Capacity 1, team a owns it: a's first request runs within share,
 	// every later one borrows and finds the pool full.
 	const heldCfg = `{"max_queue_time":"60s","dispatch_tick":"20ms","default_max_tokens":16,"half_life":"0s",
@@ -150,8 +126,7 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 				return h
 			}
 			hp, ha, hh := startH(pt, "flow-pt", roomCfg), startH(compiled(b), "flow-admit", roomCfg), startH(compiled(b), "flow-held", heldCfg)
-			hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-				{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+			hdrs, _ := chatHeaders(body, nil)
 			send := func(h *host.Host) *host.Stream {
 				s := h.NewStream(0)
 				s.RequestHeaders(hdrs, false)
@@ -205,11 +180,7 @@ func BenchmarkFlowRequestPath(b *testing.B) {
 func BenchmarkProxiedRequest(b *testing.B) {
 	ctx := context.Background()
 	u := benchUpstream(b)
-	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pt.Close(ctx)
+	pt := compiledFilter(b, "passthrough")
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":1}}}]}`
 	serve := func(m *host.Module, id string) *httptest.Server {
 		h, err := m.Start(ctx, host.Options{VMs: 2, PluginName: pluginName, VMID: id, PluginConfig: []byte(cfg), BufferLimit: 16 << 20})
@@ -220,11 +191,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 		b.Cleanup(func() { srv.Close(); h.Close(ctx) })
 		return srv
 	}
-	cf, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cf.Close(ctx)
+	cf := compiledFilter(b, "callfloor")
 	sp, sf, sc := serve(pt, "proxied-pt"), serve(compiled(b), "proxied-plugin"), serve(cf, "proxied-callfloor")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, size := range []struct {
@@ -252,11 +219,37 @@ func BenchmarkProxiedRequest(b *testing.B) {
 }
 
 // median returns the median of d (sorted in place).
+// shortCompletion is the small chat completion with usage that the
+// benchmarks' upstreams and in-host responses answer with.
+var shortCompletion = []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+
+// chatHeaders returns the request headers of a chat completions request
+// of team a with body, and the headers of a 200 JSON response resp.
+func chatHeaders(body, resp []byte) (req, rh [][2]string) {
+	req = [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
+		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
+	rh = [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	return req, rh
+}
+
+// exchange runs one request through a new stream on VM vm of h: its
+// headers, its whole body, the response headers and the whole response,
+// then the stream's end. It returns the stream.
+func exchange(h *host.Host, vm int, hdrs [][2]string, body []byte, rh [][2]string, resp []byte) *host.Stream {
+	s := h.NewStream(vm)
+	s.RequestHeaders(hdrs, false)
+	s.RequestBody(body, true)
+	s.ResponseHeaders(rh, false)
+	s.ResponseBody(resp, true)
+	s.Complete()
+	return s
+}
+
 // benchUpstream starts a loopback upstream for the proxied benchmarks: it
 // reads the request and answers at once with a small chat completion
 // carrying usage. It is closed when b ends.
 func benchUpstream(b *testing.B) *url.URL {
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	resp := shortCompletion
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("content-type", "application/json")
@@ -305,16 +298,10 @@ func median(d []time.Duration) time.Duration {
 // this; Envoy runs a VM's callbacks on its worker's thread).
 func BenchmarkCallbackPlacement(b *testing.B) {
 	ctx := context.Background()
-	pt, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/passthrough"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pt.Close(ctx)
+	pt := compiledFilter(b, "passthrough")
 	body := []byte(chatOfSize(1 << 10))
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	resp := shortCompletion
+	hdrs, rh := chatHeaders(body, resp)
 	for _, name := range []string{"passthrough", "plugin"} {
 		m := pt
 		if name == "plugin" {

@@ -2,13 +2,11 @@ package plugin_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
-	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // TestCallFloorMakesThePluginsHostCalls: the call floor
@@ -20,13 +18,9 @@ import (
 // the floor must change with them.
 func TestCallFloorMakesThePluginsHostCalls(t *testing.T) {
 	ctx := context.Background()
-	floor, err := host.Compile(ctx, wasmbuild.Module(t, "./plugin/internal/callfloor"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer floor.Close(ctx)
+	floor := compiledFilter(t, "callfloor")
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":1}}}]}`
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
+	resp := shortCompletion
 	calls := func(m *host.Module, body []byte) []string {
 		h, err := m.Start(ctx, host.Options{VMs: 1, PluginName: pluginName, VMID: "calls", PluginConfig: []byte(cfg),
 			BufferLimit: 16 << 20, Transcript: true, TranscriptWASI: true})
@@ -34,19 +28,11 @@ func TestCallFloorMakesThePluginsHostCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer h.Close(ctx)
-		hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-			{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-		rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+		hdrs, rh := chatHeaders(body, resp)
 		var got []string
 		for i := range 2 { // the second request: the record exists
 			h.ResetTranscript(0)
-			s := h.NewStream(0)
-			s.RequestHeaders(hdrs, false)
-			s.RequestBody(body, true)
-			s.ResponseHeaders(rh, false)
-			s.ResponseBody(resp, true)
-			s.Complete()
-			if s.LocalReply() != nil {
+			if s := exchange(h, 0, hdrs, body, rh, resp); s.LocalReply() != nil {
 				t.Fatalf("local reply %+v", s.LocalReply())
 			}
 			if i == 0 {

@@ -369,18 +369,11 @@ func BenchmarkClusterRequestPath(b *testing.B) {
 		return whole(ss), seen
 	})
 	body := []byte(chatOfSize(1 << 10))
-	resp := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":300,"total_tokens":310,"completion_tokens":10}}`)
-	hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-		{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-	rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+	resp := shortCompletion
+	hdrs, rh := chatHeaders(body, resp)
 	one := func(h *host.Host) time.Duration {
 		t0 := time.Now()
-		s := h.NewStream(0)
-		s.RequestHeaders(hdrs, false)
-		s.RequestBody(body, true)
-		s.ResponseHeaders(rh, false)
-		s.ResponseBody(resp, true)
-		s.Complete()
+		s := exchange(h, 0, hdrs, body, rh, resp)
 		d := time.Since(t0)
 		if s.LocalReply() != nil {
 			b.Fatalf("local reply %+v", s.LocalReply())

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
-	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // BenchmarkCASRetries sends 1 KiB chat requests through the local proxy
@@ -29,11 +28,7 @@ func BenchmarkCASRetries(b *testing.B) {
 	u := benchUpstream(b)
 	const cfg = `{"default_max_tokens":16,"pools":[{"name":"p","capacity":1000000,"models":["m"],"teams":{"a":{"share":0.5},"b":{"share":0.5}}}]}`
 	body := []byte(chatOfSize(1 << 10))
-	floor, err := host.Compile(ctx, wasmbuild.Module(b, "./plugin/internal/callfloor"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer floor.Close(ctx)
+	floor := compiledFilter(b, "callfloor")
 	for _, c := range []struct {
 		module       string
 		vms, clients int

@@ -160,9 +160,7 @@ func BenchmarkRequestPhases(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer h.Close(ctx)
-			hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"},
-				{"content-length", fmt.Sprint(len(body))}, {"x-team", "a"}}
-			rh := [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", fmt.Sprint(len(resp))}}
+			hdrs, rh := chatHeaders(body, resp)
 			clear(pt.total)
 			clear(pt.calls)
 			pt.sites = map[string]int{}

@@ -40,6 +40,19 @@ func compiled(t testing.TB) *host.Module {
 	return module
 }
 
+// compiledFilter compiles the filter of plugin/internal/<name> (the
+// pass-through, copybody or the call floor) for the benchmarks beside
+// plugin.wasm; it is closed when t ends.
+func compiledFilter(t testing.TB, name string) *host.Module {
+	t.Helper()
+	m, err := host.Compile(context.Background(), wasmbuild.Module(t, "./plugin/internal/"+name))
+	if err != nil {
+		t.Fatalf("compile %s: %v", name, err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
 // testConfig is a small pool: capacity 4, teams a (0.5) and b (0.25).
 const testConfig = `{
   "default_max_tokens": 16,
