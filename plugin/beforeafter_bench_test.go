@@ -71,15 +71,7 @@ func BenchmarkBeforeAfter(b *testing.B) {
 			for b.Loop() {
 				for _, name := range names {
 					t0 := time.Now()
-					s := hs[name].NewStream(0)
-					s.RequestHeaders(hdrs, false)
-					for i := 0; i < len(body); i += 32 << 10 {
-						j := min(i+32<<10, len(body))
-						s.RequestBody(body[i:j], j == len(body))
-					}
-					s.ResponseHeaders(rh, false)
-					s.ResponseBody(resp, true)
-					s.Complete()
+					s := exchange(hs[name], 0, hdrs, body, rh, resp)
 					total[name] += time.Since(t0)
 					if s.LocalReply() != nil {
 						b.Fatalf("%s: local reply %+v", name, s.LocalReply())

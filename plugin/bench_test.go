@@ -49,16 +49,7 @@ func BenchmarkRequestPath(b *testing.B) {
 				hdrs, rh := chatHeaders(body, resp)
 				b.SetBytes(int64(len(body)))
 				for b.Loop() {
-					s := h.NewStream(0)
-					s.RequestHeaders(hdrs, false)
-					for i := 0; i < len(body); i += 32 << 10 {
-						j := min(i+32<<10, len(body))
-						s.RequestBody(body[i:j], j == len(body))
-					}
-					s.ResponseHeaders(rh, false)
-					s.ResponseBody(resp, true)
-					s.Complete()
-					if s.LocalReply() != nil {
+					if s := exchange(h, 0, hdrs, body, rh, resp); s.LocalReply() != nil {
 						b.Fatalf("local reply %+v", s.LocalReply())
 					}
 				}
@@ -233,12 +224,15 @@ func chatHeaders(body, resp []byte) (req, rh [][2]string) {
 }
 
 // exchange runs one request through a new stream on VM vm of h: its
-// headers, its whole body, the response headers and the whole response,
-// then the stream's end. It returns the stream.
+// headers, its body in 32 KiB chunks, the response headers and the whole
+// response, then the stream's end. It returns the stream.
 func exchange(h *host.Host, vm int, hdrs [][2]string, body []byte, rh [][2]string, resp []byte) *host.Stream {
 	s := h.NewStream(vm)
 	s.RequestHeaders(hdrs, false)
-	s.RequestBody(body, true)
+	for i := 0; i < len(body) || i == 0; i += 32 << 10 {
+		j := min(i+32<<10, len(body))
+		s.RequestBody(body[i:j], j == len(body))
+	}
 	s.ResponseHeaders(rh, false)
 	s.ResponseBody(resp, true)
 	s.Complete()

@@ -30,16 +30,7 @@ const meanWindow = 32
 
 // observe adds the completion tokens of one finished choice.
 func (m completionMeans) observe(pool, team string, tokens float64) {
-	if tokens < 0 {
-		return
-	}
-	k := meanKey{pool, team}
-	r := m[k]
-	if r == nil {
-		r = &runningMean{}
-		m[k] = r
-	}
-	r.add(tokens)
+	m.observeAt(pool, &teamSlot{name: team}, tokens)
 }
 
 // at returns the running mean of s's team in pool, nil before its first
