@@ -107,6 +107,7 @@ func bypassCases() []bypassCase {
 		}
 		return string(b)
 	}
+	u16p := u16(`{"priority":-1000}`)
 	return []bypassCase{
 		// A request without a model, or with one no pool lists.
 		{name: "no model", path: "/v1/chat/completions", chunks: []string{`{"messages":[],"priority":-1000}`}, want: refused, status: 400},
@@ -151,6 +152,27 @@ func bypassCases() []bypassCase {
 		{name: "unscheduled binary upload untouched", path: "/v1/files", hdrs: [][2]string{{"content-type", "application/octet-stream"}}, chunks: []string{"\x00\x01priority\x00"}, want: untouched},
 		{name: "unscheduled multipart untouched", path: "/v1/audio/transcriptions", hdrs: [][2]string{{"content-type", "multipart/form-data; boundary=x"}},
 			chunks: []string{"--x\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--x--\r\n"}, want: untouched},
+
+		// Bodies in chunks: nothing may pass before the plugin has seen
+		// enough of the body to know it cannot carry a priority, wherever
+		// the client's chunks end.
+		{name: "unscheduled empty first chunk", path: "/v1/messages", chunks: []string{"", `{"priority":-1000,"model":"m"}`}, want: noneLeft},
+		{name: "unscheduled whitespace first chunk", path: "/v1/messages", chunks: []string{" \r\n\t ", `{"priority":-1000,"model":"m"}`}, want: noneLeft},
+		{name: "unscheduled whitespace chunks then a split key", path: "/v1/messages", chunks: []string{" ", "\n", ` {"model":"m","prio`, `rity":-1000}`}, want: noneLeft},
+		{name: "unscheduled bare BOM first chunk", path: "/v1/messages", chunks: []string{"\xEF\xBB\xBF", `{"priority":-1000,"model":"m"}`}, want: noneLeft},
+		{name: "unscheduled BOM split across chunks", path: "/v1/messages", chunks: []string{"\xEF", "\xBB", "\xBF  ", `{"priority":-1000}`}, want: noneLeft},
+		{name: "unscheduled key split across chunks", path: "/v1/messages", chunks: []string{`{"model":"m","prio`, `rity":-1000}`}, want: noneLeft},
+		{name: "unscheduled one byte first chunk", path: "/v1/messages", chunks: []string{"{", `"priority":-1000}`}, want: noneLeft},
+		{name: "unscheduled UTF-16 in one-byte chunks", path: "/v1/messages", chunks: append(strings.Split(u16p[:4], ""), u16p[4:]), want: refused, status: 400},
+		{name: "unscheduled whitespace first chunk then trailers", path: "/v1/messages", chunks: []string{"  ", `{"priority":-1000,"model":"m"}`}, trail: true, want: noneLeft},
+		{name: "unscheduled reject whitespace first chunk", config: `{"unscheduled":"reject","pools":[{"name":"p","capacity":4,"models":["m"]}]}`,
+			path: "/v1/messages", chunks: []string{"\n", `{"model":"m","priority":-1000}`}, want: refused, status: 400},
+		{name: "unscheduled whitespace body untouched", path: "/v1/messages", chunks: []string{"  ", "\n"}, want: untouched},
+		{name: "unscheduled form after whitespace untouched", path: "/v1/messages", hdrs: [][2]string{{"content-type", "application/x-www-form-urlencoded"}}, chunks: []string{" ", "priority=-1000"}, want: untouched},
+		{name: "empty first chunk", path: "/v1/chat/completions", chunks: []string{"", chatBody}, want: decided, prio: 0},
+		{name: "whitespace first chunk", path: "/v1/chat/completions", chunks: []string{"\n  ", chatBody}, want: decided, prio: 0},
+		{name: "bare BOM first chunk", path: "/v1/chat/completions", chunks: []string{"\xEF\xBB\xBF", chatBody}, want: refused, status: 400},
+		{name: "priority key split across chunks", path: "/v1/chat/completions", chunks: []string{chatBody[:len(chatBody)-12], chatBody[len(chatBody)-12:]}, want: decided, prio: 0},
 
 		// Identity headers.
 		{name: "two team headers", path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-team", "b"}}, chunks: []string{chatBody}, want: refused, status: 400},

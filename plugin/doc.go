@@ -41,7 +41,10 @@
 // Every other request with a body that vLLM could read as JSON is buffered
 // and its top-level "priority" blanked out in place (unscheduled "strip")
 // or refused (unscheduled "reject"): every request forwarded upstream
-// carries the priority the plugin decided or none at all.
+// carries the priority the plugin decided or none at all. Whether a body
+// may be JSON is decided from the buffered body (its first four bytes, then
+// its first byte that is not whitespace), never from where a chunk ends:
+// nothing of it passes before that.
 //
 // Errors are answered with OpenAI-style JSON bodies: 401 without a team,
 // 400 for a team or class header sent twice, 403 for an unknown team with

@@ -455,7 +455,9 @@ type httpContext struct {
 	maxCompletion, kv int64
 	newKV             int64 // scratch of reestimate
 	json              bool  // the content type is JSON (or absent)
-	sniffed           bool  // stStrip: the body's first bytes were looked at
+	sniffed           bool  // stStrip: sniff found a body that may be JSON
+	headSeen          bool  // stStrip: sniff has read the body's first four bytes
+	scanned           int   // stStrip: the body's bytes sniff knows to be whitespace or BOM
 	prompt            int64 // prompt tokens estimated from the request
 	hide              bool  // the plugin added include_usage: hide the usage chunk
 	sse               bool  // the response is an event stream
@@ -663,11 +665,14 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	}
 	if h.state == stStrip {
 		if !h.sniffed {
-			h.sniffed = true
-			if head, _ := hostcalls.GetHttpRequestBody(0, min(size, 8)); !h.jsonLike(head) {
+			switch h.sniff(size, eos) {
+			case sniffWait:
+				return types.ActionPause // StopIterationAndBuffer: nothing passes yet
+			case sniffOther:
 				h.state = stIgnored
 				return types.ActionContinue
 			}
+			h.sniffed = true
 		}
 		if !eos {
 			return types.ActionPause
@@ -720,17 +725,65 @@ func (h *httpContext) strip(size int) types.Action {
 	return types.ActionContinue
 }
 
-// jsonLike reports whether a body that starts with head may be JSON that
-// vLLM reads: an object ('{' after whitespace or a UTF-8 byte-order mark),
-// or, with a JSON content type, UTF-16 or UTF-32. Anything else (a form, a
-// binary upload) passes without being buffered.
-func (h *httpContext) jsonLike(head []byte) bool {
-	head = bytes.TrimPrefix(head, utf8BOM)
-	if i := skipWS(head, 0); i < len(head) && head[i] == '{' {
-		return true
+// sniffResult is what the buffered start of an unscheduled body shows.
+type sniffResult uint8
+
+const (
+	// sniffWait: not yet known (fewer than four bytes, or nothing but a
+	// byte-order mark and whitespace so far): keep buffering.
+	sniffWait sniffResult = iota
+	// sniffJSON: the body may be JSON that vLLM reads: buffer it whole.
+	sniffJSON
+	// sniffOther: the body cannot be JSON that vLLM reads (a form, a
+	// binary upload, a body of only whitespace): it passes untouched.
+	sniffOther
+)
+
+// sniff decides from the size bytes buffered so far whether an unscheduled
+// body may be JSON that vLLM reads: an object ('{' after any whitespace,
+// behind an optional UTF-8 byte-order mark), or, with a JSON content type,
+// UTF-16 or UTF-32 (a byte-order mark or a zero byte among the first four,
+// as Python's json.detect_encoding reads them). Nothing of the body is
+// forwarded until it has decided: the decision never rests on where the
+// client's chunks happen to end (a first chunk that is empty, whitespace
+// or a bare byte-order mark). Whitespace already scanned is not read
+// again (h.scanned).
+func (h *httpContext) sniff(size int, eos bool) sniffResult {
+	if !h.headSeen {
+		if size < 4 && !eos {
+			return sniffWait
+		}
+		head, _ := hostcalls.GetHttpRequestBody(0, min(size, 4))
+		if h.json && utf16(head) {
+			return sniffJSON
+		}
+		h.headSeen = true
+		if bytes.HasPrefix(head, utf8BOM) {
+			h.scanned = len(utf8BOM)
+		}
 	}
-	return h.json && utf16(head)
+	for h.scanned < size {
+		chunk, err := hostcalls.GetHttpRequestBody(h.scanned, min(size-h.scanned, sniffChunk))
+		if err != nil || len(chunk) == 0 {
+			return sniffJSON // not readable now: buffer it whole, for strip to read or refuse
+		}
+		if i := skipWS(chunk, 0); i < len(chunk) {
+			if chunk[i] == '{' {
+				return sniffJSON
+			}
+			return sniffOther
+		}
+		h.scanned += len(chunk)
+	}
+	if eos {
+		return sniffOther // empty, or nothing but whitespace: no priority
+	}
+	return sniffWait
 }
+
+// sniffChunk bounds the bytes sniff reads per host call while it skips
+// leading whitespace.
+const sniffChunk = 4096
 
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
