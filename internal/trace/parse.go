@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -401,10 +402,15 @@ var ownFields = map[string]bool{"arrival_s": true, "team": true, "class": true, 
 
 // parseOwnRow reads one row of the project's jsonl format.
 func parseOwnRow(f map[string]json.RawMessage, name string, line int) (row, error) {
+	var unknown []string
 	for k := range f {
 		if !ownFields[k] {
-			return row{}, rowError(name, line, k, "unknown field (known: arrival_s, team, class, prompt_tokens, output_tokens, blocks)")
+			unknown = append(unknown, k)
 		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown) // the same error whatever the map order
+		return row{}, rowError(name, line, strconv.Quote(unknown[0]), "unknown field (known: arrival_s, team, class, prompt_tokens, output_tokens, blocks)")
 	}
 	at, err := requiredTime(f, name, line, "arrival_s", 1)
 	if err != nil {

@@ -211,6 +211,9 @@ func selectRows(rows []row, spec Spec) ([]Request, int, time.Duration) {
 	var picked []row
 	for i := offset; i < len(win); i += every {
 		picked = append(picked, win[i])
+		if every >= len(win)-i {
+			break // also keeps i += every from overflowing
+		}
 	}
 	end := to
 	if spec.Duration == 0 {
