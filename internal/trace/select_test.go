@@ -37,6 +37,7 @@ func TestWindow(t *testing.T) {
 		arrivals []time.Duration
 		window   int
 		span     time.Duration
+		empty    bool // read an empty trace instead
 	}{
 		{name: "all", spec: Spec{}, lines: seq(1, 20), window: 20, span: ms(1900)},
 		{name: "window", spec: Spec{Start: 0.5, Duration: 0.3}, lines: []int{6, 7, 8}, arrivals: []time.Duration{0, ms(100), ms(200)}, window: 3, span: ms(300)},
@@ -46,11 +47,16 @@ func TestWindow(t *testing.T) {
 		{name: "time scale", spec: Spec{Start: 0.5, Duration: 0.3, TimeScale: 2.5}, lines: []int{6, 7, 8}, arrivals: []time.Duration{0, ms(250), ms(500)}, window: 3, span: ms(750)},
 		{name: "every 3", spec: Spec{Every: 3}, lines: []int{1, 4, 7, 10, 13, 16, 19}, window: 20, span: ms(1900)},
 		{name: "every 3 offset 2", spec: Spec{Every: 3, Offset: 2}, lines: []int{3, 6, 9, 12, 15, 18}, window: 20, span: ms(1900)},
+		{name: "empty trace", spec: Spec{Start: 1, Duration: 2, TimeScale: 3}, empty: true, span: 6 * time.Second},
 		{name: "every counts in the window", spec: Spec{Start: 0.5, Duration: 0.5, Every: 2, Offset: 1}, lines: []int{7, 9}, arrivals: []time.Duration{ms(100), ms(300)}, window: 5, span: ms(500)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tr := read(t, JSONL, input, c.spec)
+			in := input
+			if c.empty {
+				in = ""
+			}
+			tr := read(t, JSONL, in, c.spec)
 			if got := lines(tr.Requests); !reflect.DeepEqual(got, c.lines) && len(got)+len(c.lines) > 0 {
 				t.Errorf("lines %v, want %v", got, c.lines)
 			}

@@ -196,7 +196,7 @@ const maxLine = 16 << 20
 func selectRows(rows []row, spec Spec) ([]Request, int, time.Duration) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at < rows[j].at })
 	if len(rows) == 0 {
-		return nil, 0, spec.span(0)
+		return nil, 0, spec.span(spec.Duration)
 	}
 	origin := rows[0].at
 	from := origin + seconds(spec.Start)
