@@ -19,7 +19,7 @@
 //     start. Rows with 0 response tokens are the requests that failed (the
 //     dataset's README; its "without_fails" files are the same traces
 //     without them). They are dropped, not replayed, and counted in
-//     [Trace].Failed: a failed request's cost in the real service is
+//     [Trace.Failed]: a failed request's cost in the real service is
 //     unknown (it may have been refused before any prefill), and replaying
 //     it as a request that generates nothing would invent a cost. Model and
 //     Log Type are not used.

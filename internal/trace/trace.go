@@ -65,8 +65,9 @@ type Request struct {
 	Class Class
 	// Prompt and Output are the prompt and output lengths in tokens.
 	Prompt, Output int
-	// Blocks are the prompt's prefix block ids, one per BlockTokens tokens
-	// (nil when the format has none). Equal ids mean an equal prefix up to
+	// Blocks are the prompt's prefix block ids, one per started
+	// BlockTokens tokens (mooncake: all of them; jsonl: at most that many,
+	// nil when the row names none; nil for the CSV formats). Equal ids mean an equal prefix up to
 	// and including that block. Copies made by rate_scale > 1 carry ids
 	// remapped per copy (see the package doc).
 	Blocks []uint64

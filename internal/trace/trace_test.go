@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -229,5 +231,47 @@ func TestSpecValidate(t *testing.T) {
 	}
 	if _, err := Read(strings.NewReader(""), "f", Spec{File: "f", Format: Azure, TimeScale: -1}); err == nil || err.Error() != "trace.time_scale: must be > 0, at most 20, got -1" {
 		t.Errorf("Read with a bad spec: %v", err)
+	}
+}
+
+func TestSpecJSON(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want Spec
+		err  string
+	}{
+		{
+			name: "every key",
+			in:   `{"file": "t.csv", "format": "azure", "start_s": 60, "duration_s": 900, "time_scale": 2, "rate_scale": 0.5, "every": 3, "offset": 1}`,
+			want: Spec{File: "t.csv", Format: Azure, Start: 60, Duration: 900, TimeScale: 2, RateScale: 0.5, Every: 3, Offset: 1},
+		},
+		{name: "defaults", in: `{"file": "t.jsonl", "format": "jsonl"}`, want: Spec{File: "t.jsonl", Format: JSONL}},
+		{name: "unknown key", in: `{"file": "t.csv", "format": "azure", "speed": 2}`, err: `json: unknown field "speed"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dec := json.NewDecoder(bytes.NewReader([]byte(c.in)))
+			dec.DisallowUnknownFields()
+			var got Spec
+			err := dec.Decode(&got)
+			if c.err != "" {
+				if err == nil || err.Error() != c.err {
+					t.Fatalf("error %v, want %s", err, c.err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("decoded %+v (error %v), want %+v", got, err, c.want)
+			}
+			out, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Spec
+			if err := json.Unmarshal(out, &back); err != nil || back != got {
+				t.Fatalf("round trip %s gave %+v (error %v)", out, back, err)
+			}
+		})
 	}
 }
