@@ -91,8 +91,8 @@
 // What the options do to burstiness (measured on the shipped windows): the
 // hash thinning acts as independent thinning, so a Poisson stream stays
 // Poisson and a bursty one keeps its per-minute shape at the lower rate
-// (its inter-arrival CV² falls towards 1 as p·CV² + 1 − p: the Azure code
-// window's 16.2 becomes 11.6 at rate_scale 0.5). Taking every n-th row
+// (its inter-arrival CV² moves towards 1, to p·CV² + 1 − p for a renewal
+// stream: the Azure code window's 16.2 becomes 11.6 at rate_scale 0.5). Taking every n-th row
 // instead smooths each part: its gaps are sums of n gaps of the trace, so a
 // Poisson trace's CV falls to about 1/√n (the Azure conversation window's
 // 1.05 becomes 0.76 with every 2). Thickening multiplies the per-minute

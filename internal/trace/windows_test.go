@@ -97,3 +97,30 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstinessFigures pins the figures the package doc quotes.
+func TestBurstinessFigures(t *testing.T) {
+	cases := []struct {
+		file string
+		spec Spec
+		cv   string
+	}{
+		{"azure_code_540s_900s.csv", Spec{}, "16.23"},
+		{"azure_code_540s_900s.csv", Spec{RateScale: 0.5}, "11.59"},
+		{"azure_code_540s_900s.csv", Spec{RateScale: 2}, "19.59"},
+		{"azure_conv_1800s_900s.csv", Spec{}, "1.05"},
+		{"azure_conv_1800s_900s.csv", Spec{Every: 2}, "0.76"},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s %+v", c.file, c.spec), func(t *testing.T) {
+			c.spec.File, c.spec.Format = c.file, Azure
+			tr, err := Load(c.spec, traces)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%.2f", tr.Stats().CV); got != c.cv {
+				t.Errorf("CV %s, want %s", got, c.cv)
+			}
+		})
+	}
+}
