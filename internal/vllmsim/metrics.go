@@ -50,6 +50,8 @@ type engineMetrics struct {
 	preemptions      int64
 	promptTokens     int64
 	generationTokens int64
+	prefixQueries    int64    // prompt tokens looked up, new requests only
+	prefixHits       int64    // of which found in the cache
 	success          [5]int64 // by finishReasons
 	ttft, e2e, queue histogram
 }
