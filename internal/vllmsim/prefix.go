@@ -22,10 +22,22 @@ package vllmsim
 //     blocks up to min(computed + new, num_tokens) when it allocates; free
 //     releases a request's blocks in reverse order so that its tail blocks
 //     are evicted first.
-//   - vllm/v1/core/sched/scheduler.py (b4622cf9): a waiting request with
-//     num_computed_tokens == 0 looks up its cached prefix before
-//     allocate_slots; the hits count as computed tokens, and
-//     num_cached_tokens is set at its first scheduling.
+//   - vllm/v1/core/single_type_kv_cache_manager.py (129ab7c6):
+//     get_num_blocks_to_allocate counts the hit blocks with ref_cnt 0 as
+//     taken (touching them removes them from the free queue); cache_blocks
+//     caches from the request's first uncached full block; free passes the
+//     request's blocks to free_blocks reversed.
+//   - vllm/v1/core/sched/scheduler.py (b4622cf9): a waiting request looks up
+//     its cached prefix before allocate_slots; the hits are its
+//     num_computed_tokens, and num_cached_tokens is set when it is first
+//     scheduled (if still < 0).
+//   - vllm/v1/metrics/stats.py (28ed1fb8): PrefixCacheStats.record adds
+//     queries and hits of a request never preempted to requests/queries/
+//     hits, of a preempted one to preempted_*; the Prometheus counters
+//     vllm:prefix_cache_queries and vllm:prefix_cache_hits (exposed with
+//     _total) add queries and hits (shared/reference/vllm.md §4, loggers.py
+//     at 9aaf83ef; the stored loggers.py at a6f0308c is older and still
+//     names them vllm:gpu_prefix_cache_*, in blocks).
 //
 // The code is the project's own.
 

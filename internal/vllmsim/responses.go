@@ -54,7 +54,11 @@ func (rw *responseWriter) head(b *bytes.Buffer, object string) {
 // prompt_tokens_details (the JSON response dumps every field: null unless
 // cached > 0); otherwise it appears only when cached > 0 (the usage chunk is
 // dumped without None fields). cached > 0 only with
-// --enable-prompt-tokens-details, as vLLM sets the field only then.
+// --enable-prompt-tokens-details, as vLLM sets the field only then
+// (PromptTokenUsageInfo{cached_tokens}, set by the chat and completion
+// servers under "if self.enable_prompt_tokens_details and
+// num_cached_tokens"; shared/reference/vllm.md §3, engine/protocol.py at
+// 9aaf83ef).
 func writeUsage(b *bytes.Buffer, prompt, completion int, withDetails bool, cached int) {
 	b.WriteString(`{"prompt_tokens":`)
 	b.WriteString(strconv.Itoa(prompt))
