@@ -175,3 +175,45 @@ func TestMetricsPrefixCaching(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseRequestCaching: with prefix caching the parser also derives
+// every prompt's token identities; it must not panic, and an accepted
+// request has one identity source per prompt that names its tokens
+// deterministically.
+func FuzzParseRequestCaching(f *testing.F) {
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"x"}]}]}`,
+		`{"prompt":[[1,2],[3]],"n":3,"max_tokens":5}`, `{"prompt":["ab","cd"]}`, `{"prompt":[5,6,7]}`,
+		`{"prompt":"x","mock_hash_ids":[1,2],"mock_prompt_tokens":100}`, `{"prompt":"x","mock_hash_ids":[1.5]}`,
+		`{"prompt":"x","mock_hash_ids":{}}`, `{"messages":[{"content":null}],"mock_hash_ids":null}`,
+	} {
+		f.Add(true, s)
+		f.Add(false, s)
+	}
+	o := parseOptions{model: "m", maxModelLen: 256, policy: Priority, caching: true}
+	f.Fuzz(func(t *testing.T, chat bool, body string) {
+		req, err := parseRequest(chat, "application/json", []byte(body), o)
+		if err != nil {
+			if err.status != 400 && err.status != 404 {
+				t.Fatalf("status %d", err.status)
+			}
+			return
+		}
+		if len(req.idents) != len(req.prompts) {
+			t.Fatalf("%d identity sources for %d prompts", len(req.idents), len(req.prompts))
+		}
+		again, _ := parseRequest(chat, "application/json", []byte(body), o)
+		for i, id := range req.idents {
+			if id == nil {
+				t.Fatalf("prompt %d has no identity source", i)
+			}
+			for tok := range req.prompts[i] {
+				a, okA := id(tok)
+				b, okB := again.idents[i](tok)
+				if a != b || okA != okB {
+					t.Fatalf("prompt %d token %d: identities differ between parses", i, tok)
+				}
+			}
+		}
+	})
+}
