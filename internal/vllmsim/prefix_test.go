@@ -637,3 +637,46 @@ func TestSimHashIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixCachingWithoutSharing: requests that share nothing run the same
+// with caching on as off, as long as nothing is preempted (a resume may hit
+// its own blocks); under preemption caching only saves recompute.
+func TestPrefixCachingWithoutSharing(t *testing.T) {
+	run := func(cfg EngineConfig, caching bool) ([]Record, Stats) {
+		cfg.EnablePrefixCaching = caching
+		sim := NewSim(cfg, 2, 3)
+		rng := sim.Rand()
+		for i := range 300 {
+			at := SimEpoch.Add(time.Duration(i) * 40 * time.Millisecond)
+			prompt, out := 1+rng.IntN(1500), 1+rng.IntN(300)
+			sim.At(at, func() { sim.Submit(Request{PromptTokens: prompt, MaxTokens: out}, Callbacks{}) })
+		}
+		sim.Run()
+		return sim.Records(), sim.Stats()
+	}
+	for _, tt := range []struct {
+		name      string
+		numBlocks int
+		preempts  bool
+	}{{"roomy", 2049, false}, {"tight", 201, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DemoConfig()
+			cfg.NumBlocks = tt.numBlocks
+			cfg.MaxModelLen = 2000
+			off, stOff := run(cfg, false)
+			on, stOn := run(cfg, true)
+			if (stOff.Preemptions > 0) != tt.preempts {
+				t.Fatalf("%d preemptions: the workload does not test what it says", stOff.Preemptions)
+			}
+			if stOff.Preemptions == 0 {
+				if !slices.Equal(off, on) || stOn.PrefixCacheHits != 0 {
+					t.Fatalf("records differ without preemption (%d hit tokens)", stOn.PrefixCacheHits)
+				}
+				return
+			}
+			if stOn.ComputedTokens >= stOff.ComputedTokens || stOn.PrefixCacheHits != 0 {
+				t.Fatalf("%d preemptions: computed %d with caching, %d without; %d hits counted", stOff.Preemptions, stOn.ComputedTokens, stOff.ComputedTokens, stOn.PrefixCacheHits)
+			}
+		})
+	}
+}
