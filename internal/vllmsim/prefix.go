@@ -35,7 +35,7 @@ package vllmsim
 //     queries and hits of a request never preempted to requests/queries/
 //     hits, of a preempted one to preempted_*; the Prometheus counters
 //     vllm:prefix_cache_queries and vllm:prefix_cache_hits (exposed with
-//     _total) add queries and hits (shared/reference/vllm.md §4, loggers.py
+//     _total) add queries and hits (vLLM vllm/v1/metrics/loggers.py
 //     at 9aaf83ef; the stored loggers.py at a6f0308c is older and still
 //     names them vllm:gpu_prefix_cache_*, in blocks).
 //

@@ -57,7 +57,7 @@ func (rw *responseWriter) head(b *bytes.Buffer, object string) {
 // --enable-prompt-tokens-details, as vLLM sets the field only then
 // (PromptTokenUsageInfo{cached_tokens}, set by the chat and completion
 // servers under "if self.enable_prompt_tokens_details and
-// num_cached_tokens"; shared/reference/vllm.md §3, engine/protocol.py at
+// num_cached_tokens"; vLLM vllm/entrypoints/openai/engine/protocol.py at
 // 9aaf83ef).
 func writeUsage(b *bytes.Buffer, prompt, completion int, withDetails bool, cached int) {
 	b.WriteString(`{"prompt_tokens":`)
