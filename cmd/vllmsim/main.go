@@ -53,6 +53,8 @@ func run(args []string) error {
 	port := fs.Int("port", 8000, "listen port")
 	debug := fs.Bool("debug", false, "serve GET /debug/records")
 	legacy := fs.Bool("legacy-v0-priority-error", false, "answer a priority under fcfs with V0's 400")
+	prefixCaching := fs.Bool("enable-prefix-caching", false, "automatic prefix caching (vLLM's default is on; off here)")
+	promptDetails := fs.Bool("enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +97,7 @@ func run(args []string) error {
 	overrideDur("step-prefill-token", *stepPrefill, &cfg.Step.PerPrefillToken)
 	overrideDur("step-decode-seq", *stepDecode, &cfg.Step.PerDecodeSeq)
 	overrideDur("step-context-token", *stepContext, &cfg.Step.PerContextToken)
+	cfg.EnablePrefixCaching = *prefixCaching
 	if *preemptWaiting != "off" {
 		cfg.WaitingPreempt = vllmsim.WaitingPreempt(*preemptWaiting)
 	}
@@ -113,7 +116,7 @@ func run(args []string) error {
 	}
 
 	srv := vllmsim.NewServer(cfg, vllmsim.ServerOptions{Model: *model, Replicas: *replicas, TimeScale: *timeScale,
-		Debug: *debug, LegacyV0PriorityError: *legacy})
+		Debug: *debug, LegacyV0PriorityError: *legacy, EnablePromptTokensDetails: *promptDetails})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {

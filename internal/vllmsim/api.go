@@ -65,6 +65,7 @@ type apiRequest struct {
 	stream          bool
 	includeUsage    bool
 	continuousUsage bool
+	idents          []tokenIdent // per prompt, with prefix caching only
 }
 
 // parseOptions are the server settings the parser checks against.
@@ -74,6 +75,7 @@ type parseOptions struct {
 	maxModelLen int
 	policy      Policy
 	legacyV0    bool
+	caching     bool // the engines cache prefixes: derive token identities
 }
 
 // parseRequest validates a POST body as vLLM does, in its order: content
@@ -224,6 +226,11 @@ func parseRequest(chat bool, contentType string, body []byte, o parseOptions) (*
 		}
 		for i := range req.prompts {
 			req.prompts[i] = int(min(mockPrompt, math.MaxInt32))
+		}
+	}
+	if o.caching {
+		if req.idents, err = promptIdents(chat, fields, len(req.prompts)); err != nil {
+			return nil, err
 		}
 	}
 

@@ -125,6 +125,13 @@ type EngineConfig struct {
 	// WaitingPreempt enables preemption on behalf of a waiting request at
 	// MaxNumSeqs (off in vLLM; see WaitingPreempt).
 	WaitingPreempt WaitingPreempt
+	// EnablePrefixCaching turns on automatic prefix caching
+	// (--enable-prefix-caching; on by default in vLLM V1, off here so that
+	// results without it stay as they were): full blocks keep their hash
+	// after they are freed, least recently freed evicted first, and a
+	// waiting request's cached prefix counts as computed before its blocks
+	// are allocated. See the package documentation.
+	EnablePrefixCaching bool
 	// Step is the step-time model.
 	Step StepModel
 }

@@ -34,6 +34,14 @@ type seq struct {
 	sched     int // tokens scheduled in the current step (0: none)
 	state     seqState
 
+	// Prefix caching (engine.pool != nil) only.
+	ident        tokenIdent // prompt token identities; nil: all its own
+	salt         uint64     // makes its own tokens unique
+	hashes       []uint64   // block hashes of its full blocks so far
+	ids          []int32    // the blocks it holds, in order
+	nCached      int        // leading blocks of ids that are hashed
+	cachedTokens int        // num_cached_tokens at its first scheduling
+
 	preemptions int
 	computedAll int // every token computed, with recompute
 	admitted    time.Time
@@ -72,7 +80,7 @@ func (s *seq) record(replica int, finished time.Time, reason string) Record {
 		ID: s.id, Choice: s.choice, Replica: replica, Priority: s.priority,
 		Arrival: s.arrival, Admitted: s.admitted, FirstToken: s.firstToken, Finished: finished,
 		Preemptions: s.preemptions, PromptTokens: s.prompt, CompletionTokens: s.generated,
-		ComputedTokens: s.computedAll, FinishReason: reason,
+		ComputedTokens: s.computedAll, CachedTokens: s.cachedTokens, FinishReason: reason,
 	}
 }
 
@@ -102,8 +110,10 @@ type event struct {
 type engine struct {
 	cfg     EngineConfig
 	replica int
-	usable  int // NumBlocks − 1 (the null block)
-	used    int
+	usable  int        // NumBlocks − 1 (the null block)
+	used    int        // blocks held by requests (ref > 0)
+	pool    *blockPool // nil unless EnablePrefixCaching
+	hits    []int32    // the last lookup's cached blocks
 
 	waiting   waitQueue
 	running   []*seq // admission order
@@ -116,11 +126,15 @@ type engine struct {
 }
 
 func newEngine(cfg EngineConfig, replica int) *engine {
-	return &engine{
+	e := &engine{
 		cfg: cfg, replica: replica, usable: cfg.NumBlocks - 1,
 		waiting: waitQueue{prio: cfg.Policy == Priority},
 		m:       newEngineMetrics(),
 	}
+	if cfg.EnablePrefixCaching {
+		e.pool = newBlockPool(cfg.NumBlocks)
+	}
+	return e
 }
 
 func (e *engine) blocksFor(tokens int) int {
@@ -136,6 +150,7 @@ func (e *engine) hasWork() bool { return len(e.running) > 0 || e.waiting.len() >
 func (e *engine) add(s *seq, now time.Time) {
 	s.arrival = now
 	s.order = e.nextOrder
+	s.salt = s.order
 	e.nextOrder++
 	s.state = stWaiting
 	s.heapIdx = -1
@@ -192,8 +207,7 @@ running:
 				break running
 			}
 		}
-		e.used += need
-		r.blocks += need
+		e.allocate(r, need, r.computed+n)
 		r.sched = n
 		budget -= n
 		e.scheduled = append(e.scheduled, r)
@@ -210,20 +224,31 @@ running:
 			break
 		}
 		total := h.total()
-		if e.blocksFor(total) > e.free() { // the whole sequence must fit
+		evictable := e.lookupHits(h)
+		if e.pool != nil && h.preemptions == 0 {
+			e.m.prefixQueries += int64(total)
+			e.m.prefixHits += int64(len(e.hits) * e.cfg.BlockSize)
+		}
+		// The whole sequence must fit after the cache hits; hit blocks that
+		// are free leave the free queue when touched.
+		if e.blocksFor(total)-len(e.hits)+evictable > e.free() {
 			break // strict head-of-line blocking
+		}
+		e.waiting.pop()
+		if len(e.hits) > 0 {
+			e.touchHits(h)
+			h.computed = len(e.hits) * e.cfg.BlockSize
 		}
 		n := min(total-h.computed, budget)
 		need := e.blocksFor(h.computed+n) - h.blocks
-		e.waiting.pop()
-		e.used += need
-		h.blocks += need
+		e.allocate(h, need, h.computed+n)
 		h.sched = n
 		h.state = stRunning
 		budget -= n
 		e.running = append(e.running, h)
 		e.scheduled = append(e.scheduled, h)
 		if h.admitted.IsZero() {
+			h.cachedTokens = h.computed
 			h.admitted = now
 			e.m.queue.observe(now.Sub(h.arrival).Seconds())
 			e.events = append(e.events, event{kind: evAdmit, s: h, t: now})
@@ -245,7 +270,11 @@ func (e *engine) preemptForWaiting(h *seq, budget *int) bool {
 	if e.cfg.WaitingPreempt == WaitingPreempt54530 {
 		better = h.priority < v.priority
 	}
-	if !better || e.blocksFor(h.total()) > e.free()+v.blocks {
+	if !better {
+		return false
+	}
+	evictable := e.lookupHits(h)
+	if e.blocksFor(h.total())-len(e.hits)+evictable > e.free()+e.releasable(v) {
 		return false
 	}
 	e.removeRunning(vi)
@@ -288,8 +317,7 @@ func (e *engine) unschedule(v *seq) {
 // preempt frees v's blocks and puts it back in the waiting queue with its
 // priority and arrival; it resumes by recomputing prompt and output.
 func (e *engine) preempt(v *seq) {
-	e.used -= v.blocks
-	v.blocks = 0
+	e.release(v)
 	v.computed = 0
 	v.sched = 0
 	v.state = stWaiting
@@ -361,8 +389,7 @@ func (e *engine) apply(now time.Time) {
 }
 
 func (e *engine) finish(s *seq, now time.Time, reason string) {
-	e.used -= s.blocks
-	s.blocks = 0
+	e.release(s)
 	s.state = stFinished
 	e.m.finished(reason, now.Sub(s.arrival).Seconds())
 	rec := s.record(e.replica, now, reason)

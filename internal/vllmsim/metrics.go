@@ -50,6 +50,8 @@ type engineMetrics struct {
 	preemptions      int64
 	promptTokens     int64
 	generationTokens int64
+	prefixQueries    int64    // prompt tokens looked up, new requests only
+	prefixHits       int64    // of which found in the cache
 	success          [5]int64 // by finishReasons
 	ttft, e2e, queue histogram
 }
@@ -157,6 +159,12 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 	}
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
 		func(s metricsSnapshot) float64 { return s.kvUsage })
+	if cfg.EnablePrefixCaching {
+		counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+			func(s metricsSnapshot) int64 { return s.m.prefixQueries })
+		counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+			func(s metricsSnapshot) int64 { return s.m.prefixHits })
+	}
 	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
 		func(s metricsSnapshot) int64 { return s.m.preemptions })
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
@@ -176,8 +184,12 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 	hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
 		func(s metricsSnapshot) histogram { return s.m.queue })
 	head("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+	caching := "False" // Python's str(bool)
+	if cfg.EnablePrefixCaching {
+		caching = "True"
+	}
 	for _, s := range snaps {
-		fmt.Fprintf(w, "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"False\",engine=\"%d\",gpu_memory_utilization=\"0.92\",num_gpu_blocks=\"%d\"} 1.0\n",
-			cfg.BlockSize, s.engine, cfg.NumBlocks)
+		fmt.Fprintf(w, "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\",engine=\"%d\",gpu_memory_utilization=\"0.92\",num_gpu_blocks=\"%d\"} 1.0\n",
+			cfg.BlockSize, caching, s.engine, cfg.NumBlocks)
 	}
 }

@@ -44,6 +44,10 @@ type Record struct {
 	// ComputedTokens is every token the engine computed for it, including
 	// the recompute after preemptions.
 	ComputedTokens int `json:"computed_tokens"`
+	// CachedTokens is the prompt tokens found in the prefix cache when it
+	// was first scheduled (vLLM's num_cached_tokens); always 0 unless
+	// EngineConfig.EnablePrefixCaching.
+	CachedTokens int `json:"cached_tokens,omitempty"`
 	// FinishReason is FinishStop, FinishLength or FinishAbort.
 	FinishReason string `json:"finish_reason"`
 }

@@ -17,6 +17,8 @@ type responseWriter struct {
 	model   string
 	created int64
 	req     *apiRequest
+	details bool // --enable-prompt-tokens-details
+	cached  int  // num_cached_tokens of the request
 }
 
 func (rw *responseWriter) object() string {
@@ -48,23 +50,45 @@ func (rw *responseWriter) head(b *bytes.Buffer, object string) {
 	b.WriteString(rw.model)
 }
 
-func writeUsage(b *bytes.Buffer, prompt, completion int, details bool) {
+// writeUsage writes vLLM's UsageInfo. withDetails writes
+// prompt_tokens_details (the JSON response dumps every field: null unless
+// cached > 0); otherwise it appears only when cached > 0 (the usage chunk is
+// dumped without None fields). cached > 0 only with
+// --enable-prompt-tokens-details, as vLLM sets the field only then
+// (PromptTokenUsageInfo{cached_tokens}, set by the chat and completion
+// servers under "if self.enable_prompt_tokens_details and
+// num_cached_tokens"; vLLM vllm/entrypoints/openai/engine/protocol.py at
+// 9aaf83ef).
+func writeUsage(b *bytes.Buffer, prompt, completion int, withDetails bool, cached int) {
 	b.WriteString(`{"prompt_tokens":`)
 	b.WriteString(strconv.Itoa(prompt))
 	b.WriteString(`,"total_tokens":`)
 	b.WriteString(strconv.Itoa(prompt + completion))
 	b.WriteString(`,"completion_tokens":`)
 	b.WriteString(strconv.Itoa(completion))
-	if details {
+	if cached > 0 {
+		b.WriteString(`,"prompt_tokens_details":{"cached_tokens":`)
+		b.WriteString(strconv.Itoa(cached))
+		b.WriteString(`}`)
+	} else if withDetails {
 		b.WriteString(`,"prompt_tokens_details":null`)
 	}
 	b.WriteString(`}`)
 }
 
+// reportedCached is the cached_tokens usage reports: vLLM sets
+// prompt_tokens_details only with the flag and a non-zero count.
+func (rw *responseWriter) reportedCached() int {
+	if !rw.details {
+		return 0
+	}
+	return rw.cached
+}
+
 func (rw *responseWriter) continuous(b *bytes.Buffer, choice, k int) {
 	if rw.req.continuousUsage {
 		b.WriteString(`,"usage":`)
-		writeUsage(b, rw.choicePrompt(choice), k, false)
+		writeUsage(b, rw.choicePrompt(choice), k, false, 0)
 	}
 }
 
@@ -117,7 +141,7 @@ func (rw *responseWriter) usageChunk(b *bytes.Buffer, tokens []int) {
 	b.WriteString("data: ")
 	rw.head(b, rw.object())
 	b.WriteString(`,"choices":[],"usage":`)
-	writeUsage(b, rw.promptTokens(), completion, false)
+	writeUsage(b, rw.promptTokens(), completion, false, rw.reportedCached())
 	b.WriteString("}\n\n")
 }
 
@@ -149,7 +173,7 @@ func (rw *responseWriter) full(recs []Record) []byte {
 		}
 	}
 	b.WriteString(`],"service_tier":null,"system_fingerprint":null,"usage":`)
-	writeUsage(&b, rw.promptTokens(), completion, true)
+	writeUsage(&b, rw.promptTokens(), completion, true, rw.reportedCached())
 	if rw.chat {
 		b.WriteString(`,"prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,"kv_transfer_params":null}`)
 	} else {

@@ -50,6 +50,14 @@ type ServerOptions struct {
 	// OnRecord, if set, is called with each record as an engine request
 	// finishes, from an engine or handler goroutine; it must not block.
 	OnRecord func(Record)
+	// EnablePromptTokensDetails is vLLM's --enable-prompt-tokens-details:
+	// usage carries "prompt_tokens_details": {"cached_tokens": N} when N,
+	// the prompt tokens found in the prefix cache, is not zero (the JSON
+	// response and the include_usage chunk; not continuous usage). Without
+	// it, or with N zero, the JSON response has "prompt_tokens_details":
+	// null and the usage chunk none. N is non-zero only with
+	// EngineConfig.EnablePrefixCaching.
+	EnablePromptTokensDetails bool
 	// MaxRecords, if positive, bounds the records kept for Records and
 	// /debug/records to about the most recent MaxRecords (older ones are
 	// dropped in batches); 0 keeps all.
@@ -263,8 +271,12 @@ func (s *Server) submit(req *apiRequest, id string) *call {
 	c := &call{rep: rep, notify: make(chan struct{}, 1)}
 	for pi, p := range req.prompts {
 		for j := range req.n {
-			c.seqs = append(c.seqs, &seq{owner: c, id: id, choice: pi*req.n + j, priority: req.priority,
-				prompt: p, maxOut: req.maxOut[pi], eosAfter: req.eosAfter})
+			sq := &seq{owner: c, id: id, choice: pi*req.n + j, priority: req.priority,
+				prompt: p, maxOut: req.maxOut[pi], eosAfter: req.eosAfter}
+			if req.idents != nil {
+				sq.ident = req.idents[pi]
+			}
+			c.seqs = append(c.seqs, sq)
 		}
 	}
 	rep.out.Add(int64(len(c.seqs)))
@@ -432,7 +444,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	req, aerr := parseRequest(chat, r.Header.Get("Content-Type"), body, parseOptions{
 		model: s.opts.Model, serves: s.Serves, maxModelLen: s.cfg.MaxModelLen, policy: s.cfg.Policy,
-		legacyV0: s.opts.LegacyV0PriorityError})
+		legacyV0: s.opts.LegacyV0PriorityError, caching: s.cfg.EnablePrefixCaching})
 	if aerr != nil {
 		writeJSON(w, aerr.status, aerr.body())
 		return
@@ -451,7 +463,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		base = fmt.Sprintf("%032x", s.ids.Add(1))
 	}
 	id := prefix + base
-	rw := &responseWriter{chat: chat, id: jsonString(id), model: jsonString(req.model), created: s.created(), req: req}
+	rw := &responseWriter{chat: chat, id: jsonString(id), model: jsonString(req.model), created: s.created(), req: req,
+		details: s.opts.EnablePromptTokensDetails}
 	c := s.submit(req, id)
 	if req.stream {
 		s.stream(w, r, c, rw)
@@ -475,6 +488,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if f := strings.ToUpper(r.Header.Get("endpoint-load-metrics-format")); f == "TEXT" || f == "JSON" {
 		w.Header().Set("endpoint-load-metrics", c.rep.loadReport(f))
 	}
+	// vLLM reports final_res.num_cached_tokens: the first prompt's.
+	rw.cached = recs[0].CachedTokens
 	writeJSON(w, http.StatusOK, rw.full(recs))
 }
 
@@ -518,6 +533,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *call, rw *res
 					for i := range c.seqs {
 						rw.roleChunk(&out, i)
 					}
+				}
+				if first {
+					// vLLM takes num_cached_tokens from the first output;
+					// it was set at admission, before this event.
+					rw.cached = ev.s.cachedTokens
 				}
 				first = false
 				tokens[ev.s.choice] = ev.k

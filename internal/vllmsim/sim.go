@@ -30,6 +30,16 @@ type Request struct {
 	// N is the number of choices (engine requests); 0 means 1. The choices
 	// share priority and arrival, as vLLM's n>1 fan-out.
 	N int
+	// HashIDs, used only with EngineConfig.EnablePrefixCaching, name the
+	// prompt's content as a Mooncake-style trace does: one id per
+	// HashIDTokens (512) tokens, the last one possibly covering fewer.
+	// Token t of the prompt is the (t mod 512)-th token of the block named
+	// HashIDs[t/512], so two prompts share exactly the tokens before their
+	// first differing id (and before the shorter one's end), and every full
+	// engine block (BlockSize tokens) inside the shared tokens is a cache
+	// hit, whatever BlockSize is. Tokens past 512·len(HashIDs), and every
+	// token of a request without HashIDs, are the request's own.
+	HashIDs []uint64
 }
 
 // Callbacks receive the events of a submitted request. Any may be nil. They
@@ -96,6 +106,12 @@ type Stats struct {
 	// PromptTokens and CompletionTokens sum the records of finished
 	// requests; ComputedTokens also counts recompute.
 	PromptTokens, CompletionTokens, ComputedTokens int64
+	// PrefixCacheQueries and PrefixCacheHits are vLLM's
+	// vllm:prefix_cache_queries and vllm:prefix_cache_hits summed over the
+	// engines: tokens looked up in the prefix cache by requests never
+	// preempted (at every admission attempt), and how many were found. Zero
+	// without EngineConfig.EnablePrefixCaching.
+	PrefixCacheQueries, PrefixCacheHits int64
 }
 
 // SlotUtilisation is the mean fraction of sequence slots in use.
@@ -212,6 +228,9 @@ func (s *Sim) Submit(req Request, cb Callbacks) *Handle {
 	for c := range n {
 		sq := &seq{owner: h, id: id, choice: c, priority: req.Priority, prompt: req.PromptTokens,
 			maxOut: maxOut, eosAfter: req.EOSAfter}
+		if len(req.HashIDs) > 0 && s.cfg.EnablePrefixCaching {
+			sq.ident = hashIDIdent(req.HashIDs)
+		}
 		e.add(sq, now)
 		h.seqs = append(h.seqs, sq)
 	}
@@ -329,6 +348,8 @@ func (s *Sim) Stats() Stats {
 	st.Preemptions = 0
 	for _, e := range s.engines {
 		st.Preemptions += e.m.preemptions
+		st.PrefixCacheQueries += e.m.prefixQueries
+		st.PrefixCacheHits += e.m.prefixHits
 	}
 	return st
 }
