@@ -54,13 +54,16 @@ type module struct {
 	imports  []importEntry
 	funcImps int  // imported functions
 	memories bool // memory 0 exists (imported or defined)
+	memory64 bool // memory 0 has 64-bit addresses
 }
 
 // Transform returns wasm with every wasi_snapshot_preview1 function import
 // outside HostWASI replaced by a function defined in the module (see
-// replacements). With no such import it returns a copy of wasm. It fails on
-// a module it cannot decode completely, on a WASI import it has no
-// replacement for, and on a replaced import whose type is not WASI's.
+// replacements). With no such import it returns a copy of wasm, having
+// decoded only its section layout, types and imports. It fails on a WASI
+// import it has no replacement for, on a replaced import whose type is not
+// WASI's, on a module without a 32-bit memory 0 (the replacements use it),
+// and on any part of the module it cannot decode completely.
 //
 // Function indices: with n function imports of which k are replaced, the
 // n-k kept imports take indices 0..n-k-1 in their order, the k
@@ -79,8 +82,8 @@ func Transform(wasm []byte) ([]byte, error) {
 	if len(replaced) == 0 {
 		return slices.Clone(wasm), nil
 	}
-	if !m.memories {
-		return nil, fmt.Errorf("wasmlink: the module has no memory for the poll_oneoff and other replacements to use")
+	if !m.memories || m.memory64 {
+		return nil, fmt.Errorf("wasmlink: the replacements need a 32-bit memory 0, and the module has none")
 	}
 	// newIdx[old] for every old imported function index.
 	newIdx := make([]uint32, m.funcImps)
@@ -211,8 +214,9 @@ func decode(wasm []byte) (*module, error) {
 		case secMemory:
 			pr := &reader{b: payload}
 			var n uint32
-			if n, err = pr.u32(); err == nil && n > 0 {
+			if n, err = pr.u32(); err == nil && n > 0 && !m.memories {
 				m.memories = true
+				m.memory64 = pr.off < len(payload) && payload[pr.off]&0x04 != 0
 			}
 		}
 		if err != nil {
@@ -285,6 +289,9 @@ func (m *module) decodeImports(p []byte) error {
 				err = limits(r)
 			}
 		case 2: // memory: limits
+			if !m.memories {
+				m.memory64 = r.off < len(p) && p[r.off]&0x04 != 0
+			}
 			err = limits(r)
 			m.memories = true
 		case 3: // global: valtype, mutability
