@@ -10,6 +10,9 @@
 
 GO          ?= go
 WASM        := plugin.wasm
+# The Go linker's output, before the post-link step (cmd/wasm-wasi) that
+# gives plugin.wasm its own poll_oneoff, sched_yield and fd_fdstat_set_flags.
+RAW_WASM    := build/plugin.raw.wasm
 # staticcheck v0.8.2 is release 2026.2.2 (the proxy serves the v0.x tags only).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TOOLS       := $(CURDIR)/build/tools
@@ -28,8 +31,10 @@ BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Bench
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build plugin.wasm (GOOS=wasip1, c-shared) and print its size and SHA-256.
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./cmd/plugin
+build: ## Build plugin.wasm (GOOS=wasip1, c-shared, then cmd/wasm-wasi) and print its size and SHA-256.
+	@mkdir -p build
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(RAW_WASM) ./cmd/plugin
+	$(GO) run ./cmd/wasm-wasi -in $(RAW_WASM) -out $(WASM)
 	@echo "$(WASM): $$(wc -c < $(WASM)) bytes, sha256 $$(sha256sum $(WASM) | cut -d' ' -f1)"
 
 test: build ## Run all tests against the built plugin.wasm, then the race detector on the host and the core.
@@ -66,6 +71,6 @@ oci: build ## Pack plugin.wasm as an OCI image layout in build/oci (tag 0.1.0) a
 fairness: build ## Run the fairness benchmark (bench/fairness) on the simulator.
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) run ./bench/fairness
 
-clean: ## Remove plugin.wasm and build/ (OCI layout, tools).
+clean: ## Remove plugin.wasm and build/ (raw module, OCI layout, tools).
 	rm -f $(WASM)
 	rm -rf build

@@ -76,8 +76,7 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 
 	wasm, err := os.ReadFile(o.wasm)
 	if err != nil {
-		return nil, fmt.Errorf("plugin: %w (build it with `make build` or "+
-			"`GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm ./cmd/plugin`)", err)
+		return nil, fmt.Errorf("plugin: %w (build it with `make build`)", err)
 	}
 
 	if o.upstream != "" {

@@ -43,6 +43,26 @@ func module(tb testing.TB, pkg string) *Module {
 	return m
 }
 
+// rawModule compiles the test module pkg as the Go linker wrote it, before
+// the post-link step (internal/wasmlink) that module applies, once per test
+// binary.
+func rawModule(tb testing.TB, pkg string) *Module {
+	tb.Helper()
+	wasm := wasmbuild.Raw(tb, pkg)
+	modMu.Lock()
+	defer modMu.Unlock()
+	key := "raw " + pkg
+	if m := compiled[key]; m != nil {
+		return m
+	}
+	m, err := Compile(context.Background(), wasm)
+	if err != nil {
+		tb.Fatalf("Compile(raw %s) = %v", pkg, err)
+	}
+	compiled[key] = m
+	return m
+}
+
 // uniqueVMID keeps tests' shared-data namespaces apart.
 func uniqueVMID(tb testing.TB) string {
 	return fmt.Sprintf("%s-%d", tb.Name(), vmIDSeq.Add(1))

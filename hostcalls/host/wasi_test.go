@@ -1,18 +1,25 @@
 package host
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestLegacyWASIKillsGoOnGC: under the WASI of Envoy 1.33–1.38
-// (poll_oneoff → ENOSYS) a Go module that only runs runtime.GC() in a
-// callback dies with "fatal error: poll_oneoff failed" within a few
-// collections; under the fixed WASI (Envoy ≥ 1.39) it survives.
+// (poll_oneoff → ENOSYS) a Go module as the linker wrote it, that only runs
+// runtime.GC() in a callback, dies with "fatal error: poll_oneoff failed"
+// within a few collections; under the fixed WASI (Envoy ≥ 1.39) it
+// survives. Built through the post-link step (internal/wasmlink), which
+// gives the module its own poll_oneoff, it survives the legacy WASI too.
 func TestLegacyWASIKillsGoOnGC(t *testing.T) {
 	const calls = 30
-	legacy := start(t, gcModulePkg, Options{WASI: WASILegacy})
+	legacy, err := rawModule(t, gcModulePkg).Start(t.Context(), Options{VMID: uniqueVMID(t), WASI: WASILegacy})
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	t.Cleanup(func() { legacy.Close(context.Background()) })
 	died := 0
 	for i := 1; i <= calls; i++ {
 		if _, err := legacy.Call(0, "gc"); err != nil {
@@ -31,11 +38,25 @@ func TestLegacyWASIKillsGoOnGC(t *testing.T) {
 	}
 	t.Logf("legacy WASI: died on GC %d", died)
 
-	fixed := start(t, gcModulePkg, Options{WASI: WASIFixed})
+	fixed, err := rawModule(t, gcModulePkg).Start(t.Context(), Options{VMID: uniqueVMID(t), WASI: WASIFixed})
+	if err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	t.Cleanup(func() { fixed.Close(context.Background()) })
 	for i := 1; i <= calls; i++ {
 		if _, err := fixed.Call(0, "gc"); err != nil {
 			t.Fatalf("fixed WASI: GC %d: %v", i, err)
 		}
+	}
+
+	linked := start(t, gcModulePkg, Options{WASI: WASILegacy})
+	for i := 1; i <= calls; i++ {
+		if _, err := linked.Call(0, "gc"); err != nil {
+			t.Fatalf("legacy WASI, module through the post-link step: GC %d: %v", i, err)
+		}
+	}
+	if err := linked.VMs()[0].Failed(); err != nil {
+		t.Errorf("legacy WASI, module through the post-link step: the VM failed: %v", err)
 	}
 }
 
