@@ -478,7 +478,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	writeJSON(w, http.StatusOK, rw.full(recs))
 }
 
-// loadReport is vLLM's per-response ORCA load report (reference §4): TEXT
+// loadReport is vLLM's per-response ORCA load report (orca_metrics.py): TEXT
 // "named_metrics.kv_cache_usage_perc=…, named_metrics.num_requests_waiting=…"
 // or the same named metrics as JSON.
 func (r *replica) loadReport(format string) string {

@@ -61,7 +61,7 @@ func tryPost(url, body string) (string, error) {
 }
 
 // TestGolden compares bodies and streams with the recordings in
-// testdata/vllm, written from the reference's shapes.
+// testdata/vllm, written from vLLM's shapes (testdata/vllm/README.md).
 func TestGolden(t *testing.T) {
 	const hello = `"messages":[{"role":"user","content":"Hello there!"}]`
 	tests := []struct {
