@@ -76,6 +76,12 @@ type Server struct {
 
 	recMu   sync.Mutex
 	records []Record
+
+	// gate, if set (tests), is called by each engine loop, without its
+	// lock, before every step that has work: it returns when the step may
+	// run, so a test can hold the engines still while it arranges
+	// arrivals.
+	gate func()
 }
 
 type replica struct {
@@ -89,6 +95,11 @@ type replica struct {
 // TimeScale is negative, infinite or NaN (validate flags with EngineConfig.Validate first).
 // Call Close to stop the engines.
 func NewServer(cfg EngineConfig, opts ServerOptions) *Server {
+	return newServer(cfg, opts, nil)
+}
+
+// newServer is NewServer with the engine loops' gate (Server.gate).
+func newServer(cfg EngineConfig, opts ServerOptions, gate func()) *Server {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
@@ -102,7 +113,7 @@ func NewServer(cfg EngineConfig, opts ServerOptions) *Server {
 		opts.Model = DefaultModel
 	}
 	opts.Replicas = max(opts.Replicas, 1)
-	s := &Server{cfg: cfg, opts: opts, wallStart: time.Now(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, opts: opts, wallStart: time.Now(), done: make(chan struct{}), gate: gate}
 	s.created = func() int64 { return s.Now().Unix() }
 	for i := range opts.Replicas {
 		r := &replica{eng: newEngine(cfg, i), wake: make(chan struct{}, 1)}
@@ -173,6 +184,11 @@ func (s *Server) loop(r *replica) {
 			case <-s.done:
 				return
 			}
+		}
+		if s.gate != nil {
+			r.mu.Unlock()
+			s.gate()
+			r.mu.Lock()
 		}
 		dt, ok := r.eng.schedule(s.Now())
 		evs := r.eng.takeEvents(nil)
