@@ -21,8 +21,8 @@ import (
 //
 //   - the results file (docs/results/FILE);
 //   - the section: one or more parts separated by " > ", each a substring
-//     of one of the headings above the table, in order ("vLLM main >
-//     Interactive TTFT");
+//     of one of the headings above the table, in order, the last one of
+//     the nearest ("vLLM main > Interactive TTFT");
 //   - the row: one or more parts separated by " & ", each equal to one
 //     of the row's cells (markdown links and backticks stripped);
 //   - the column: its header, as written;
@@ -185,13 +185,18 @@ func (m marker) lookup(results map[string][]resultTable) (string, error) {
 	return "", fmt.Errorf("%d cells in %s under %q, row %q, column %q (%v): name one", len(found), m.file, m.section, m.row, m.column, found)
 }
 
+// headingsMatch reports whether the parts are substrings of the
+// headings, in order, the last one of the nearest heading.
 func headingsMatch(heads, parts []string) bool {
+	if len(heads) == 0 || !strings.Contains(heads[len(heads)-1], parts[len(parts)-1]) {
+		return false
+	}
 	i := 0
-	for _, p := range parts {
-		for i < len(heads) && !strings.Contains(heads[i], p) {
+	for _, p := range parts[:len(parts)-1] {
+		for i < len(heads)-1 && !strings.Contains(heads[i], p) {
 			i++
 		}
-		if i == len(heads) {
+		if i == len(heads)-1 {
 			return false
 		}
 		i++
