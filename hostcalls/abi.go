@@ -31,8 +31,9 @@
 //		...
 //	}
 //
-// Facts and their sources: ../shared/reference/proxy-wasm.md (proxy-wasm spec
-// abi-versions/v0.2.1, proxy-wasm-cpp-host, Envoy).
+// Facts and their sources: proxy-wasm/spec abi-versions/v0.2.1/README.md
+// (3a844b8), proxy-wasm-cpp-host src/exports.cc and src/wasm.cc (52a0291),
+// Envoy source/extensions/common/wasm/context.cc (b40935a).
 package hostcalls
 
 // ABIVersionExport is the export whose presence announces ABI v0.2.1.

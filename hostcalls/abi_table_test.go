@@ -24,8 +24,9 @@ type sig struct{ params, results []api.ValueType }
 
 func i32s(n int) []api.ValueType { return slices.Repeat([]api.ValueType{i32}, n) }
 
-// hostFunctions is reference §1.1: the env imports Envoy (cpp-host) registers
-// for ABI v0.2.1 that hostcalls may use, with their exact signatures.
+// hostFunctions are the env imports Envoy (cpp-host) registers
+// for ABI v0.2.1 that hostcalls may use, with their exact signatures
+// (cpp-host src/exports.cc, src/wasm.cc registerCallbacks).
 var hostFunctions = map[string]sig{
 	hostcalls.ProxyLog:                   {i32s(3), i32s(1)},
 	hostcalls.ProxyGetLogLevel:           {i32s(1), i32s(1)},
@@ -61,8 +62,8 @@ var hostFunctions = map[string]sig{
 	hostcalls.ProxyDone:                  {nil, i32s(1)},
 }
 
-// callbacks is reference §1.2: the exports cpp-host looks up, with the
-// signatures V8 checks ("Bad function signature for: ...").
+// callbacks are the exports cpp-host looks up (src/wasm.cc getFunctions),
+// with the signatures V8 checks ("Bad function signature for: ...").
 var callbacks = map[string]sig{
 	hostcalls.ABIVersionExport:       {nil, nil},
 	hostcalls.ExportInitialize:       {nil, nil},
@@ -84,7 +85,7 @@ var callbacks = map[string]sig{
 	hostcalls.ExportDelete:           {i32s(1), nil},
 }
 
-// envoyWASI is reference §2.10: the wasi_snapshot_preview1 functions every
+// envoyWASI are the wasi_snapshot_preview1 functions (cpp-host src/exports.cc) every
 // Envoy from 1.33 provides (implemented or stubbed), the oldest host we
 // support.
 var envoyWASI = []string{

@@ -2,7 +2,7 @@ package hostcalls
 
 import "unsafe"
 
-// How the guest hands memory to the host (reference §1.5, §3 "Allocation").
+// How the guest hands memory to the host (cpp-host wasm.h copyToPointerSize).
 //
 // A host function that returns data (a header value, a body, shared data)
 // calls back into the guest's allocator export, copies the bytes into the
@@ -31,7 +31,7 @@ import "unsafe"
 //     an address the allocator did not hand out is reported as
 //     ErrorStatusInvalidMemoryAccess instead of being read.
 //   - The allocator bumps through a reusable arena and does not call the Go
-//     allocator when the block fits (reference §0.1: on cpp-host c4d7bb0…
+//     allocator when the block fits (golang/go#78513: on cpp-host c4d7bb0…
 //     beb8a4e, a garbage collection started inside proxy_on_memory_allocate
 //     ends in poll_oneoff, which traps there with restricted_callback). The
 //     arena starts at ArenaSize bytes; wrappers that know an upper bound of

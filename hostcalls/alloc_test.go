@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// fakeHostWrite plays the host of §1.5: allocate n bytes through the
+// fakeHostWrite plays the host returning data: allocate n bytes through the
 // guest's allocator, copy data in, and return the address it would write to
 // the guest's ret_ptr slot.
 func fakeHostWrite(data []byte) uintptr {

@@ -14,7 +14,7 @@ import (
 // streamTable.
 //
 // The end of an HTTP stream is signalled three times; Envoy's order is
-// proxy_on_log, proxy_on_done, proxy_on_delete (reference §0.4, §2.4), the
+// proxy_on_log, proxy_on_done, proxy_on_delete (Envoy conn_manager_impl.cc), the
 // spec's is on_done before on_log, and proxytest calls only proxy_on_log.
 // HttpContext.OnHttpStreamDone runs exactly once, at whichever of on_log and
 // on_done comes first; on_delete drops the context. For a root context,

@@ -4,8 +4,8 @@ package hostcalls
 
 import "unsafe"
 
-// The callbacks (exports) of ABI v0.2.1, with the signatures of reference
-// §1.2: every parameter and result is an i32 (uint32 or bool here). Each one
+// The callbacks (exports) of ABI v0.2.1, with the signatures cpp-host
+// checks: every parameter and result is an i32 (uint32 or bool here). Each one
 // forwards to the dispatcher in context.go. Actions are returned as the raw
 // u32 the HTTP callbacks' types.Action holds, so values beyond the spec's
 // Continue/Pause (hostcalls.ActionStopIterationNoBuffer, ...) reach the host.

@@ -4,7 +4,7 @@ package hostcalls
 
 import "unsafe"
 
-// The host functions of ABI v0.2.1 (reference §1.1), module "env", with
+// The host functions of ABI v0.2.1 (proxy-wasm/spec), module "env", with
 // the exact Wasm signatures: every pointer, size and enum is an i32, the
 // metric values are i64, every result is an i32 Status. The typed wrappers
 // that call them, with the memory each reads and writes, are in the family

@@ -9,7 +9,7 @@ import "strings"
 //	ret_size_ptr ──► [ u32 LE size ]
 //
 // Values are encoded as Envoy's attributes are: strings raw, integers 8-byte
-// LE, bool 1 byte, maps and lists in the pairs format (reference §2.9).
+// LE, bool 1 byte, maps and lists in the pairs format (Envoy context.cc).
 // Results: OK; NOT_FOUND for an unknown path.
 //
 // proxy_set_property(path_ptr, path_len, value_ptr, value_len) → status

@@ -17,7 +17,7 @@ package hostcalls
 // Results: OK; CAS_MISMATCH when the key exists, cas != 0 and cas differs
 // from the key's current cas. In Envoy a missing key is always written
 // whatever cas is, cas 0 is unconditional, and cas values come from one
-// global counter (reference §2.1); proxytest differs (cas 0 on an existing
+// global counter (cpp-host src/shared_data.cc); proxytest differs (cas 0 on an existing
 // key mismatches, per-key cas+1).
 
 // GetSharedData returns the value of key in the VM-id wide store and the cas

@@ -154,7 +154,7 @@ func (h *miniHost) configure(t *testing.T, ctx context.Context, m api.Module) {
 	}
 }
 
-// TestAllocatorAvoidsPollOneoff checks the §0.1 hardening under wazero: the
+// TestAllocatorAvoidsPollOneoff checks the poll_oneoff hardening under wazero: the
 // Go runtime's poller is active (garbage collections call poll_oneoff), yet
 // no poll_oneoff happens while proxy_on_memory_allocate runs, because
 // results that fit the arena never reach the Go allocator there. It runs

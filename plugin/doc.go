@@ -95,6 +95,10 @@
 //	status_token       ""                  bearer token required by status_path
 //	                                       ("Authorization: Bearer <token>", scheme in any case)
 //	status_public      false               serve status_path without a token
+//	cluster            absent              share every pool with other proxies through etcd:
+//	                                       {etcd_cluster, authority, key_prefix, replica,
+//	                                       sync_interval, lease_ttl, timeout, authorization,
+//	                                       safe_fraction} (README: Configuration)
 //	pools              (required)          [{name, capacity, kv_tokens, models,
 //	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // envoyStore is an in-memory shared-data store with Envoy's semantics
-// (reference/proxy-wasm.md §2.1): one global cas counter starting at 1 and
+// (proxy-wasm-cpp-host src/shared_data.cc): one global cas counter starting at 1 and
 // skipping 0, cas 0 unconditional on an existing key, a missing key always
 // settable. proxytest switches to the SDK emulator's semantics instead:
 // per-key cas+1 and cas 0 on an existing key a mismatch.

@@ -15,7 +15,7 @@ const vllmJSON = `{"id":"chatcmpl-1","object":"chat.completion","created":174765
  "usage":{"prompt_tokens":12,"total_tokens":15,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8}},
  "prompt_logprobs":null,"prompt_token_ids":null,"prompt_text":null,"kv_transfer_params":null}`
 
-// vllmStream is a vLLM chat stream (reference/vllm.md §3) with its usage
+// vllmStream is a vLLM chat stream (chat_completion/serving.py) with its usage
 // chunk, and the same stream as the client sees it without the usage chunk.
 const (
 	streamHead = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1747650000,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}

@@ -135,18 +135,60 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// servedBody is a response body that calls served once, at Close, if the
+// stream it carried ended with "data: [DONE]" (a request the demo's client
+// counts as done: it closes the body before it counts it).
+type servedBody struct {
+	io.ReadCloser
+	seen   []byte
+	served func()
+}
+
+func (b *servedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.seen = append(b.seen, p[:n]...)
+	if len(b.seen) > 64 {
+		b.seen = b.seen[len(b.seen)-64:]
+	}
+	return n, err
+}
+
+func (b *servedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if bytes.Contains(b.seen, []byte("data: [DONE]")) {
+		b.served()
+	}
+	return err
+}
+
+// servedTransport wraps every streamed response's body in a servedBody.
+type servedTransport struct {
+	http.RoundTripper
+	served func()
+}
+
+func (t servedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &servedBody{ReadCloser: resp.Body, served: t.served}
+	}
+	return resp, err
+}
+
 // TestInterrupt cancels the run midway, as Ctrl-C does: run returns
 // without error, says the summary was interrupted, and the plugin releases
 // every cancelled request. It also runs the -upstream and -config paths: a
 // simulator started apart stands for a real vLLM, and the configuration is
-// the example file.
+// the example file. The interrupt comes once the demo's client has been
+// served a whole stream, however long that takes (not after a fixed time),
+// long before the hour the demo is planned for.
 func TestInterrupt(t *testing.T) {
 	sim := vllmsim.NewServer(vllmsim.DemoConfig(), vllmsim.ServerOptions{})
 	vllm := httptest.NewServer(sim)
 	defer vllm.Close()
 	defer sim.Close() // first: it ends the streams vllm.Close waits for
 	o, err := parseFlags([]string{
-		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "1m", "-view", "lines",
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "1h", "-view", "lines",
 		"-upstream", vllm.URL, "-config", "../../testdata/plugin/example.json",
 	}, io.Discard)
 	if err != nil {
@@ -159,7 +201,8 @@ func TestInterrupt(t *testing.T) {
 	}
 	defer r.close()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(2*time.Second, cancel)
+	var once sync.Once
+	r.client.Transport = servedTransport{RoundTripper: r.client.Transport, served: func() { once.Do(cancel) }}
 	s := r.demo(ctx, false)
 	if !s.Interrupted {
 		t.Errorf("summary not marked interrupted")

@@ -20,7 +20,7 @@
 //
 // Every proxy_* import of ABI 0.2.1 is provided (gRPC answers
 // UNIMPLEMENTED), with Envoy's semantics where they differ from the spec
-// (reference/proxy-wasm.md §0–§2): shared data per vm_id shared by all VMs
+// (cpp-host src/shared_data.cc, Envoy context.cc): shared data per vm_id shared by all VMs
 // of the process (cas 0 unconditional on an existing key, a missing key
 // always settable, one counter starting at 1 and skipping 0); shared
 // queues; metrics per Host by name (counter increments must be > 0, record

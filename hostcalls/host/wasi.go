@@ -41,7 +41,7 @@ func errno(vm *VM, stack []uint64, e uint32) {
 	}
 }
 
-// The WASI of proxy-wasm-cpp-host (reference §2.10). Implemented:
+// The WASI of proxy-wasm-cpp-host (src/exports.cc). Implemented:
 // fd_write (stdout → info log, stderr → error log, line by line),
 // environ_get/environ_sizes_get (Options.Env), args_get/args_sizes_get (no
 // arguments), clock_time_get (realtime and monotonic both read the host

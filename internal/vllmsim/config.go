@@ -71,8 +71,9 @@ type StepModel struct {
 }
 
 // Default step constants, for Llama-3.1-8B BF16 on 1×H100 SXM (TP=1), from
-// the reference (shared/reference/vllm.md §7 and "Spec: a faithful mock
-// vLLM"): a 5.75–6.5 ms base in inference-sim's fitted regressions, 17–35 µs
+// inference-sim/inference-sim's regressions fitted to vLLM on an H100
+// (defaults.yaml at 3d79c654, sim/latency/latency.go) and vLLM's KV layout
+// for that model: a 5.75–6.5 ms base in the fitted regressions, 17–35 µs
 // per prefill token, 10–20 µs per decoding sequence, and 128 KiB of KV per
 // token read at about 2.5 TB/s (≈0.05 µs per context token).
 const (
@@ -136,7 +137,7 @@ type EngineConfig struct {
 	Step StepModel
 }
 
-// DefaultConfig returns the production-like configuration of the reference
+// DefaultConfig returns a production-like configuration
 // for Llama-3.1-8B on one H100 (vLLM's API-server defaults on a ≥70 GiB GPU):
 // priority policy, 1024 sequences, 8192 batched tokens, 29205 blocks of 16
 // tokens (inference-sim's fitted KV capacity), max_model_len 8192.
@@ -152,7 +153,7 @@ func DefaultConfig() EngineConfig {
 	}
 }
 
-// TestConfig returns the reference's test column: priority policy, 4
+// TestConfig returns a small test configuration: priority policy, 4
 // sequences, 256 batched tokens, 64 blocks of 16 tokens, max_model_len 512,
 // with the default step constants. It makes queueing and preemption happen
 // with a handful of small requests.

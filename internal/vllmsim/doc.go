@@ -3,8 +3,10 @@
 // max_num_seqs, KV blocks, fcfs and priority policies, preemption by
 // recompute), a step-time model, and the OpenAI-compatible HTTP API with
 // vLLM's JSON shapes, errors and metrics.
-// The facts it follows are in shared/reference/vllm.md (vLLM main at
-// 9aaf83ef); the code is the project's own.
+// The facts it follows were read from vLLM main at 9aaf83ef
+// (vllm/v1/core/sched/scheduler.py, request_queue.py, v1/request.py,
+// entrypoints/openai, v1/metrics/loggers.py); the code is the project's
+// own.
 //
 // # Engine
 //

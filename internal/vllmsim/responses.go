@@ -10,7 +10,8 @@ import (
 const TokenText = " tok"
 
 // responseWriter renders the JSON bodies and SSE chunks of one API request
-// with vLLM's shapes (reference §3). id and model are JSON-quoted.
+// with vLLM's shapes (vllm/entrypoints/openai/engine/protocol.py and
+// chat_completion/serving.py at 9aaf83ef). id and model are JSON-quoted.
 type responseWriter struct {
 	chat    bool
 	id      string

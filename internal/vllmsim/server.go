@@ -84,6 +84,12 @@ type Server struct {
 
 	recMu   sync.Mutex
 	records []Record
+
+	// gate, if set (tests), is called by each engine loop, without its
+	// lock, before every step that has work: it returns when the step may
+	// run, so a test can hold the engines still while it arranges
+	// arrivals.
+	gate func()
 }
 
 type replica struct {
@@ -97,6 +103,11 @@ type replica struct {
 // TimeScale is negative, infinite or NaN (validate flags with EngineConfig.Validate first).
 // Call Close to stop the engines.
 func NewServer(cfg EngineConfig, opts ServerOptions) *Server {
+	return newServer(cfg, opts, nil)
+}
+
+// newServer is NewServer with the engine loops' gate (Server.gate).
+func newServer(cfg EngineConfig, opts ServerOptions, gate func()) *Server {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
@@ -110,7 +121,7 @@ func NewServer(cfg EngineConfig, opts ServerOptions) *Server {
 		opts.Model = DefaultModel
 	}
 	opts.Replicas = max(opts.Replicas, 1)
-	s := &Server{cfg: cfg, opts: opts, wallStart: time.Now(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, opts: opts, wallStart: time.Now(), done: make(chan struct{}), gate: gate}
 	s.created = func() int64 { return s.Now().Unix() }
 	for i := range opts.Replicas {
 		r := &replica{eng: newEngine(cfg, i), wake: make(chan struct{}, 1)}
@@ -181,6 +192,11 @@ func (s *Server) loop(r *replica) {
 			case <-s.done:
 				return
 			}
+		}
+		if s.gate != nil {
+			r.mu.Unlock()
+			s.gate()
+			r.mu.Lock()
 		}
 		dt, ok := r.eng.schedule(s.Now())
 		evs := r.eng.takeEvents(nil)
@@ -493,7 +509,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	writeJSON(w, http.StatusOK, rw.full(recs))
 }
 
-// loadReport is vLLM's per-response ORCA load report (reference §4): TEXT
+// loadReport is vLLM's per-response ORCA load report (orca_metrics.py): TEXT
 // "named_metrics.kv_cache_usage_perc=…, named_metrics.num_requests_waiting=…"
 // or the same named metrics as JSON.
 func (r *replica) loadReport(format string) string {

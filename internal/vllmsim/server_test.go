@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -61,7 +62,7 @@ func tryPost(url, body string) (string, error) {
 }
 
 // TestGolden compares bodies and streams with the recordings in
-// testdata/vllm, written from the reference's shapes.
+// testdata/vllm, written from vLLM's shapes (testdata/vllm/README.md).
 func TestGolden(t *testing.T) {
 	const hello = `"messages":[{"role":"user","content":"Hello there!"}]`
 	tests := []struct {
@@ -419,9 +420,35 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // TestHTTPPriorityOrder: under the real clock, a high-priority request
 // that arrives while the slots are full waits (no preemption) and is then
-// admitted ahead of the low-priority requests queued before it.
+// admitted ahead of the low-priority requests queued before it. The
+// engine is held between steps (the server's gate) while the requests
+// arrive, so the order of arrivals and steps is the test's, not the
+// clock's; the low requests have different lengths, so the slots free
+// one at a time.
 func TestHTTPPriorityOrder(t *testing.T) {
-	srv, hs := newTestServer(t, TestConfig(), ServerOptions{TimeScale: 0.02})
+	var free atomic.Bool
+	parked, step, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	gate := func() {
+		if free.Load() {
+			return
+		}
+		select {
+		case parked <- struct{}{}:
+			select {
+			case <-step:
+			case <-stop:
+			}
+		case <-stop:
+		}
+	}
+	srv := newServer(TestConfig(), ServerOptions{TimeScale: 0.02}, gate)
+	srv.created = func() int64 { return 1747650000 }
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		close(stop)
+		hs.Close()
+		srv.Close()
+	})
 	done := make(chan error, 7)
 	send := func(body string) {
 		go func() {
@@ -429,11 +456,24 @@ func TestHTTPPriorityOrder(t *testing.T) {
 			done <- err
 		}()
 	}
+	// Six low-priority requests, one after the other (arrival order), while
+	// the engine waits at its gate.
 	for i := range 6 {
-		send(fmt.Sprintf(`{"prompt":"low","max_tokens":150,"priority":10,"request_id":"low%d"}`, i))
+		send(fmt.Sprintf(`{"prompt":"low","max_tokens":%d,"priority":10,"request_id":"low%d"}`, 100+10*i, i))
+		until(func() bool { return srv.Waiting(0) == i+1 })
 	}
-	waitFor(t, func() bool { return srv.Running(0) == 4 && srv.Waiting(0) == 2 })
+	// Step until four run and two wait (one step: four slots).
+	for {
+		<-parked
+		if srv.Running(0) == 4 && srv.Waiting(0) == 2 {
+			break
+		}
+		step <- struct{}{}
+	}
 	send(`{"prompt":"high","max_tokens":5,"priority":-5,"request_id":"high"}`)
+	until(func() bool { return srv.Waiting(0) == 3 })
+	free.Store(true)
+	step <- struct{}{}
 	for range 7 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -455,12 +495,19 @@ func TestHTTPPriorityOrder(t *testing.T) {
 			continue
 		}
 		queued++
-		if r.Admitted.Before(high.Admitted) {
-			t.Errorf("%s (priority 10) admitted at %v, before the high-priority request at %v", r.ID, r.Admitted, high.Admitted)
+		if !r.Admitted.After(high.Admitted) {
+			t.Errorf("%s (priority 10) admitted at %v, not after the high-priority request at %v", r.ID, r.Admitted, high.Admitted)
 		}
 	}
 	if queued != 2 || high.Priority != -5 || high.CompletionTokens != 5 {
 		t.Errorf("high %+v; %d low requests admitted after it arrived, want 2", high, queued)
+	}
+}
+
+// until polls cond until it holds (the test's own timeout bounds it).
+func until(cond func() bool) {
+	for !cond() {
+		time.Sleep(time.Millisecond)
 	}
 }
 

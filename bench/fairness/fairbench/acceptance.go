@@ -59,21 +59,27 @@ func (rep *Report) Column(mode, policy string) *Result {
 }
 
 // FlowTargets returns issue 10's acceptance targets for the named column
-// of rep, in every mode (none if the column or the references are
-// missing):
+// of rep, in every mode, as the scenario's targets section names them
+// (none if the column or the references are missing), in this order:
 //
-//   - S1 (vLLM main): the `alone` team's interactive p99 TTFT at most 1.5×
-//     its p99 running alone (the service against FCFS is reported with it);
-//   - S2, S5, S6: the worst p99 TTFT of any team and class at most 1.25×
-//     VTC's worst in the same mode, every saturated team's share within
-//     ±2 points, Jain at least 0.99, service at least 0.97 of FCFS's;
-//   - S7 (KV-bound): the `alone` team's interactive p99 TTFT at most a
-//     fifth of FCFS's, service at least 0.95 of FCFS's;
-//   - every scenario: every team's within-share interactive p50 TTFT at
-//     most 0.2 s.
+//   - alone_p99_vs_alone: the `alone` team's interactive p99 TTFT as a
+//     multiple of its p99 running alone (S1, vLLM main: at most 1.5×);
+//   - worst_p99_vs_vtc: the worst p99 TTFT of any team and class as a
+//     multiple of VTC's worst in the same mode (S2, S5, S6: at most
+//     1.25×);
+//   - max_share_error_points: every saturated team's share within ±limit
+//     points (S2, S5, S6: 2);
+//   - jain: Jain's index (S2, S5, S6: at least 0.99);
+//   - alone_p99_vs_fcfs: the `alone` team's interactive p99 TTFT as a
+//     fraction of FCFS's (S7: at most a fifth);
+//   - service_vs_fcfs: the service as a fraction of FCFS's (S2, S5, S6:
+//     at least 0.97; S7: 0.95; S1: reported, no target);
+//   - within_share_interactive_p50_s: every team's within-share
+//     interactive p50 TTFT (every scenario: at most 0.2 s).
 func FlowTargets(rep *Report, policy string) []Target {
 	var out []Target
 	s := rep.Scenario
+	ts := s.Targets
 	for _, m := range rep.Modes {
 		col := rep.Column(m, policy)
 		fcfs := rep.Column(m, "fcfs")
@@ -81,26 +87,39 @@ func FlowTargets(rep *Report, policy string) []Target {
 		if col == nil || fcfs == nil || vtc == nil {
 			continue
 		}
-		add := func(name string, v, lim float64, atMost bool, format string) {
+		add := func(name string, v float64, b *Bound, format string) {
+			lim, atMost := b.limit()
 			out = append(out, Target{Scenario: s.Name, Mode: m, Name: name, Value: v, Limit: lim, AtMost: atMost, Format: format})
 		}
-		service := col.Pool.ServiceRate / fcfs.Pool.ServiceRate
-		switch {
-		case strings.HasPrefix(s.Name, "s1-") && m == ModeVLLM && rep.Alone != nil:
+		if b := ts.AloneP99VsAlone; b.in(m) && rep.Alone != nil {
 			a := rep.Alone.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
 			p := col.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
-			add(fmt.Sprintf("`%s` interactive p99 TTFT / alone", s.Alone), p/a, 1.5, true, "%.2f×")
-			add("service vs FCFS (reported, no target)", service, 0, false, "%.3f")
-		case strings.HasPrefix(s.Name, "s2-") || strings.HasPrefix(s.Name, "s5-") || strings.HasPrefix(s.Name, "s6-"):
-			add("worst p99 TTFT / VTC's worst", col.WorstTTFTp99().Seconds()/vtc.WorstTTFTp99().Seconds(), 1.25, true, "%.2f×")
-			add("max share error (points)", 100*col.MaxShareError(), 2, true, "%.1f")
-			add("Jain", col.Pool.Jain, 0.99, false, "%.3f")
-			add("service vs FCFS", service, 0.97, false, "%.3f")
-		case strings.HasPrefix(s.Name, "s7-") && s.Alone != "":
+			add(fmt.Sprintf("`%s` interactive p99 TTFT / alone", s.Alone), p/a, b, "%.2f×")
+		}
+		if b := ts.WorstP99VsVTC; b.in(m) {
+			add("worst p99 TTFT / VTC's worst", col.WorstTTFTp99().Seconds()/vtc.WorstTTFTp99().Seconds(), b, "%.2f×")
+		}
+		if b := ts.MaxShareError; b.in(m) {
+			add("max share error (points)", 100*col.MaxShareError(), b, "%.1f")
+		}
+		if b := ts.Jain; b.in(m) {
+			add("Jain", col.Pool.Jain, b, "%.3f")
+		}
+		if b := ts.AloneP99VsFCFS; b.in(m) {
 			p := col.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
 			f := fcfs.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
-			add(fmt.Sprintf("`%s` interactive p99 TTFT / FCFS's", s.Alone), p/f, 0.2, true, "%.3f")
-			add("service vs FCFS", service, 0.95, false, "%.3f")
+			add(fmt.Sprintf("`%s` interactive p99 TTFT / FCFS's", s.Alone), p/f, b, "%.3f")
+		}
+		if b := ts.ServiceVsFCFS; b.in(m) {
+			name := "service vs FCFS"
+			if b.Report {
+				name += " (reported, no target)"
+			}
+			add(name, col.Pool.ServiceRate/fcfs.Pool.ServiceRate, b, "%.3f")
+		}
+		b := ts.WithinShareP50
+		if !b.in(m) {
+			continue
 		}
 		worst, team := 0.0, ""
 		for _, t := range col.Teams {
@@ -109,7 +128,7 @@ func FlowTargets(rep *Report, policy string) []Target {
 			}
 		}
 		if team != "" {
-			add("within-share interactive p50 TTFT of the worst team, s", worst, 0.2, true, "%.3f")
+			add("within-share interactive p50 TTFT of the worst team, s", worst, b, "%.3f")
 			out[len(out)-1].Detail = "`" + team + "`"
 		}
 	}

@@ -1,6 +1,8 @@
 package fairbench
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +21,20 @@ func fakeResult(policy string, service float64, p50 time.Duration, p99s ...float
 	return r
 }
 
+// loadTargets returns the scenario file name of testdata/scenarios.
+func loadTargets(t *testing.T, name string) *Scenario {
+	t.Helper()
+	s, err := LoadScenario(filepath.Join("..", "..", "..", "testdata", "scenarios", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestFlowTargets: S2's targets, read from its scenario file, on a fake
+// report, and the table row WriteTargets writes for them.
 func TestFlowTargets(t *testing.T) {
-	rep := &Report{Scenario: &Scenario{Name: "s2-saturate"}, Modes: []string{ModeVLLM}, Results: map[string][]*Result{ModeVLLM: {
+	rep := &Report{Scenario: loadTargets(t, "s2-saturate"), Modes: []string{ModeVLLM}, Results: map[string][]*Result{ModeVLLM: {
 		fakeResult("fcfs", 100, 0, 5, 5),
 		fakeResult("vtc", 100, 0, 10, 8),
 		fakeResult("plugin", 96, 150*time.Millisecond, 12, 13),
@@ -57,7 +71,9 @@ func TestFlowTargets(t *testing.T) {
 // team), the alone team's p99 ratio and the borrowers against C + bound;
 // without flow control (bound < 0) no borrowers target.
 func TestReplicaTargets(t *testing.T) {
-	s := &Scenario{Name: "s1", Capacity: 16, Engine: EngineSpec{Preset: "demo"}, Alone: "b"}
+	two, onetwo := 2.0, 1.2
+	s := &Scenario{Name: "s1", Capacity: 16, Engine: EngineSpec{Preset: "demo"}, Alone: "b", Targets: Targets{
+		ReplicaShareDifference: &Bound{AtMost: &two}, ReplicaAloneP99: &Bound{AtMost: &onetwo}}}
 	one := fakeResult("plugin", 100, 0, 1.0, 0.030)
 	many := fakeResult("plugin-3x", 100, 0, 1.0, 0.039)
 	one.Teams[0].ServiceShare, one.Teams[1].ServiceShare = 0.90, 0.10
@@ -86,5 +102,73 @@ func TestReplicaTargets(t *testing.T) {
 	ts, _ = ReplicaTargets(s, ModeVLLM, one, many, -1)
 	if len(ts) != 2 || !ts[0].OK() || !ts[1].OK() {
 		t.Errorf("without flow control ReplicaTargets = %v, want two targets that hold", ts)
+	}
+}
+
+// TestTargetsFollowTheScenarioFile: the targets checked are those of the
+// scenario file, whatever the scenario is called: S2 renamed keeps its
+// targets, and a changed limit in the file is the limit checked.
+func TestTargetsFollowTheScenarioFile(t *testing.T) {
+	results := map[string][]*Result{ModeVLLM: {
+		fakeResult("fcfs", 100, 0, 5, 5),
+		fakeResult("vtc", 100, 0, 10, 8),
+		fakeResult("plugin", 96, 150*time.Millisecond, 12, 13),
+	}}
+	s := loadTargets(t, "s2-saturate")
+	before := FlowTargets(&Report{Scenario: s, Modes: []string{ModeVLLM}, Results: results}, "plugin")
+	if len(before) != 5 {
+		t.Fatalf("s2-saturate: %d targets %v, want 5", len(before), before)
+	}
+	r := *s
+	r.Name = "saturate-renamed"
+	after := FlowTargets(&Report{Scenario: &r, Modes: []string{ModeVLLM}, Results: results}, "plugin")
+	if len(after) != len(before) {
+		t.Fatalf("renamed: %d targets %v, want the %d of s2-saturate", len(after), after, len(before))
+	}
+	for i := range after {
+		if after[i].Name != before[i].Name || after[i].Limit != before[i].Limit || after[i].OK() != before[i].OK() {
+			t.Errorf("renamed target %d = %v, want %v", i, after[i], before[i])
+		}
+	}
+	lim := 1.5
+	r.Targets.WorstP99VsVTC = &Bound{AtMost: &lim}
+	for _, tg := range FlowTargets(&Report{Scenario: &r, Modes: []string{ModeVLLM}, Results: results}, "plugin") {
+		if tg.Name == "worst p99 TTFT / VTC's worst" && (tg.Limit != 1.5 || !tg.OK()) {
+			t.Errorf("with at_most 1.5 in the file: %v, want limit 1.5, holds (1.30×)", tg)
+		}
+	}
+	r.Targets = Targets{}
+	if ts := FlowTargets(&Report{Scenario: &r, Modes: []string{ModeVLLM}, Results: results}, "plugin"); len(ts) != 0 {
+		t.Errorf("no targets section: %v, want no targets", ts)
+	}
+}
+
+// TestTargetsParsedStrictly: a targets section with an unknown target, an
+// unknown bound field, the wrong direction, an unknown mode or a target
+// that needs an alone team is an error naming the field.
+func TestTargetsParsedStrictly(t *testing.T) {
+	base := `{"name": "x", "duration_s": 10, "teams": [{"name": "a", "share": 1}],
+		"workloads": [{"team": "a", "kind": "poisson", "rate": 1, "prompt": {"mean": 8}, "output": {"mean": 8}, "interactive": 1}],
+		"targets": %s}`
+	for _, c := range []struct{ targets, want string }{
+		{`{"jain": {"at_mots": 0.99}}`, "targets.jain.at_mots: unknown field"},
+		{`{"jian": {"at_least": 0.99}}`, "targets.jian: unknown target"},
+		{`{"jain": {"at_most": 0.99}}`, "targets.jain: must set exactly one of [at_least]"},
+		{`{"jain": {"at_least": 0.99, "report": true}}`, "targets.jain: must set exactly one"},
+		{`{"jain": {"at_least": 0.99, "modes": ["vlm"]}}`, "targets.jain.modes[0]: must be one of"},
+		{`{"alone_p99_vs_fcfs": {"at_most": 0.2}}`, "targets.alone_p99_vs_fcfs: needs the scenario's \"alone\" team"},
+		{`{"replica_share_difference_points": {"at_most": 2}}`, "targets.replica_share_difference_points: needs the scenario's \"gateway_replicas\""},
+	} {
+		_, err := ParseScenario([]byte(fmt.Sprintf(base, c.targets)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("targets %s: error %v, want %q", c.targets, err, c.want)
+		}
+	}
+	s, err := ParseScenario([]byte(fmt.Sprintf(base, `{"jain": {"at_least": 0.5, "modes": ["pr45561"]}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := s.Targets.Jain; b == nil || *b.AtLeast != 0.5 || b.in(ModeVLLM) || !b.in(Mode45561) {
+		t.Errorf("jain target %+v, want at_least 0.5 in pr45561 only", b)
 	}
 }

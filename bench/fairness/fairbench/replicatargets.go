@@ -10,23 +10,17 @@ import (
 // Issue 13's targets: R proxies sharing the pool through etcd (the
 // plugin's cluster block) act as one pool.
 
-// ReplicaShareLimit is the most a team's share of the service on several
-// proxies may differ from its share on one, in points.
-const ReplicaShareLimit = 2.0
-
-// ReplicaTTFTLimit is the most the protected team's interactive p99 TTFT
-// on several proxies may be, as a multiple of its p99 on one.
-const ReplicaTTFTLimit = 1.2
-
 // ReplicaTargets returns issue 13's targets for the run many (the plugin
 // on several proxies) against one (the same plugin on one proxy), of
 // scenario s in mode, with bound the stated overshoot of the requests in
-// flight:
+// flight, as the scenario's targets section names them:
 //
-//   - every team's share of the service within ±ReplicaShareLimit points
-//     of its share on one proxy (the largest difference, with its team);
-//   - the `alone` team's interactive p99 TTFT (a team within its share)
-//     at most ReplicaTTFTLimit × its p99 on one proxy, where s has one;
+//   - replica_share_difference_points: every team's share of the service
+//     within ±limit points of its share on one proxy (the largest
+//     difference, with its team; S1, S2: 2);
+//   - replica_alone_p99_vs_one: the `alone` team's interactive p99 TTFT
+//     (a team within its share) at most limit × its p99 on one proxy
+//     (S1: 1.2);
 //   - with bound >= 0 (flow control: borrowers are held while the pool
 //     is full), the most borrowers in flight at the engines at most C +
 //     bound (the
@@ -45,6 +39,7 @@ func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]T
 		out = append(out, Target{Scenario: s.Name, Mode: mode, Name: name, Value: v, Limit: lim, AtMost: true, Format: format, Detail: detail})
 	}
 	worst, team := -1.0, ""
+	ts := s.Targets
 	for _, t := range many.Teams {
 		o := one.Team(t.Team)
 		if o == nil {
@@ -54,12 +49,16 @@ func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]T
 			worst, team = d, t.Team
 		}
 	}
-	add("largest share difference vs one proxy (points)", worst, ReplicaShareLimit, "%.1f", "`"+team+"`")
-	if s.Alone != "" {
+	if b := ts.ReplicaShareDifference; b.in(mode) {
+		lim, _ := b.limit()
+		add("largest share difference vs one proxy (points)", worst, lim, "%.1f", "`"+team+"`")
+	}
+	if b := ts.ReplicaAloneP99; b.in(mode) {
 		p1 := one.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
 		pr := many.Team(s.Alone).Class[Interactive].TTFTp99.Seconds()
 		if p1 > 0 {
-			add(fmt.Sprintf("`%s` interactive p99 TTFT / one proxy's", s.Alone), pr/p1, ReplicaTTFTLimit, "%.2f×", "")
+			lim, _ := b.limit()
+			add(fmt.Sprintf("`%s` interactive p99 TTFT / one proxy's", s.Alone), pr/p1, lim, "%.2f×", "")
 		}
 	}
 	if bound >= 0 {

@@ -63,6 +63,9 @@ type Scenario struct {
 	// getting this weight's part of the requests (70/20/10: [7, 2, 1]),
 	// in a column of its own compared with the single proxy's.
 	GatewayReplicas []int `json:"gateway_replicas,omitempty"`
+	// Targets are the scenario's acceptance targets (FlowTargets,
+	// ReplicaTargets); none if absent.
+	Targets Targets `json:"targets,omitempty"`
 }
 
 // EngineSpec are the knobs of one vLLM engine replica. Zero values take the
@@ -363,6 +366,7 @@ func (s *Scenario) Validate() error {
 			bad(fmt.Sprintf("saturated[%d]", i), "unknown team %q", t)
 		}
 	}
+	s.Targets.validate(s, bad)
 	return errors.Join(errs...)
 }
 

@@ -8,8 +8,8 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared ./hostcalls/internal/conformance
 //
 // or, in tests, wasmbuild.Module(t, "./hostcalls/internal/conformance").
-// It imports every host function of hostcalls/abi.go (all of reference §1.1
-// that hostcalls uses), so the host must provide them all. The variant in
+// It imports every host function of hostcalls/abi.go (all of ABI v0.2.1's
+// env imports that hostcalls uses), so the host must provide them all. The variant in
 // ./basic leaves out the families whose host functions the SDK's proxytest
 // emulator lacks (get_log_level, get_buffer_status, get_header_map_size,
 // get_status) and is otherwise identical.
@@ -140,7 +140,8 @@
 // "repeat": N makes the value argument the value N times (large payloads).
 // The "gc" step makes the Go runtime call WASI poll_oneoff once its poller
 // is set up: with a legacy-WASI host (poll_oneoff → ENOSYS) the module then
-// dies with "fatal error: poll_oneoff failed" (reference §0.1).
+// dies with "fatal error: poll_oneoff failed" (Go runtime/netpoll_wasip1.go;
+// proxy-wasm-cpp-host c4d7bb0 to 94091cd, golang/go#78513).
 //
 // Everything the module passes to the host by pointer (log lines, values)
 // stays reachable for the life of the VM, so a host that keeps references

@@ -348,7 +348,7 @@ func Properties() Family {
 
 // Runtime is the family of guest-only steps: "gc" runs runtime.GC() N times
 // (at least once), which makes the Go runtime call WASI poll_oneoff once
-// its poller is set up (reference §0.1: the legacy-WASI crash).
+// its poller is set up (the legacy-WASI crash: golang/go#78513).
 func Runtime() Family {
 	return Family{"gc": func(_ *Env, s Step) (string, string, error) {
 		n := s.N

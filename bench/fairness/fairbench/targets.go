@@ -1,0 +1,177 @@
+package fairbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Targets are a scenario's acceptance targets (the scenario file's
+// "targets" section): which measures are checked, in which engine modes,
+// against which limits. A nil field is a target the scenario does not
+// have. FlowTargets and ReplicaTargets read them from here, never from
+// the scenario's name, so a renamed scenario keeps its targets.
+type Targets struct {
+	// AloneP99VsAlone bounds the `alone` team's interactive p99 TTFT as a
+	// multiple of its p99 when it runs alone under FCFS (at_most; needs
+	// "alone").
+	AloneP99VsAlone *Bound `json:"alone_p99_vs_alone,omitempty"`
+	// WorstP99VsVTC bounds the worst p99 TTFT of any team and class as a
+	// multiple of VTC's worst in the same mode (at_most).
+	WorstP99VsVTC *Bound `json:"worst_p99_vs_vtc,omitempty"`
+	// MaxShareError bounds the largest difference, in points, between a
+	// saturated team's share of the service and its entitled share
+	// (at_most).
+	MaxShareError *Bound `json:"max_share_error_points,omitempty"`
+	// Jain bounds Jain's index of the saturated teams (at_least).
+	Jain *Bound `json:"jain,omitempty"`
+	// AloneP99VsFCFS bounds the `alone` team's interactive p99 TTFT as a
+	// multiple of its p99 under FCFS in the same run (at_most; needs
+	// "alone").
+	AloneP99VsFCFS *Bound `json:"alone_p99_vs_fcfs,omitempty"`
+	// ServiceVsFCFS bounds the pool's service rate as a fraction of
+	// FCFS's (at_least, or report).
+	ServiceVsFCFS *Bound `json:"service_vs_fcfs,omitempty"`
+	// WithinShareP50 bounds, in seconds, the within-share interactive p50
+	// TTFT of the worst team (at_most).
+	WithinShareP50 *Bound `json:"within_share_interactive_p50_s,omitempty"`
+	// ReplicaShareDifference bounds, in points, the largest difference
+	// between a team's share of the service on several proxies and on
+	// one (at_most; needs "gateway_replicas").
+	ReplicaShareDifference *Bound `json:"replica_share_difference_points,omitempty"`
+	// ReplicaAloneP99 bounds the `alone` team's interactive p99 TTFT on
+	// several proxies as a multiple of its p99 on one (at_most; needs
+	// "alone" and "gateway_replicas").
+	ReplicaAloneP99 *Bound `json:"replica_alone_p99_vs_one,omitempty"`
+}
+
+// Bound is the limit of one target. Exactly one of AtMost, AtLeast and
+// Report is set, the one the target's kind takes.
+type Bound struct {
+	// AtMost is the largest value that holds.
+	AtMost *float64 `json:"at_most,omitempty"`
+	// AtLeast is the smallest value that holds.
+	AtLeast *float64 `json:"at_least,omitempty"`
+	// Report, if true, reports the value with no limit.
+	Report bool `json:"report,omitempty"`
+	// Modes are the engine modes ("vllm", "pr45561") the target is
+	// checked in; empty: every mode.
+	Modes []string `json:"modes,omitempty"`
+}
+
+// UnmarshalJSON decodes the targets section strictly: an unknown target
+// or bound field is an error that names its path ("targets.jain.at_mots").
+func (ts *Targets) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("targets: %w", err)
+	}
+	known := map[string]bool{}
+	t := reflect.TypeFor[Targets]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		v := raw[k]
+		path := "targets." + k
+		if !known[k] {
+			return fmt.Errorf("%s: unknown target", path)
+		}
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.DisallowUnknownFields()
+		var b Bound
+		if err := dec.Decode(&b); err != nil {
+			if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+				return fmt.Errorf("%s.%s: unknown field", path, strings.Trim(f, `"`))
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	type plain Targets
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("targets: %w", err)
+	}
+	*ts = Targets(p)
+	return nil
+}
+
+// in reports whether the bound applies in mode.
+func (b *Bound) in(mode string) bool {
+	return b != nil && (len(b.Modes) == 0 || slices.Contains(b.Modes, mode))
+}
+
+// limit returns the bound's limit and direction (0, false when it only
+// reports).
+func (b *Bound) limit() (float64, bool) {
+	switch {
+	case b.AtMost != nil:
+		return *b.AtMost, true
+	case b.AtLeast != nil:
+		return *b.AtLeast, false
+	}
+	return 0, false
+}
+
+// validate checks the targets of s and calls bad with each problem's
+// field path.
+func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...any)) {
+	const (
+		atMost  = "at_most"
+		atLeast = "at_least"
+		report  = "report"
+	)
+	for _, k := range []struct {
+		name  string
+		b     *Bound
+		takes []string
+		needs string
+	}{
+		{"alone_p99_vs_alone", ts.AloneP99VsAlone, []string{atMost}, "alone"},
+		{"worst_p99_vs_vtc", ts.WorstP99VsVTC, []string{atMost}, ""},
+		{"max_share_error_points", ts.MaxShareError, []string{atMost}, ""},
+		{"jain", ts.Jain, []string{atLeast}, ""},
+		{"alone_p99_vs_fcfs", ts.AloneP99VsFCFS, []string{atMost}, "alone"},
+		{"service_vs_fcfs", ts.ServiceVsFCFS, []string{atLeast, report}, ""},
+		{"within_share_interactive_p50_s", ts.WithinShareP50, []string{atMost}, ""},
+		{"replica_share_difference_points", ts.ReplicaShareDifference, []string{atMost}, "gateway_replicas"},
+		{"replica_alone_p99_vs_one", ts.ReplicaAloneP99, []string{atMost}, "alone"},
+	} {
+		if k.b == nil {
+			continue
+		}
+		p := "targets." + k.name
+		var set []string
+		if k.b.AtMost != nil {
+			set = append(set, atMost)
+		}
+		if k.b.AtLeast != nil {
+			set = append(set, atLeast)
+		}
+		if k.b.Report {
+			set = append(set, report)
+		}
+		if len(set) != 1 || !slices.Contains(k.takes, set[0]) {
+			bad(p, "must set exactly one of %v, got %v", k.takes, set)
+		}
+		for i, m := range k.b.Modes {
+			if !slices.Contains(Modes, m) {
+				bad(fmt.Sprintf("%s.modes[%d]", p, i), "must be one of %v, got %q", Modes, m)
+			}
+		}
+		switch {
+		case k.needs == "alone" && s.Alone == "":
+			bad(p, "needs the scenario's \"alone\" team")
+		case k.needs == "gateway_replicas" && len(s.GatewayReplicas) == 0:
+			bad(p, "needs the scenario's \"gateway_replicas\"")
+		}
+		if k.name == "replica_alone_p99_vs_one" && len(s.GatewayReplicas) == 0 {
+			bad(p, "needs the scenario's \"gateway_replicas\"")
+		}
+	}
+}
