@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
@@ -97,7 +98,7 @@ func BenchmarkBeforeAfter(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := httptest.NewServer(h.Handler(u))
+		s := httptest.NewServer(proxy.New(h, u))
 		defer func() { s.Close(); h.Close(ctx) }()
 		srv[name] = s
 	}

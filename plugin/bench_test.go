@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 )
 
 // BenchmarkRequestPath measures one scheduled request through the built
@@ -178,7 +179,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := httptest.NewServer(h.Handler(u))
+		srv := httptest.NewServer(proxy.New(h, u))
 		b.Cleanup(func() { srv.Close(); h.Close(ctx) })
 		return srv
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 )
 
 // BenchmarkCASRetries sends 1 KiB chat requests through the local proxy
@@ -43,7 +44,7 @@ func BenchmarkCASRetries(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := httptest.NewServer(h.Handler(u))
+			srv := httptest.NewServer(proxy.New(h, u))
 			defer func() { srv.Close(); h.Close(ctx) }()
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients}}
 			counter := func() int64 { return h.Metrics()[metric].Value }

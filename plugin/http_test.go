@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
 	"github.com/tidwall/gjson"
 )
@@ -75,7 +76,7 @@ func startProxy(t *testing.T, cfg string, vms int, ts float64) *proxyEnv {
 	t.Cleanup(func() { h.Close(context.Background()) })
 	e.h = h
 	u, _ := url.Parse(up.URL)
-	px := httptest.NewServer(h.Handler(u))
+	px := httptest.NewServer(proxy.New(h, u))
 	t.Cleanup(px.Close)
 	e.url = px.URL
 	e.httpc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	hostproxy "github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 )
 
 // proxy is the local proxy: plugin.wasm in the wazero host, served over
@@ -73,7 +74,7 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit in
 		}
 		return nil, fmt.Errorf("proxy: start plugin: %w", err)
 	}
-	var handler http.Handler = h.Handler(upstream)
+	var handler http.Handler = hostproxy.New(h, upstream)
 	if obs != nil {
 		obs.next, handler = handler, obs
 	}

@@ -137,12 +137,12 @@ func assemble(imports []asmImport, mallocCalls int) []byte {
 
 // envImport describes an env import by its registered signature.
 func envImport(name string) asmImport {
-	f := envFuncs[name]
+	f, _ := lookup(envFunctions[:], name)
 	return asmImport{"env", name, f.params, f.results}
 }
 
 func wasiImport(name string) asmImport {
-	f := wasiFuncs[name]
+	f, _ := lookup(wasiFunctions[:], name)
 	return asmImport{wasiModule, name, f.params, f.results}
 }
 

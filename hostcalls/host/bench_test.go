@@ -2,9 +2,6 @@ package host
 
 import (
 	"bytes"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -67,38 +64,15 @@ func BenchmarkStreamPassThrough(b *testing.B) {
 	}
 }
 
-// BenchmarkHandler: one full request through the proxy Handler with the
-// pass-through module, against the same request sent directly to the
-// upstream in the same run (ratio = proxy/direct).
-func BenchmarkHandler(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	h := start(b, passthroughPkg, Options{VMs: 2})
-	px := proxyFor(b, h, up.URL)
-	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	run := func(b *testing.B, url string) {
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}
-	b.Run("direct", func(b *testing.B) { run(b, up.URL+"/v1/chat/completions") })
-	b.Run("proxy", func(b *testing.B) { run(b, px.URL+"/v1/chat/completions") })
-}
-
 // holdGuestPkg is the benchmark filter that holds requests (testdata/holdguest).
 const holdGuestPkg = "./hostcalls/host/testdata/holdguest"
 
+// proxyChunk is the most the proxy (package proxy) reads from a body
+// before handing the chunk to the filter.
+const proxyChunk = 32 << 10
+
 // BenchmarkHoldResume: one request with a 1 KiB and a 64 KiB body (in
-// 32 KiB chunks, as the Handler reads them) and a small response, through
+// 32 KiB chunks, as the proxy reads them) and a small response, through
 // the Stream API (no HTTP, virtual clock), three ways interleaved request
 // by request so that they share the machine's load: "passthrough", the
 // minimal module (every callback continues); "inline", holdguest
@@ -128,8 +102,8 @@ func BenchmarkHoldResume(b *testing.B) {
 			request := func(v *variant) *Stream {
 				s := v.h.NewStream(0)
 				s.RequestHeaders(getReq, false)
-				for off := 0; off < len(body); off += chunkSize {
-					end := min(off+chunkSize, len(body))
+				for off := 0; off < len(body); off += proxyChunk {
+					end := min(off+proxyChunk, len(body))
 					s.RequestBody(body[off:end], end == len(body))
 				}
 				if v.tick {
@@ -165,59 +139,6 @@ func BenchmarkHoldResume(b *testing.B) {
 			}
 			b.ReportMetric(per(vs[1])/per(vs[0]), "inline/passthrough")
 			b.ReportMetric(per(vs[2])/per(vs[0]), "held/passthrough")
-		})
-	}
-}
-
-// BenchmarkHandlerHold: one POST with a 1 KiB and a 64 KiB body through
-// the local proxy (real clock, loopback upstream that reads the body and
-// answers 11 bytes), in the same run: "direct" to the upstream;
-// "passthrough", the minimal module; "held", holdguest holding each
-// request and dispatching it from its next 1 ms tick. x-direct is ns/op
-// over the direct request's; a held request waits for the tick, half a
-// period on average.
-func BenchmarkHandlerHold(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	for _, size := range []int{1 << 10, 64 << 10} {
-		body := bytes.Repeat([]byte("x"), size)
-		var base float64
-		run := func(b *testing.B, url string) {
-			b.SetBytes(int64(size))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("status %d", resp.StatusCode)
-				}
-			}
-			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			if base == 0 {
-				base = ns
-			} else {
-				b.ReportMetric(ns/base, "x-direct")
-			}
-		}
-		name := strconv.Itoa(size>>10) + "KiB"
-		b.Run(name+"/direct", func(b *testing.B) {
-			base = 0
-			run(b, up.URL+"/v1/chat/completions")
-		})
-		b.Run(name+"/passthrough", func(b *testing.B) {
-			px := proxyFor(b, start(b, passthroughPkg, Options{}), up.URL)
-			run(b, px.URL+"/v1/chat/completions")
-		})
-		b.Run(name+"/held", func(b *testing.B) {
-			px := proxyFor(b, start(b, holdGuestPkg, Options{PluginConfig: []byte("hold")}), up.URL)
-			run(b, px.URL+"/v1/chat/completions")
 		})
 	}
 }

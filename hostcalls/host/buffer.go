@@ -55,7 +55,8 @@ func (vm *VM) buffer(t hostcalls.BufferType) (buf *[]byte, mutable, ok bool) {
 	return nil, false, false
 }
 
-// proxy_get_buffer_bytes(buf_type, start, max_size, ret_ptr_ptr, ret_size_ptr) → status
+// proxyGetBufferBytes is proxy_get_buffer_bytes(buf_type, start, max_size,
+// ret_ptr_ptr, ret_size_ptr) → status.
 //
 // Copies buffer[start : min(start+max_size, len)] out through the guest's
 // allocator. OK (an empty range is ptr=0,size=0 without allocation; an
@@ -69,33 +70,31 @@ func (vm *VM) buffer(t hostcalls.BufferType) (buf *[]byte, mutable, ok bool) {
 //	  v             v
 //	[ ptr u32le ] [ size u32le ]
 //	   +--> [ b y t e s ]   (allocated by the guest)
-func init() {
-	registerEnv(hostcalls.ProxyGetBufferBytes, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.BufferType(uint32(stack[0]))
-		start, size := uint32(stack[1]), uint32(stack[2])
-		if vm.tracing {
-			vm.trace("==> %s(type=%d,start=%d,max_size=%d)", hostcalls.ProxyGetBufferBytes, t, start, size)
-		}
-		buf, _, ok := vm.buffer(t)
-		if !ok {
-			setStatus(stack, hostcalls.StatusNotFound)
-			vm.traceRet(hostcalls.StatusNotFound, "")
-			return
-		}
-		b := *buf
-		if uint64(start)+uint64(size) > 0xffffffff || int(start) > len(b) {
-			setStatus(stack, hostcalls.StatusBadArgument)
-			vm.traceRet(hostcalls.StatusBadArgument, "")
-			return
-		}
-		end := min(int(start)+int(size), len(b))
-		data := b[start:end]
-		st := vm.copyOut(mod, data, uint32(stack[3]), uint32(stack[4]))
-		setStatus(stack, st)
-		if vm.tracing { // quoteMax costs even when the transcript is off
-			vm.traceRet(st, "data=%s", quoteMax(data))
-		}
-	})
+func proxyGetBufferBytes(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.BufferType(uint32(stack[0]))
+	start, size := uint32(stack[1]), uint32(stack[2])
+	if vm.tracing {
+		vm.trace("==> %s(type=%d,start=%d,max_size=%d)", hostcalls.ProxyGetBufferBytes, t, start, size)
+	}
+	buf, _, ok := vm.buffer(t)
+	if !ok {
+		setStatus(stack, hostcalls.StatusNotFound)
+		vm.traceRet(hostcalls.StatusNotFound, "")
+		return
+	}
+	b := *buf
+	if uint64(start)+uint64(size) > 0xffffffff || int(start) > len(b) {
+		setStatus(stack, hostcalls.StatusBadArgument)
+		vm.traceRet(hostcalls.StatusBadArgument, "")
+		return
+	}
+	end := min(int(start)+int(size), len(b))
+	data := b[start:end]
+	st := vm.copyOut(mod, data, uint32(stack[3]), uint32(stack[4]))
+	setStatus(stack, st)
+	if vm.tracing { // quoteMax costs even when the transcript is off
+		vm.traceRet(st, "data=%s", quoteMax(data))
+	}
 }
 
 // quoteMax quotes at most 64 bytes for the transcript.
@@ -108,35 +107,34 @@ func quoteMax(b []byte) string {
 
 func quote(b []byte) string { return strconvQuote(string(b)) }
 
-// proxy_get_buffer_status(buf_type, ret_size_ptr, ret_flags_ptr) → status
+// proxyGetBufferStatus is proxy_get_buffer_status(buf_type, ret_size_ptr,
+// ret_flags_ptr) → status.
 //
 // Writes the buffer's size and flags (always 0, as cpp-host). OK;
 // NOT_FOUND: not available; INVALID_MEMORY_ACCESS.
 //
 //	ret_size_ptr   ret_flags_ptr
 //	[ size u32le ] [ 0 u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyGetBufferStatus, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.BufferType(uint32(stack[0]))
-		if vm.tracing {
-			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetBufferStatus, t)
-		}
-		buf, _, ok := vm.buffer(t)
-		if !ok {
-			setStatus(stack, hostcalls.StatusNotFound)
-			vm.traceRet(hostcalls.StatusNotFound, "")
-			return
-		}
-		n := uint32(len(*buf))
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[1]), n) || !writeU32(mod, uint32(stack[2]), 0) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "size=%d flags=0", n)
-		}
-	})
+func proxyGetBufferStatus(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.BufferType(uint32(stack[0]))
+	if vm.tracing {
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetBufferStatus, t)
+	}
+	buf, _, ok := vm.buffer(t)
+	if !ok {
+		setStatus(stack, hostcalls.StatusNotFound)
+		vm.traceRet(hostcalls.StatusNotFound, "")
+		return
+	}
+	n := uint32(len(*buf))
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[1]), n) || !writeU32(mod, uint32(stack[2]), 0) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "size=%d flags=0", n)
+	}
 }
 
 // setBody applies Envoy's Buffer::copyFrom
@@ -166,7 +164,8 @@ func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Statu
 	return b, hostcalls.StatusBadArgument
 }
 
-// proxy_set_buffer_bytes(buf_type, start, size, data_ptr, data_len) → status
+// proxySetBufferBytes is proxy_set_buffer_bytes(buf_type, start, size,
+// data_ptr, data_len) → status.
 //
 // Changes an HTTP body buffer (see setBody for the start/size cases). OK;
 // BAD_ARGUMENT: 0 < start < len or (start 0, 0 < size < len), or the
@@ -180,44 +179,42 @@ func setBody(b []byte, start, size uint32, data []byte) ([]byte, hostcalls.Statu
 //	  |
 //	  v
 //	[ d a t a ]   (data_len bytes)
-func init() {
-	registerEnv(hostcalls.ProxySetBufferBytes, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.BufferType(uint32(stack[0]))
-		start, size := uint32(stack[1]), uint32(stack[2])
-		// A view of guest memory, not a copy: setBody copies data into a
-		// new or grown buffer and nothing here can grow the guest's memory.
-		data, okm := view(mod, uint32(stack[3]), uint32(stack[4]))
-		if !okm {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
+func proxySetBufferBytes(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.BufferType(uint32(stack[0]))
+	start, size := uint32(stack[1]), uint32(stack[2])
+	// A view of guest memory, not a copy: setBody copies data into a
+	// new or grown buffer and nothing here can grow the guest's memory.
+	data, okm := view(mod, uint32(stack[3]), uint32(stack[4]))
+	if !okm {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing { // quoteMax costs even when the transcript is off
+		vm.trace("==> %s(type=%d,start=%d,size=%d,data=%s)", hostcalls.ProxySetBufferBytes, t, start, size, quoteMax(data))
+	}
+	buf, mutable, ok := vm.buffer(t)
+	st := hostcalls.StatusOK
+	switch {
+	case !ok:
+		st = hostcalls.StatusNotFound
+	case !mutable:
+		st = hostcalls.StatusBadArgument
+	default:
+		if f := vm.h.opts.BufferFault; f != nil {
+			st = f(vm.index, t)
 		}
-		if vm.tracing { // quoteMax costs even when the transcript is off
-			vm.trace("==> %s(type=%d,start=%d,size=%d,data=%s)", hostcalls.ProxySetBufferBytes, t, start, size, quoteMax(data))
+		if st == hostcalls.StatusOK {
+			*buf, st = setBody(*buf, start, size, data)
 		}
-		buf, mutable, ok := vm.buffer(t)
-		st := hostcalls.StatusOK
-		switch {
-		case !ok:
-			st = hostcalls.StatusNotFound
-		case !mutable:
-			st = hostcalls.StatusBadArgument
-		default:
-			if f := vm.h.opts.BufferFault; f != nil {
-				st = f(vm.index, t)
-			}
-			if st == hostcalls.StatusOK {
-				*buf, st = setBody(*buf, start, size, data)
-			}
+	}
+	setStatus(stack, st)
+	if ok && mutable {
+		if vm.tracing {
+			vm.traceRet(st, "len=%d", len(*buf))
 		}
-		setStatus(stack, st)
-		if ok && mutable {
-			if vm.tracing {
-				vm.traceRet(st, "len=%d", len(*buf))
-			}
-		} else {
-			vm.traceRet(st, "")
-		}
-	})
+	} else {
+		vm.traceRet(st, "")
+	}
 }
 
 // view returns guest memory [ptr, ptr+size) without copying it (nil for

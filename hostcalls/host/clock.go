@@ -3,6 +3,10 @@ package host
 import (
 	"sync"
 	"time"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
 // Clock is the host's time source. The WASI clocks (and so a Go guest's
@@ -57,4 +61,27 @@ func (c *VirtualClock) Advance(d time.Duration) time.Time {
 	}
 	c.now = c.now.Add(d)
 	return c.now
+}
+
+// proxyGetCurrentTimeNanoseconds is proxy_get_current_time_nanoseconds(ret_u64_ptr) → status
+// (deprecated in ABI 0.2.x; the SDKs read the WASI clock instead).
+//
+// Writes the host clock's Unix time in nanoseconds as u64 LE. OK;
+// INVALID_MEMORY_ACCESS.
+//
+//	ret_u64_ptr
+//	  |
+//	  v
+//	[ ns u64le ]
+func proxyGetCurrentTimeNanoseconds(vm *VM, mod api.Module, stack []uint64) {
+	now := uint64(vm.h.opts.Clock.Now().UnixNano())
+	vm.trace("==> proxy_get_current_time_nanoseconds()")
+	st := hostcalls.StatusOK
+	if !mod.Memory().WriteUint64Le(uint32(stack[0]), now) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "ns=%d", now)
+	}
 }

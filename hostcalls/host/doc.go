@@ -62,28 +62,65 @@
 // facts with their places in Envoy's and cpp-host's source.
 //
 // Streams are driven synchronously with Stream (NewStream: RequestHeaders,
-// RequestBody, ..., Complete) or through Handler, a real local proxy built
-// on it. Tests read what happened from Logs, Transcript (per VM:
+// RequestBody, ..., Complete) or through package proxy
+// (hostcalls/host/proxy: proxy.New(h, upstream)), a real local proxy
+// built on it. Tests read what happened from Logs, Transcript (per VM:
 // "==> proxy_x(args)" / "<== STATUS results" for host calls, "--> callback"
 // / "<-- result" for calls into the guest), Metrics, SharedData and the
 // Stream accessors.
+//
+// # Where things are
+//
+// The host functions are plain Go functions named after their ABI names
+// (proxy_get_buffer_bytes is proxyGetBufferBytes, fd_write is fdWrite),
+// each documented with its parameters, its results and, where it reads or
+// writes guest memory, a picture of that memory. They are registered from
+// one table, functions.go: envFunctions (module "env") and wasiFunctions
+// (wasi_snapshot_preview1 and wasi_unstable; wasiFixedOnly and
+// wasiProvides say which of them WASILegacy lacks). Compile
+// instantiates the host modules from the tables (module.go: wrap finds the
+// calling VM and enforces the restricted callbacks). One file per family:
+//
+//	log.go           proxy_log, proxy_get_log_level
+//	clock.go         Clock, RealClock, VirtualClock; proxy_get_current_time_nanoseconds
+//	timer.go         proxy_set_tick_period_milliseconds; tick goroutines, Tick, RunDue, Advance
+//	context.go       proxy_set_effective_context, proxy_done, proxy_get_status,
+//	                 proxy_call_foreign_function, proxy_grpc_* (UNIMPLEMENTED),
+//	                 envoy_resolve_dns, pthread_equal, emscripten_notify_memory_growth
+//	buffer.go        proxy_get_buffer_bytes, proxy_get_buffer_status, proxy_set_buffer_bytes (VM.buffer, setBody)
+//	headers.go       proxy_*_header_map_* (VM.headerMap)
+//	http.go          proxy_send_local_response, proxy_continue_stream, proxy_close_stream, proxy_http_call
+//	shared_data.go   proxy_get_shared_data, proxy_set_shared_data; the per-vm_id store
+//	shared_queue.go  proxy_{register,resolve,enqueue,dequeue}_shared_queue; proxy_on_queue_ready
+//	metrics.go       proxy_define_metric, proxy_increment_metric, proxy_record_metric,
+//	                 proxy_get_metric; Metrics, WritePrometheus
+//	properties.go    proxy_get_property, proxy_set_property (VM.property)
+//	wasi.go          the WASI functions (fd_write, clock_time_get, poll_oneoff, ...)
+//
+// The rest: module.go (Module, Compile, the host modules), host.go (Host,
+// Start, Reconfigure, Close, the VMs' lifecycle), vm.go (VM: calls into
+// the guest, the allocator, the transcript, guest-memory helpers),
+// options.go (Options), stream.go and stream_state.go (Stream: the filter
+// chain's events and what they did), serve.go (what a front end uses:
+// EnterServe, ExitServe, PickStream). The local proxy is package
+// hostcalls/host/proxy; it uses only this package's exported API.
 //
 // # Where it differs from Envoy
 //
 //   - A malformed header-map serialisation is refused with BAD_ARGUMENT
 //     (Envoy silently uses an empty map and answers OK).
 //   - A local reply sent by the filter does not pass through that filter's
-//     response callbacks; the Handler's 503 for an unreachable upstream
+//     response callbacks; the proxy's 503 for an unreachable upstream
 //     does (as Envoy's router reply does).
 //   - The canary is discarded without on_done/on_delete.
 //   - Reconfigure replaces every VM (as Istio's new vm_key per change
 //     does); Envoy with an unchanged VM configuration would keep the VM
 //     and create a new root context in it.
 //   - A trap fails the VM; its streams end with 503 "wasm_fail_stream"
-//     (fail closed); the Handler replaces a failed VM with a new one for
-//     new streams (if the new VM fails to start, new streams run on the
+//     (fail closed); PickStream (the proxy's) replaces a failed VM with a
+//     new one for new streams (if the new VM fails to start, new streams run on the
 //     failed VM and get the 503).
-//   - Host.Close lets the Handler's requests in flight finish (up to its
+//   - Host.Close lets the proxy's requests in flight finish (up to its
 //     context) and answers new ones 503; Stream-driven streams still open
 //     fail once the instances close.
 //   - An HTTP body written after its stream was resumed, or held with
@@ -96,7 +133,7 @@
 //   - fd_write output is logged line by line (cpp-host logs each write).
 //   - Not modelled: network (L4) filters and their buffers, gRPC, foreign
 //     functions, allow_on_headers_stop_iteration, metadata callbacks,
-//     request trailers in the Handler, HTTP/2 stream limits, most CEL
+//     request trailers in the proxy, HTTP/2 stream limits, most CEL
 //     attributes beyond those listed on VM.property, the ~25 extra WASI
 //     stubs of cpp-host ≥ 94091cd.
 //   - http_calls run in real time even under a VirtualClock; Host.Wait

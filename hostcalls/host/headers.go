@@ -146,7 +146,8 @@ func fail(vm *VM, stack []uint64, st hostcalls.Status) {
 	vm.traceRet(st, "")
 }
 
-// proxy_get_header_map_pairs(map_type, ret_ptr_ptr, ret_size_ptr) → status
+// proxyGetHeaderMapPairs is proxy_get_header_map_pairs(map_type,
+// ret_ptr_ptr, ret_size_ptr) → status.
 //
 // Copies the whole map out in the pairs serialisation (empty map:
 // ptr=0,size=0). OK, also for a map that is not available now (request
@@ -157,37 +158,36 @@ func fail(vm *VM, stack []uint64, st hostcalls.Status) {
 //	ret_ptr_ptr   ret_size_ptr
 //	[ ptr u32le ] [ size u32le ]
 //	   +--> [ N u32le | (klen u32le, vlen u32le) × N | k \0 v \0 ... ]
-func init() {
-	registerEnv(hostcalls.ProxyGetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		if vm.tracing {
-			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
-		}
-		if t > hostcalls.MapHTTPCallResponseTrailers {
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		m, _, ok := vm.headerMap(t)
-		if !ok {
-			// Envoy's getHeaderMapPairs answers OK with no pairs when the
-			// map is not available (headerMapToPairs(nullptr)).
-			st := vm.copyOut(mod, nil, uint32(stack[1]), uint32(stack[2]))
-			setStatus(stack, st)
-			vm.traceRet(st, "pairs=0 (map not available)")
-			return
-		}
-		// Encoded into a buffer of the VM's (copyOut copies it into the
-		// guest's memory; the allocator it calls cannot get a header map).
-		vm.pairsBuf = appendPairs(vm.pairsBuf[:0], *m)
-		st := vm.copyOut(mod, vm.pairsBuf, uint32(stack[1]), uint32(stack[2]))
+func proxyGetHeaderMapPairs(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.MapType(uint32(stack[0]))
+	if vm.tracing {
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapPairs, t)
+	}
+	if t > hostcalls.MapHTTPCallResponseTrailers {
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	m, _, ok := vm.headerMap(t)
+	if !ok {
+		// Envoy's getHeaderMapPairs answers OK with no pairs when the
+		// map is not available (headerMapToPairs(nullptr)).
+		st := vm.copyOut(mod, nil, uint32(stack[1]), uint32(stack[2]))
 		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "pairs=%d", len(*m))
-		}
-	})
+		vm.traceRet(st, "pairs=0 (map not available)")
+		return
+	}
+	// Encoded into a buffer of the VM's (copyOut copies it into the
+	// guest's memory; the allocator it calls cannot get a header map).
+	vm.pairsBuf = appendPairs(vm.pairsBuf[:0], *m)
+	st := vm.copyOut(mod, vm.pairsBuf, uint32(stack[1]), uint32(stack[2]))
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "pairs=%d", len(*m))
+	}
 }
 
-// proxy_set_header_map_pairs(map_type, ptr, len) → status
+// proxySetHeaderMapPairs is proxy_set_header_map_pairs(map_type, ptr, len)
+// → status.
 //
 // Replaces the whole map (keys lower-cased). OK; BAD_ARGUMENT: map not
 // available or not mutable now, or a malformed serialisation (Envoy
@@ -196,62 +196,60 @@ func init() {
 //
 //	ptr
 //	[ N u32le | (klen u32le, vlen u32le) × N | k \0 v \0 ... ]
-func init() {
-	registerEnv(hostcalls.ProxySetHeaderMapPairs, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		raw, okm := read(mod, uint32(stack[1]), uint32(stack[2]))
-		if !okm {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
+func proxySetHeaderMapPairs(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.MapType(uint32(stack[0]))
+	raw, okm := read(mod, uint32(stack[1]), uint32(stack[2]))
+	if !okm {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	pairs, err := hostcalls.DecodePairs(raw)
+	if vm.tracing {
+		vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
+	}
+	m, mutable, ok := vm.headerMap(t)
+	if !ok || !mutable || err != nil {
+		if err != nil {
+			vm.h.addLog(hostcalls.LogLevelError, vm.index, "host: proxy_set_header_map_pairs: "+err.Error())
 		}
-		pairs, err := hostcalls.DecodePairs(raw)
-		if vm.tracing {
-			vm.trace("==> %s(type=%d,pairs=%q)", hostcalls.ProxySetHeaderMapPairs, t, pairs)
-		}
-		m, mutable, ok := vm.headerMap(t)
-		if !ok || !mutable || err != nil {
-			if err != nil {
-				vm.h.addLog(hostcalls.LogLevelError, vm.index, "host: proxy_set_header_map_pairs: "+err.Error())
-			}
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		*m = lowerPairs(pairs)
-		fail(vm, stack, hostcalls.StatusOK)
-	})
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	*m = lowerPairs(pairs)
+	fail(vm, stack, hostcalls.StatusOK)
 }
 
-// proxy_get_header_map_size(map_type, ret_size_ptr) → status
+// proxyGetHeaderMapSize is proxy_get_header_map_size(map_type,
+// ret_size_ptr) → status.
 //
 // Writes the map's byte size (Envoy's byteSize: Σ len(key)+len(value)).
 // OK; BAD_ARGUMENT: not available; INVALID_MEMORY_ACCESS.
 //
 //	ret_size_ptr
 //	[ size u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyGetHeaderMapSize, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		if vm.tracing {
-			vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
-		}
-		m, _, ok := vm.headerMap(t)
-		if !ok {
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		n := headerByteSize(*m)
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[1]), uint32(n)) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "size=%d", n)
-		}
-	})
+func proxyGetHeaderMapSize(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.MapType(uint32(stack[0]))
+	if vm.tracing {
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyGetHeaderMapSize, t)
+	}
+	m, _, ok := vm.headerMap(t)
+	if !ok {
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	n := headerByteSize(*m)
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[1]), uint32(n)) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "size=%d", n)
+	}
 }
 
-// proxy_get_header_map_value(map_type, key_ptr, key_len, ret_ptr_ptr, ret_size_ptr) → status
+// proxyGetHeaderMapValue is proxy_get_header_map_value(map_type, key_ptr,
+// key_len, ret_ptr_ptr, ret_size_ptr) → status.
 //
 // Copies out the FIRST value of the (lower-cased) key; an empty value is
 // ptr=0,size=0. OK; NOT_FOUND: no such header (or any map during on_log
@@ -261,29 +259,27 @@ func init() {
 //	key_ptr        ret_ptr_ptr   ret_size_ptr
 //	[ k e y ] ...  [ ptr u32le ] [ size u32le ]
 //	                  +--> [ v a l u e ]  (allocated by the guest)
-func init() {
-	registerEnv(hostcalls.ProxyGetHeaderMapValue, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyGetHeaderMapValue)
-		if !okm {
-			return
-		}
-		m, _, ok := vm.headerMap(t)
-		if !ok {
-			fail(vm, stack, unavailable(vm))
-			return
-		}
-		for _, kv := range *m {
-			if kv[0] == string(key) {
-				st := vm.copyOut(mod, stringBytes(kv[1]), uint32(stack[3]), uint32(stack[4]))
-				setStatus(stack, st)
-				if vm.tracing {
-					vm.traceRet(st, "value=%q", kv[1])
-				}
-				return
+func proxyGetHeaderMapValue(vm *VM, mod api.Module, stack []uint64) {
+	t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyGetHeaderMapValue)
+	if !okm {
+		return
+	}
+	m, _, ok := vm.headerMap(t)
+	if !ok {
+		fail(vm, stack, unavailable(vm))
+		return
+	}
+	for _, kv := range *m {
+		if kv[0] == string(key) {
+			st := vm.copyOut(mod, stringBytes(kv[1]), uint32(stack[3]), uint32(stack[4]))
+			setStatus(stack, st)
+			if vm.tracing {
+				vm.traceRet(st, "value=%q", kv[1])
 			}
+			return
 		}
-		fail(vm, stack, hostcalls.StatusNotFound)
-	})
+	}
+	fail(vm, stack, hostcalls.StatusNotFound)
 }
 
 // headerKey reads the (map_type, key_ptr, key_len) arguments of a host
@@ -317,72 +313,80 @@ func lowerKey(b []byte) []byte {
 	return b
 }
 
-// modifyHeader registers add/replace which share a layout:
+// proxyAddHeaderMapValue is proxy_add_header_map_value(map_type, key_ptr,
+// key_len, value_ptr, value_len) → status.
+//
+// Appends a header (another value if the key exists). OK; BAD_ARGUMENT:
+// the map is not available or frozen (after the filter continued);
+// INVALID_MEMORY_ACCESS.
+//
+//	key_ptr         value_ptr
+//	[ k e y ]  ...  [ v a l u e ]
+func proxyAddHeaderMapValue(vm *VM, mod api.Module, stack []uint64) {
+	modifyHeader(vm, mod, stack, hostcalls.ProxyAddHeaderMapValue, addHeader)
+}
+
+// proxyReplaceHeaderMapValue is proxy_replace_header_map_value(map_type,
+// key_ptr, key_len, value_ptr, value_len) → status.
+//
+// Sets the first value of the key and removes the others (adds it if
+// absent). Same results and memory as proxy_add_header_map_value.
+func proxyReplaceHeaderMapValue(vm *VM, mod api.Module, stack []uint64) {
+	modifyHeader(vm, mod, stack, hostcalls.ProxyReplaceHeaderMapValue, replaceHeader)
+}
+
+// addHeader appends the pair (key, value) to m.
+func addHeader(m [][2]string, k, v []byte) [][2]string {
+	return append(m, newPair(k, v))
+}
+
+// modifyHeader is the body of the host functions name (add and replace)
+// which share a layout:
 //
 //	key_ptr         value_ptr
 //	[ k e y ]  ...  [ v a l u e ]
 //
 // apply gets the key and the value as views of guest memory and copies
 // what it keeps.
-func modifyHeader(name string, apply func(m [][2]string, k, v []byte) [][2]string) {
-	registerEnv(name, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MapType(uint32(stack[0]))
-		key, ok1 := view(mod, uint32(stack[1]), uint32(stack[2]))
-		value, ok2 := view(mod, uint32(stack[3]), uint32(stack[4]))
-		if !ok1 || !ok2 {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		key = lowerKey(key)
-		if vm.tracing { // boxing the strings allocates even when the transcript is off
-			vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
-		}
-		m, mutable, ok := vm.headerMap(t)
-		if !ok || !mutable {
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		*m = apply(*m, key, value)
-		fail(vm, stack, hostcalls.StatusOK)
-	})
+func modifyHeader(vm *VM, mod api.Module, stack []uint64, name string, apply func(m [][2]string, k, v []byte) [][2]string) {
+	t := hostcalls.MapType(uint32(stack[0]))
+	key, ok1 := view(mod, uint32(stack[1]), uint32(stack[2]))
+	value, ok2 := view(mod, uint32(stack[3]), uint32(stack[4]))
+	if !ok1 || !ok2 {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	key = lowerKey(key)
+	if vm.tracing { // boxing the strings allocates even when the transcript is off
+		vm.trace("==> %s(type=%d,key=%q,value=%q)", name, t, key, value)
+	}
+	m, mutable, ok := vm.headerMap(t)
+	if !ok || !mutable {
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	*m = apply(*m, key, value)
+	fail(vm, stack, hostcalls.StatusOK)
 }
 
-// proxy_add_header_map_value(map_type, key_ptr, key_len, value_ptr, value_len) → status
-//
-// Appends a header (another value if the key exists). OK; BAD_ARGUMENT:
-// the map is not available or frozen (after the filter continued);
-// INVALID_MEMORY_ACCESS.
-//
-// proxy_replace_header_map_value(map_type, key_ptr, key_len, value_ptr, value_len) → status
-//
-// Sets the first value of the key and removes the others (adds it if
-// absent). Same results.
-func init() {
-	modifyHeader(hostcalls.ProxyAddHeaderMapValue, func(m [][2]string, k, v []byte) [][2]string {
-		return append(m, newPair(k, v))
-	})
-	modifyHeader(hostcalls.ProxyReplaceHeaderMapValue, replaceHeader)
-}
-
-// proxy_remove_header_map_value(map_type, key_ptr, key_len) → status
+// proxyRemoveHeaderMapValue is proxy_remove_header_map_value(map_type,
+// key_ptr, key_len) → status.
 //
 // Removes every value of the key (absent: still OK). BAD_ARGUMENT: the map
 // is not available or frozen; INVALID_MEMORY_ACCESS.
 //
 //	key_ptr
 //	[ k e y ]
-func init() {
-	registerEnv(hostcalls.ProxyRemoveHeaderMapValue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyRemoveHeaderMapValue)
-		if !okm {
-			return
-		}
-		m, mutable, ok := vm.headerMap(t)
-		if !ok || !mutable {
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		*m = removeHeader(*m, key)
-		fail(vm, stack, hostcalls.StatusOK)
-	})
+func proxyRemoveHeaderMapValue(vm *VM, mod api.Module, stack []uint64) {
+	t, key, okm := headerKey(vm, mod, stack, hostcalls.ProxyRemoveHeaderMapValue)
+	if !okm {
+		return
+	}
+	m, mutable, ok := vm.headerMap(t)
+	if !ok || !mutable {
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	*m = removeHeader(*m, key)
+	fail(vm, stack, hostcalls.StatusOK)
 }

@@ -35,7 +35,7 @@ type Host struct {
 	stop    chan struct{}
 	ticks   sync.WaitGroup
 	calls   sync.WaitGroup
-	serving sync.WaitGroup // Handler requests in flight (Add under mu while !closed)
+	serving sync.WaitGroup // front-end requests in flight (EnterServe: Add under mu while !closed)
 	rr      atomic.Uint32
 	connID  atomic.Uint64
 	token   atomic.Uint32
@@ -256,9 +256,10 @@ func (h *Host) Reconfigure(cfg []byte) error {
 	return nil
 }
 
-// Close first lets the Handler's requests in flight finish, with ticks and
+// Close first lets the front end's requests in flight finish (those
+// between EnterServe and ExitServe: the proxy's), with ticks and
 // http_calls still running (Envoy keeps a VM alive while streams use it),
-// until ctx is done; the Handler answers new requests 503 meanwhile. Then
+// until ctx is done; the proxy answers new requests 503 meanwhile. Then
 // it retires every VM (root on_done, on_delete), stops the tick
 // goroutines, waits for outstanding http_calls, closes the instances
 // (streams driven through Stream that are still open fail from then on)
@@ -302,18 +303,6 @@ func (h *Host) isClosed() bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.closed
-}
-
-// enterServe counts a Handler request in flight unless the Host is
-// closed; the caller calls h.serving.Done when it returns true.
-func (h *Host) enterServe() bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.closed {
-		return false
-	}
-	h.serving.Add(1)
-	return true
 }
 
 // VMs returns the current worker VMs (a copy of the slice), in index order.

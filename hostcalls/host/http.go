@@ -14,7 +14,8 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// proxy_send_local_response(status, details_ptr, details_len, body_ptr, body_len, hdrs_ptr, hdrs_len, grpc_status) → status
+// proxySendLocalResponse is proxy_send_local_response(status, details_ptr,
+// details_len, body_ptr, body_len, hdrs_ptr, hdrs_len, grpc_status) → status.
 //
 // Ends the effective HTTP stream with a local reply, from any callback:
 // the stream's own, or a tick, on_queue_ready, an http_call answer or
@@ -32,46 +33,44 @@ import (
 //
 //	details_ptr      body_ptr        hdrs_ptr
 //	[ d e t a i l s ] [ b o d y ]    [ N u32le | (klen, vlen) × N | k \0 v \0 ... ]
-func init() {
-	registerEnv(hostcalls.ProxySendLocalResponse, 8, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		code := uint32(stack[0])
-		details, ok1 := readString(mod, uint32(stack[1]), uint32(stack[2]))
-		body, ok2 := read(mod, uint32(stack[3]), uint32(stack[4]))
-		raw, ok3 := read(mod, uint32(stack[5]), uint32(stack[6]))
-		grpc := int32(uint32(stack[7]))
-		if !ok1 || !ok2 || !ok3 {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		hdrs, err := hostcalls.DecodePairs(raw)
-		if vm.tracing {
-			vm.trace("==> %s(status=%d,details=%q,body=%s,headers=%q,grpc_status=%d)", hostcalls.ProxySendLocalResponse, code, details, quoteMax(body), hdrs, grpc)
-		}
-		s := vm.cur
-		switch {
-		case err != nil:
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		case s == nil:
-			setStatus(stack, hostcalls.StatusOK)
-			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing sent)")
-			return
-		}
-		if grpc < 0 || grpc > 16 {
-			grpc = -1
-		}
-		s.pending = &LocalReply{Status: int(code), Details: strings.ReplaceAll(details, " ", "_"), Body: body,
-			Headers: lowerPairs(hdrs), GRPCStatus: grpc}
-		vm.deferred = append(vm.deferred, func() {
-			s.lock()
-			s.afterCallback()
-			s.unlock()
-		})
-		fail(vm, stack, hostcalls.StatusOK)
+func proxySendLocalResponse(vm *VM, mod api.Module, stack []uint64) {
+	code := uint32(stack[0])
+	details, ok1 := readString(mod, uint32(stack[1]), uint32(stack[2]))
+	body, ok2 := read(mod, uint32(stack[3]), uint32(stack[4]))
+	raw, ok3 := read(mod, uint32(stack[5]), uint32(stack[6]))
+	grpc := int32(uint32(stack[7]))
+	if !ok1 || !ok2 || !ok3 {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	hdrs, err := hostcalls.DecodePairs(raw)
+	if vm.tracing {
+		vm.trace("==> %s(status=%d,details=%q,body=%s,headers=%q,grpc_status=%d)", hostcalls.ProxySendLocalResponse, code, details, quoteMax(body), hdrs, grpc)
+	}
+	s := vm.cur
+	switch {
+	case err != nil:
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	case s == nil:
+		setStatus(stack, hostcalls.StatusOK)
+		vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing sent)")
+		return
+	}
+	if grpc < 0 || grpc > 16 {
+		grpc = -1
+	}
+	s.pending = &LocalReply{Status: int(code), Details: strings.ReplaceAll(details, " ", "_"), Body: body,
+		Headers: lowerPairs(hdrs), GRPCStatus: grpc}
+	vm.deferred = append(vm.deferred, func() {
+		s.lock()
+		s.afterCallback()
+		s.unlock()
 	})
+	fail(vm, stack, hostcalls.StatusOK)
 }
 
-// proxy_continue_stream(stream_type) → status
+// proxyContinueStream is proxy_continue_stream(stream_type) → status.
 //
 // Resumes the effective HTTP stream's request (0) or response (1) after a
 // stop: held headers are passed on, held or buffered body delivered or
@@ -88,68 +87,66 @@ func init() {
 // assert). The transcript notes each of these. Results, as cpp-host and
 // Envoy give them: OK for 0, 1 and DOWNSTREAM (2, which an HTTP filter
 // has nothing to resume); UNIMPLEMENTED for UPSTREAM (3); BAD_ARGUMENT
-// for anything above.
-//
-// proxy_close_stream(stream_type) → status
+// for anything above. No memory is touched.
+func proxyContinueStream(vm *VM, _ api.Module, stack []uint64) {
+	t := hostcalls.StreamType(uint32(stack[0]))
+	if vm.tracing {
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyContinueStream, t)
+	}
+	s := vm.cur
+	switch {
+	case t > hostcalls.StreamUpstream:
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	case t == hostcalls.StreamUpstream:
+		fail(vm, stack, hostcalls.StatusUnimplemented)
+		return
+	case t == hostcalls.StreamDownstream:
+		setStatus(stack, hostcalls.StatusOK)
+		vm.traceRet(hostcalls.StatusOK, "(no effect on an HTTP filter)")
+		return
+	case s == nil:
+		setStatus(stack, hostcalls.StatusOK)
+		vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing resumed)")
+		return
+	}
+	s.dir(t == hostcalls.StreamHTTPResponse).continuePending = true
+	vm.deferred = append(vm.deferred, func() {
+		s.lock()
+		s.applyResume()
+		s.unlock()
+	})
+	fail(vm, stack, hostcalls.StatusOK)
+}
+
+// proxyCloseStream is proxy_close_stream(stream_type) → status.
 //
 // Resets the effective HTTP stream (Envoy resetStream, details
 // "wasm_close_stream") when the callback returns; 2 and 3 have no effect
 // on an HTTP stream, nor does any type without an HTTP stream effective.
-// OK for 0..3; BAD_ARGUMENT above.
-func init() {
-	registerEnv(hostcalls.ProxyContinueStream, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
-		t := hostcalls.StreamType(uint32(stack[0]))
-		if vm.tracing {
-			vm.trace("==> %s(type=%d)", hostcalls.ProxyContinueStream, t)
-		}
-		s := vm.cur
-		switch {
-		case t > hostcalls.StreamUpstream:
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		case t == hostcalls.StreamUpstream:
-			fail(vm, stack, hostcalls.StatusUnimplemented)
-			return
-		case t == hostcalls.StreamDownstream:
-			setStatus(stack, hostcalls.StatusOK)
-			vm.traceRet(hostcalls.StatusOK, "(no effect on an HTTP filter)")
-			return
-		case s == nil:
-			setStatus(stack, hostcalls.StatusOK)
-			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing resumed)")
-			return
-		}
-		s.dir(t == hostcalls.StreamHTTPResponse).continuePending = true
-		vm.deferred = append(vm.deferred, func() {
-			s.lock()
-			s.applyResume()
-			s.unlock()
-		})
-		fail(vm, stack, hostcalls.StatusOK)
+// OK for 0..3; BAD_ARGUMENT above. No memory is touched.
+func proxyCloseStream(vm *VM, _ api.Module, stack []uint64) {
+	t := hostcalls.StreamType(uint32(stack[0]))
+	if vm.tracing {
+		vm.trace("==> %s(type=%d)", hostcalls.ProxyCloseStream, t)
+	}
+	s := vm.cur
+	switch {
+	case t > hostcalls.StreamUpstream:
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	case s == nil || t > hostcalls.StreamHTTPResponse:
+		setStatus(stack, hostcalls.StatusOK)
+		vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing closed)")
+		return
+	}
+	s.closeReq = true
+	vm.deferred = append(vm.deferred, func() {
+		s.lock()
+		s.afterCallback()
+		s.unlock()
 	})
-	registerEnv(hostcalls.ProxyCloseStream, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
-		t := hostcalls.StreamType(uint32(stack[0]))
-		if vm.tracing {
-			vm.trace("==> %s(type=%d)", hostcalls.ProxyCloseStream, t)
-		}
-		s := vm.cur
-		switch {
-		case t > hostcalls.StreamUpstream:
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		case s == nil || t > hostcalls.StreamHTTPResponse:
-			setStatus(stack, hostcalls.StatusOK)
-			vm.traceRet(hostcalls.StatusOK, "(no HTTP stream effective: nothing closed)")
-			return
-		}
-		s.closeReq = true
-		vm.deferred = append(vm.deferred, func() {
-			s.lock()
-			s.afterCallback()
-			s.unlock()
-		})
-		fail(vm, stack, hostcalls.StatusOK)
-	})
+	fail(vm, stack, hostcalls.StatusOK)
 }
 
 // httpCallResult is what on_http_call_response reads.
@@ -162,7 +159,9 @@ type httpCallResult struct {
 // needed. Its zero Timeout is overridden per call by timeout_ms.
 var HTTPCallClient = &http.Client{}
 
-// proxy_http_call(upstream_ptr, upstream_len, hdrs_ptr, hdrs_len, body_ptr, body_len, trls_ptr, trls_len, timeout_ms, ret_token_ptr) → status
+// proxyHTTPCall is proxy_http_call(upstream_ptr, upstream_len, hdrs_ptr,
+// hdrs_len, body_ptr, body_len, trls_ptr, trls_len, timeout_ms,
+// ret_token_ptr) → status.
 //
 // Sends an HTTP request to the cluster named upstream (Options.Clusters
 // maps it to a base URL; the request goes to base + :path with :method
@@ -179,52 +178,50 @@ var HTTPCallClient = &http.Client{}
 //
 //	upstream_ptr  hdrs_ptr (pairs)  body_ptr  trls_ptr (pairs)   ret_token_ptr
 //	[ c l u s t e r ] [ ... ]        [ ... ]   [ ... ]            [ token u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyHTTPCall, 10, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		cluster, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		rawH, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
-		body, ok3 := read(mod, uint32(stack[4]), uint32(stack[5]))
-		rawT, ok4 := read(mod, uint32(stack[6]), uint32(stack[7]))
-		timeout := time.Duration(uint32(stack[8])) * time.Millisecond
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
+func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
+	cluster, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
+	rawH, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
+	body, ok3 := read(mod, uint32(stack[4]), uint32(stack[5]))
+	rawT, ok4 := read(mod, uint32(stack[6]), uint32(stack[7]))
+	timeout := time.Duration(uint32(stack[8])) * time.Millisecond
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	hdrs, err1 := hostcalls.DecodePairs(rawH)
+	_, err2 := hostcalls.DecodePairs(rawT)
+	if vm.tracing {
+		vm.trace("==> %s(upstream=%q,headers=%q,body=%s,timeout_ms=%d)", hostcalls.ProxyHTTPCall, cluster, hdrs, quoteMax(body), uint32(stack[8]))
+	}
+	base, known := vm.h.opts.Clusters[cluster]
+	hv := map[string]string{}
+	for _, kv := range hdrs {
+		k := strings.ToLower(kv[0])
+		if _, dup := hv[k]; !dup {
+			hv[k] = kv[1]
 		}
-		hdrs, err1 := hostcalls.DecodePairs(rawH)
-		_, err2 := hostcalls.DecodePairs(rawT)
-		if vm.tracing {
-			vm.trace("==> %s(upstream=%q,headers=%q,body=%s,timeout_ms=%d)", hostcalls.ProxyHTTPCall, cluster, hdrs, quoteMax(body), uint32(stack[8]))
-		}
-		base, known := vm.h.opts.Clusters[cluster]
-		hv := map[string]string{}
-		for _, kv := range hdrs {
-			k := strings.ToLower(kv[0])
-			if _, dup := hv[k]; !dup {
-				hv[k] = kv[1]
-			}
-		}
-		if !known || err1 != nil || err2 != nil || hv[":method"] == "" || hv[":path"] == "" || hv[":authority"] == "" {
-			fail(vm, stack, hostcalls.StatusBadArgument)
-			return
-		}
-		token := vm.h.token.Add(1)
-		if !writeU32(mod, uint32(stack[9]), token) {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		ctxID, s := vm.curID, vm.cur
-		h := vm.h
-		h.calls.Add(1)
-		go func() {
-			defer h.calls.Done()
-			res, ok := doHTTPCall(base, hdrs, body, timeout)
-			vm.deliverHTTPCall(ctxID, s, token, res, ok)
-		}()
-		setStatus(stack, hostcalls.StatusOK)
-		if vm.tracing {
-			vm.traceRet(hostcalls.StatusOK, "token=%d", token)
-		}
-	})
+	}
+	if !known || err1 != nil || err2 != nil || hv[":method"] == "" || hv[":path"] == "" || hv[":authority"] == "" {
+		fail(vm, stack, hostcalls.StatusBadArgument)
+		return
+	}
+	token := vm.h.token.Add(1)
+	if !writeU32(mod, uint32(stack[9]), token) {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	ctxID, s := vm.curID, vm.cur
+	h := vm.h
+	h.calls.Add(1)
+	go func() {
+		defer h.calls.Done()
+		res, ok := doHTTPCall(base, hdrs, body, timeout)
+		vm.deliverHTTPCall(ctxID, s, token, res, ok)
+	}()
+	setStatus(stack, hostcalls.StatusOK)
+	if vm.tracing {
+		vm.traceRet(hostcalls.StatusOK, "token=%d", token)
+	}
 }
 
 func doHTTPCall(base string, hdrs [][2]string, body []byte, timeout time.Duration) (*httpCallResult, bool) {

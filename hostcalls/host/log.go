@@ -6,7 +6,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// proxy_log(level, msg_ptr, msg_len) → status
+// proxyLog is proxy_log(level, msg_ptr, msg_len) → status.
 //
 // Records the message (Host.Logs, Options.Logger) if level ≥
 // Options.LogLevel. OK; BAD_ARGUMENT: level > CRITICAL;
@@ -16,29 +16,27 @@ import (
 //	  |
 //	  v
 //	[ m e s s a g e ]   (msg_len bytes, no NUL)
-func init() {
-	registerEnv(hostcalls.ProxyLog, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		level := hostcalls.LogLevel(uint32(stack[0]))
-		msg, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
-		if !ok {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(level=%d,msg=%q)", hostcalls.ProxyLog, level, msg)
-		}
-		st := hostcalls.StatusOK
-		if level > hostcalls.LogLevelCritical {
-			st = hostcalls.StatusBadArgument
-		} else if level >= vm.h.opts.LogLevel {
-			vm.h.addLog(level, vm.index, msg)
-		}
-		setStatus(stack, st)
-		vm.traceRet(st, "")
-	})
+func proxyLog(vm *VM, mod api.Module, stack []uint64) {
+	level := hostcalls.LogLevel(uint32(stack[0]))
+	msg, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(level=%d,msg=%q)", hostcalls.ProxyLog, level, msg)
+	}
+	st := hostcalls.StatusOK
+	if level > hostcalls.LogLevelCritical {
+		st = hostcalls.StatusBadArgument
+	} else if level >= vm.h.opts.LogLevel {
+		vm.h.addLog(level, vm.index, msg)
+	}
+	setStatus(stack, st)
+	vm.traceRet(st, "")
 }
 
-// proxy_get_log_level(ret_level_ptr) → status
+// proxyGetLogLevel is proxy_get_log_level(ret_level_ptr) → status.
 //
 // Writes Options.LogLevel as u32 LE. OK; INVALID_MEMORY_ACCESS.
 //
@@ -46,41 +44,16 @@ func init() {
 //	  |
 //	  v
 //	[ level u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyGetLogLevel, 1, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		if vm.tracing {
-			vm.trace("==> %s()", hostcalls.ProxyGetLogLevel)
-		}
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[0]), uint32(vm.h.opts.LogLevel)) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "level=%d", vm.h.opts.LogLevel)
-		}
-	})
-}
-
-// proxy_get_current_time_nanoseconds(ret_u64_ptr) → status (deprecated)
-//
-// Writes the host clock's Unix time in nanoseconds as u64 LE.
-//
-//	ret_u64_ptr
-//	  |
-//	  v
-//	[ ns u64le ]
-func init() {
-	registerEnv("proxy_get_current_time_nanoseconds", 1, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		now := uint64(vm.h.opts.Clock.Now().UnixNano())
-		vm.trace("==> proxy_get_current_time_nanoseconds()")
-		st := hostcalls.StatusOK
-		if !mod.Memory().WriteUint64Le(uint32(stack[0]), now) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "ns=%d", now)
-		}
-	})
+func proxyGetLogLevel(vm *VM, mod api.Module, stack []uint64) {
+	if vm.tracing {
+		vm.trace("==> %s()", hostcalls.ProxyGetLogLevel)
+	}
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[0]), uint32(vm.h.opts.LogLevel)) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "level=%d", vm.h.opts.LogLevel)
+	}
 }

@@ -207,7 +207,8 @@ func formatFloat(f float64) string {
 	return fmt.Sprintf("%g", f)
 }
 
-// proxy_define_metric(type, name_ptr, name_len, ret_id_ptr) → status
+// proxyDefineMetric is proxy_define_metric(type, name_ptr, name_len,
+// ret_id_ptr) → status.
 //
 // Defines (or finds: same name and type give the same id) a metric. OK:
 // the id is written. BAD_ARGUMENT: type is not 0..2.
@@ -217,85 +218,85 @@ func formatFloat(f float64) string {
 //	  |                 |
 //	  v                 v
 //	[ n a m e ]  ...  [ id u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyDefineMetric, 4, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		t := hostcalls.MetricType(uint32(stack[0]))
-		name, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
-		if !ok {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
+func proxyDefineMetric(vm *VM, mod api.Module, stack []uint64) {
+	t := hostcalls.MetricType(uint32(stack[0]))
+	name, ok := readString(mod, uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(type=%d,name=%q)", hostcalls.ProxyDefineMetric, t, name)
+	}
+	if t > hostcalls.MetricHistogram {
+		setStatus(stack, hostcalls.StatusBadArgument)
+		vm.traceRet(hostcalls.StatusBadArgument, "")
+		return
+	}
+	id := vm.h.metrics.define(t, name)
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[3]), id) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "id=%d", id)
+	}
+}
+
+// proxyIncrementMetric is proxy_increment_metric(id, i64 delta) → status.
+//
+// Counter: delta must be > 0 (else BAD_ARGUMENT). Gauge: adds delta
+// (may be negative). Histogram: BAD_ARGUMENT. NOT_FOUND: unknown id. No
+// memory is touched.
+func proxyIncrementMetric(vm *VM, _ api.Module, stack []uint64) {
+	id, delta := uint32(stack[0]), int64(stack[1])
+	if vm.tracing {
+		vm.trace("==> %s(id=%d,delta=%d)", hostcalls.ProxyIncrementMetric, id, delta)
+	}
+	st := vm.h.metrics.increment(id, delta)
+	setStatus(stack, st)
+	vm.traceRet(st, "")
+}
+
+// proxyRecordMetric is proxy_record_metric(id, i64 value) → status.
+//
+// Counter: ADDS value (Envoy). Gauge: sets it. Histogram: records a
+// sample. NOT_FOUND: unknown id. No memory is touched.
+func proxyRecordMetric(vm *VM, _ api.Module, stack []uint64) {
+	id, v := uint32(stack[0]), stack[1]
+	if vm.tracing {
+		vm.trace("==> %s(id=%d,value=%d)", hostcalls.ProxyRecordMetric, id, v)
+	}
+	st := vm.h.metrics.record(id, v)
+	setStatus(stack, st)
+	vm.traceRet(st, "")
+}
+
+// proxyGetMetric is proxy_get_metric(id, ret_u64_ptr) → status.
+//
+// OK: the value is written as u64 LE. BAD_ARGUMENT: a histogram.
+// NOT_FOUND: unknown id. INVALID_MEMORY_ACCESS.
+//
+//	ret_u64_ptr
+//	  |
+//	  v
+//	[ value u64le ]
+func proxyGetMetric(vm *VM, mod api.Module, stack []uint64) {
+	id := uint32(stack[0])
+	if vm.tracing {
+		vm.trace("==> %s(id=%d)", hostcalls.ProxyGetMetric, id)
+	}
+	v, st := vm.h.metrics.get(id)
+	if st == hostcalls.StatusOK && !mod.Memory().WriteUint64Le(uint32(stack[1]), v) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if st == hostcalls.StatusOK {
 		if vm.tracing {
-			vm.trace("==> %s(type=%d,name=%q)", hostcalls.ProxyDefineMetric, t, name)
+			vm.traceRet(st, "value=%d", v)
 		}
-		if t > hostcalls.MetricHistogram {
-			setStatus(stack, hostcalls.StatusBadArgument)
-			vm.traceRet(hostcalls.StatusBadArgument, "")
-			return
-		}
-		id := vm.h.metrics.define(t, name)
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[3]), id) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "id=%d", id)
-		}
-	})
-	// proxy_increment_metric(id, i64 delta) → status
-	//
-	// Counter: delta must be > 0 (else BAD_ARGUMENT). Gauge: adds delta
-	// (may be negative). Histogram: BAD_ARGUMENT. NOT_FOUND: unknown id.
-	envFuncs[hostcalls.ProxyIncrementMetric] = hostFunc{params: []api.ValueType{i32, i64}, results: ret32,
-		fn: func(vm *VM, _ api.Module, stack []uint64) {
-			id, delta := uint32(stack[0]), int64(stack[1])
-			if vm.tracing {
-				vm.trace("==> %s(id=%d,delta=%d)", hostcalls.ProxyIncrementMetric, id, delta)
-			}
-			st := vm.h.metrics.increment(id, delta)
-			setStatus(stack, st)
-			vm.traceRet(st, "")
-		}}
-	// proxy_record_metric(id, i64 value) → status
-	//
-	// Counter: ADDS value (Envoy). Gauge: sets it. Histogram: records a
-	// sample. NOT_FOUND: unknown id.
-	envFuncs[hostcalls.ProxyRecordMetric] = hostFunc{params: []api.ValueType{i32, i64}, results: ret32,
-		fn: func(vm *VM, _ api.Module, stack []uint64) {
-			id, v := uint32(stack[0]), stack[1]
-			if vm.tracing {
-				vm.trace("==> %s(id=%d,value=%d)", hostcalls.ProxyRecordMetric, id, v)
-			}
-			st := vm.h.metrics.record(id, v)
-			setStatus(stack, st)
-			vm.traceRet(st, "")
-		}}
-	// proxy_get_metric(id, ret_u64_ptr) → status
-	//
-	// OK: the value is written as u64 LE. BAD_ARGUMENT: a histogram.
-	// NOT_FOUND: unknown id. INVALID_MEMORY_ACCESS.
-	//
-	//	ret_u64_ptr
-	//	  |
-	//	  v
-	//	[ value u64le ]
-	registerEnv(hostcalls.ProxyGetMetric, 2, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		id := uint32(stack[0])
-		if vm.tracing {
-			vm.trace("==> %s(id=%d)", hostcalls.ProxyGetMetric, id)
-		}
-		v, st := vm.h.metrics.get(id)
-		if st == hostcalls.StatusOK && !mod.Memory().WriteUint64Le(uint32(stack[1]), v) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if st == hostcalls.StatusOK {
-			if vm.tracing {
-				vm.traceRet(st, "value=%d", v)
-			}
-		} else {
-			vm.traceRet(st, "")
-		}
-	})
+	} else {
+		vm.traceRet(st, "")
+	}
 }

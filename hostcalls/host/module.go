@@ -80,18 +80,18 @@ func (m *Module) Close(ctx context.Context) error {
 
 // checkImports reports an import the emulated Envoy does not provide, as
 // Envoy does when loading ("Failed to load Wasm module due to a missing
-// import").
+// import"): env imports must be in envFunctions, WASI imports in the set
+// of wasiFunctions that mode provides (wasiProvides).
 func (m *Module) checkImports(mode WASI) error {
 	for _, d := range m.imports {
 		mod, name, _ := d.Import()
 		switch mod {
 		case hostcalls.HostModule:
-			if _, ok := envFuncs[name]; !ok {
+			if _, ok := lookup(envFunctions[:], name); !ok {
 				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s", mod, name)
 			}
 		case wasiModule, wasiUnstable:
-			f, ok := wasiFuncs[name]
-			if !ok || (mode == WASILegacy && f.fixedOnly) {
+			if !wasiProvides(mode, name) {
 				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s (%s WASI)", mod, name, mode)
 			}
 		default:
@@ -101,43 +101,30 @@ func (m *Module) checkImports(mode WASI) error {
 	return nil
 }
 
-// hostFunc is one host function: its signature and its Go body, which
-// receives the calling VM (from the call's context) and the stack.
-type hostFunc struct {
-	params, results []api.ValueType
-	fn              func(vm *VM, mod api.Module, stack []uint64)
-	fixedOnly       bool // WASI: only in the fixed (≥94091cd) set
-}
-
-const (
-	i32 = api.ValueTypeI32
-	i64 = api.ValueTypeI64
-)
-
-func sig(n int, results ...api.ValueType) []api.ValueType {
-	p := make([]api.ValueType, n)
-	for i := range p {
-		p[i] = i32
-	}
-	return p
-}
-
+// instantiateHostModules instantiates the host modules of the runtime:
+// env with envFunctions, and wasi_snapshot_preview1 and wasi_unstable
+// each with every function of wasiFunctions (which of them a Host
+// accepts is checked per Host, by checkImports).
 func (m *Module) instantiateHostModules(ctx context.Context) error {
-	b := m.rt.NewHostModuleBuilder(hostcalls.HostModule)
-	for name, f := range envFuncs {
-		b.NewFunctionBuilder().WithGoModuleFunction(wrap(name, f), f.params, f.results).Export(name)
-	}
-	if _, err := b.Instantiate(ctx); err != nil {
-		return fmt.Errorf("host: env module: %w", err)
+	if err := m.instantiate(ctx, hostcalls.HostModule, envFunctions[:]); err != nil {
+		return err
 	}
 	for _, modName := range []string{wasiModule, wasiUnstable} {
-		b := m.rt.NewHostModuleBuilder(modName)
-		for name, f := range wasiFuncs {
-			b.NewFunctionBuilder().WithGoModuleFunction(wrap(name, f), f.params, f.results).Export(name)
+		if err := m.instantiate(ctx, modName, wasiFunctions[:]); err != nil {
+			return err
 		}
-		if _, err := b.Instantiate(ctx); err != nil {
-			return fmt.Errorf("host: %s module: %w", modName, err)
-		}
+	}
+	return nil
+}
+
+// instantiate instantiates the host module modName exporting fns.
+func (m *Module) instantiate(ctx context.Context, modName string, fns []hostFunction) error {
+	b := m.rt.NewHostModuleBuilder(modName)
+	for _, f := range fns {
+		b.NewFunctionBuilder().WithGoModuleFunction(wrap(f), f.params, f.results).Export(f.name)
+	}
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("host: %s module: %w", modName, err)
 	}
 	return nil
 }
@@ -161,9 +148,12 @@ func (c *vmContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// wrap turns a hostFunc into a wazero function: it finds the calling VM and
-// enforces cpp-host's restricted callbacks (during allocation and start).
-func wrap(name string, f hostFunc) api.GoModuleFunc {
+// wrap turns a hostFunction into a wazero function: it finds the calling
+// VM and enforces cpp-host's restricted callbacks (during allocation and
+// start), then calls f.fn. The closure holds only the name and the
+// function, so a call costs what a call of f.fn costs plus these checks.
+func wrap(f hostFunction) api.GoModuleFunc {
+	name, fn := f.name, f.fn
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		var vm *VM
 		if c, ok := ctx.(*vmContext); ok {
@@ -177,18 +167,6 @@ func wrap(name string, f hostFunc) api.GoModuleFunc {
 		if vm.inAlloc || vm.inStart {
 			vm.checkRestricted(name)
 		}
-		f.fn(vm, mod, stack)
+		fn(vm, mod, stack)
 	}
 }
-
-// envFuncs and wasiFuncs are filled by the files of each family.
-var (
-	envFuncs  = map[string]hostFunc{}
-	wasiFuncs = map[string]hostFunc{}
-)
-
-func registerEnv(name string, nparams int, results []api.ValueType, fn func(vm *VM, mod api.Module, stack []uint64)) {
-	envFuncs[name] = hostFunc{params: sig(nparams), results: results, fn: fn}
-}
-
-var ret32 = []api.ValueType{i32}

@@ -28,7 +28,7 @@ func (w WASI) String() string {
 	return "fixed"
 }
 
-// Balance selects how the Handler picks a VM for a request.
+// Balance selects how PickStream (the proxy) picks a VM for a request.
 type Balance int
 
 const (
@@ -93,7 +93,7 @@ type Options struct {
 	// TranscriptWASI adds the WASI calls to the transcript (they are
 	// many: the Go runtime reads the clock and random bytes often).
 	TranscriptWASI bool
-	// Balance selects how the Handler picks VMs.
+	// Balance selects how PickStream (the proxy) picks VMs.
 	Balance Balance
 	// SharedDataFault, if set, is a fault-injection hook that Envoy does
 	// not have: it is called before every proxy_get_shared_data (op

@@ -101,7 +101,8 @@ func propertyPath(raw string) string {
 	return strings.ReplaceAll(strings.TrimSuffix(raw, "\x00"), "\x00", ".")
 }
 
-// proxy_get_property(path_ptr, path_len, ret_ptr_ptr, ret_size_ptr) → status
+// proxyGetProperty is proxy_get_property(path_ptr, path_len, ret_ptr_ptr,
+// ret_size_ptr) → status.
 //
 // OK: the value is copied out (empty: ptr=0,size=0); NOT_FOUND: unknown
 // or unavailable path; INVALID_MEMORY_ACCESS.
@@ -109,31 +110,30 @@ func propertyPath(raw string) string {
 //	path_ptr                      ret_ptr_ptr   ret_size_ptr
 //	[ r e q u e s t \0 p a t h ]  [ ptr u32le ] [ size u32le ]
 //	                                 +--> [ value ]  (allocated by the guest)
-func init() {
-	registerEnv(hostcalls.ProxyGetProperty, 4, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		raw, ok := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		if !ok {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		path := propertyPath(raw)
-		if vm.tracing {
-			vm.trace("==> %s(path=%q)", hostcalls.ProxyGetProperty, path)
-		}
-		v, found := vm.property(path)
-		if !found {
-			fail(vm, stack, hostcalls.StatusNotFound)
-			return
-		}
-		st := vm.copyOut(mod, v, uint32(stack[2]), uint32(stack[3]))
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "value=%s", quoteMax(v))
-		}
-	})
+func proxyGetProperty(vm *VM, mod api.Module, stack []uint64) {
+	raw, ok := readString(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	path := propertyPath(raw)
+	if vm.tracing {
+		vm.trace("==> %s(path=%q)", hostcalls.ProxyGetProperty, path)
+	}
+	v, found := vm.property(path)
+	if !found {
+		fail(vm, stack, hostcalls.StatusNotFound)
+		return
+	}
+	st := vm.copyOut(mod, v, uint32(stack[2]), uint32(stack[3]))
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "value=%s", quoteMax(v))
+	}
 }
 
-// proxy_set_property(path_ptr, path_len, value_ptr, value_len) → status
+// proxySetProperty is proxy_set_property(path_ptr, path_len, value_ptr,
+// value_len) → status.
 //
 // Stores the value as filter state "wasm.<path>" of the effective stream
 // (or of the root context), readable back with proxy_get_property(path)
@@ -141,29 +141,27 @@ func init() {
 //
 //	path_ptr         value_ptr
 //	[ p a t h ] ...  [ v a l u e ]
-func init() {
-	registerEnv(hostcalls.ProxySetProperty, 4, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		raw, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		v, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
-		if !ok1 || !ok2 {
-			fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
-			return
+func proxySetProperty(vm *VM, mod api.Module, stack []uint64) {
+	raw, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
+	v, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
+	if !ok1 || !ok2 {
+		fail(vm, stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	path := propertyPath(raw)
+	if vm.tracing {
+		vm.trace("==> %s(path=%q,value=%s)", hostcalls.ProxySetProperty, path, quoteMax(v))
+	}
+	if s := vm.cur; s != nil {
+		if s.fs == nil {
+			s.fs = map[string][]byte{}
 		}
-		path := propertyPath(raw)
-		if vm.tracing {
-			vm.trace("==> %s(path=%q,value=%s)", hostcalls.ProxySetProperty, path, quoteMax(v))
+		s.fs["wasm."+path] = v
+	} else {
+		if vm.rootFS == nil {
+			vm.rootFS = map[string][]byte{}
 		}
-		if s := vm.cur; s != nil {
-			if s.fs == nil {
-				s.fs = map[string][]byte{}
-			}
-			s.fs["wasm."+path] = v
-		} else {
-			if vm.rootFS == nil {
-				vm.rootFS = map[string][]byte{}
-			}
-			vm.rootFS["wasm."+path] = v
-		}
-		fail(vm, stack, hostcalls.StatusOK)
-	})
+		vm.rootFS["wasm."+path] = v
+	}
+	fail(vm, stack, hostcalls.StatusOK)
 }

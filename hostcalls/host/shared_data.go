@@ -131,7 +131,8 @@ func (vm *VM) sharedDataFault(op string, key []byte) hostcalls.Status {
 	return f(vm.index, op, string(key))
 }
 
-// proxy_get_shared_data(key_ptr, key_len, ret_ptr_ptr, ret_size_ptr, ret_cas_ptr) → status
+// proxyGetSharedData is proxy_get_shared_data(key_ptr, key_len, ret_ptr_ptr,
+// ret_size_ptr, ret_cas_ptr) → status.
 //
 // Reads key from the vm_id's store. OK: the value is copied into guest
 // memory allocated by the guest's allocator and its address, size and cas
@@ -146,43 +147,42 @@ func (vm *VM) sharedDataFault(op string, key []byte) hostcalls.Status {
 //	[ k e y ]  ...  [ ptr u32le ] [ size u32le ] [ cas u32le ]
 //	                    |
 //	                    +--> [ v a l u e ]   (allocated by the guest)
-func init() {
-	registerEnv(hostcalls.ProxyGetSharedData, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		// A view of guest memory: used before copyOut runs the guest.
-		key, ok := view(mod, uint32(stack[0]), uint32(stack[1]))
-		if !ok {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
-		}
-		if st := vm.sharedDataFault(SharedDataGet, key); st != hostcalls.StatusOK {
-			setStatus(stack, st)
-			vm.traceRet(st, "")
-			return
-		}
-		value, cas, found := vm.h.store.get(key)
-		if !found {
-			setStatus(stack, hostcalls.StatusNotFound)
-			vm.traceRet(hostcalls.StatusNotFound, "")
-			return
-		}
-		if !writeU32(mod, uint32(stack[4]), cas) {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
-			return
-		}
-		st := vm.copyOut(mod, value, uint32(stack[2]), uint32(stack[3]))
+func proxyGetSharedData(vm *VM, mod api.Module, stack []uint64) {
+	// A view of guest memory: used before copyOut runs the guest.
+	key, ok := view(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(key=%q)", hostcalls.ProxyGetSharedData, key)
+	}
+	if st := vm.sharedDataFault(SharedDataGet, key); st != hostcalls.StatusOK {
 		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "value=%q cas=%d", value, cas)
-		}
-	})
+		vm.traceRet(st, "")
+		return
+	}
+	value, cas, found := vm.h.store.get(key)
+	if !found {
+		setStatus(stack, hostcalls.StatusNotFound)
+		vm.traceRet(hostcalls.StatusNotFound, "")
+		return
+	}
+	if !writeU32(mod, uint32(stack[4]), cas) {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
+		return
+	}
+	st := vm.copyOut(mod, value, uint32(stack[2]), uint32(stack[3]))
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "value=%q cas=%d", value, cas)
+	}
 }
 
-// proxy_set_shared_data(key_ptr, key_len, value_ptr, value_len, cas) → status
+// proxySetSharedData is proxy_set_shared_data(key_ptr, key_len, value_ptr,
+// value_len, cas) → status.
 //
 // Sets key in the vm_id's store to the value. OK: stored with the next
 // value of the global CAS counter. A missing key is always set whatever
@@ -195,24 +195,22 @@ func init() {
 //	  |                    |
 //	  v                    v
 //	[ k e y ]   ...   [ v a l u e ]
-func init() {
-	registerEnv(hostcalls.ProxySetSharedData, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		key, ok1 := view(mod, uint32(stack[0]), uint32(stack[1]))
-		value, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
-		cas := uint32(stack[4])
-		if !ok1 || !ok2 {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
-		}
-		st := vm.sharedDataFault(SharedDataSet, key)
-		if st == hostcalls.StatusOK {
-			st = vm.h.store.set(key, value, cas)
-		}
-		setStatus(stack, st)
-		vm.traceRet(st, "")
-	})
+func proxySetSharedData(vm *VM, mod api.Module, stack []uint64) {
+	key, ok1 := view(mod, uint32(stack[0]), uint32(stack[1]))
+	value, ok2 := read(mod, uint32(stack[2]), uint32(stack[3]))
+	cas := uint32(stack[4])
+	if !ok1 || !ok2 {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		vm.traceRet(hostcalls.StatusInvalidMemoryAccess, "")
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(key=%q,value=%q,cas=%d)", hostcalls.ProxySetSharedData, key, value, cas)
+	}
+	st := vm.sharedDataFault(SharedDataSet, key)
+	if st == hostcalls.StatusOK {
+		st = vm.h.store.set(key, value, cas)
+	}
+	setStatus(stack, st)
+	vm.traceRet(st, "")
 }

@@ -57,7 +57,8 @@ func deleteQueues(vmID string) {
 	}
 }
 
-// proxy_register_shared_queue(name_ptr, name_len, ret_token_ptr) → status
+// proxyRegisterSharedQueue is proxy_register_shared_queue(name_ptr,
+// name_len, ret_token_ptr) → status.
 //
 // Registers the queue name in the VM's vm_id (or re-registers it: the
 // token and the items stay, the calling VM becomes the owner that receives
@@ -71,39 +72,38 @@ func deleteQueues(vmID string) {
 //	  |                 |
 //	  v                 v
 //	[ n a m e ]  ... [ token u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyRegisterSharedQueue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		name, ok := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		if !ok {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(name=%q)", hostcalls.ProxyRegisterSharedQueue, name)
-		}
-		queuesMu.Lock()
-		k := [2]string{vm.h.opts.VMID, name}
-		q := queueByName[k]
-		if q == nil {
-			q = &queue{token: nextQueueToken(), vmID: k[0]}
-			queueByName[k] = q
-			queueByID[q.token] = q
-		}
-		q.owner = vm
-		token := q.token
-		queuesMu.Unlock()
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[2]), token) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "token=%d", token)
-		}
-	})
+func proxyRegisterSharedQueue(vm *VM, mod api.Module, stack []uint64) {
+	name, ok := readString(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(name=%q)", hostcalls.ProxyRegisterSharedQueue, name)
+	}
+	queuesMu.Lock()
+	k := [2]string{vm.h.opts.VMID, name}
+	q := queueByName[k]
+	if q == nil {
+		q = &queue{token: nextQueueToken(), vmID: k[0]}
+		queueByName[k] = q
+		queueByID[q.token] = q
+	}
+	q.owner = vm
+	token := q.token
+	queuesMu.Unlock()
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[2]), token) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "token=%d", token)
+	}
 }
 
-// proxy_resolve_shared_queue(vm_id_ptr, vm_id_len, name_ptr, name_len, ret_token_ptr) → status
+// proxyResolveSharedQueue is proxy_resolve_shared_queue(vm_id_ptr,
+// vm_id_len, name_ptr, name_len, ret_token_ptr) → status.
 //
 // Finds the queue name registered in vm_id; an empty vm_id means the
 // calling VM's own (cpp-host ContextBase::lookupSharedQueue). OK: token
@@ -113,40 +113,39 @@ func init() {
 //	  |                |                |
 //	  v                v                v
 //	[ v m _ i d ] .. [ n a m e ] ..  [ token u32le ]
-func init() {
-	registerEnv(hostcalls.ProxyResolveSharedQueue, 5, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		vmID, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
-		name, ok2 := readString(mod, uint32(stack[2]), uint32(stack[3]))
-		if !ok1 || !ok2 {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(vm_id=%q,name=%q)", hostcalls.ProxyResolveSharedQueue, vmID, name)
-		}
-		if vmID == "" {
-			vmID = vm.h.opts.VMID
-		}
-		queuesMu.Lock()
-		q := queueByName[[2]string{vmID, name}]
-		queuesMu.Unlock()
-		if q == nil {
-			setStatus(stack, hostcalls.StatusNotFound)
-			vm.traceRet(hostcalls.StatusNotFound, "")
-			return
-		}
-		st := hostcalls.StatusOK
-		if !writeU32(mod, uint32(stack[4]), q.token) {
-			st = hostcalls.StatusInvalidMemoryAccess
-		}
-		setStatus(stack, st)
-		if vm.tracing {
-			vm.traceRet(st, "token=%d", q.token)
-		}
-	})
+func proxyResolveSharedQueue(vm *VM, mod api.Module, stack []uint64) {
+	vmID, ok1 := readString(mod, uint32(stack[0]), uint32(stack[1]))
+	name, ok2 := readString(mod, uint32(stack[2]), uint32(stack[3]))
+	if !ok1 || !ok2 {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(vm_id=%q,name=%q)", hostcalls.ProxyResolveSharedQueue, vmID, name)
+	}
+	if vmID == "" {
+		vmID = vm.h.opts.VMID
+	}
+	queuesMu.Lock()
+	q := queueByName[[2]string{vmID, name}]
+	queuesMu.Unlock()
+	if q == nil {
+		setStatus(stack, hostcalls.StatusNotFound)
+		vm.traceRet(hostcalls.StatusNotFound, "")
+		return
+	}
+	st := hostcalls.StatusOK
+	if !writeU32(mod, uint32(stack[4]), q.token) {
+		st = hostcalls.StatusInvalidMemoryAccess
+	}
+	setStatus(stack, st)
+	if vm.tracing {
+		vm.traceRet(st, "token=%d", q.token)
+	}
 }
 
-// proxy_enqueue_shared_queue(token, data_ptr, data_len) → status
+// proxyEnqueueSharedQueue is proxy_enqueue_shared_queue(token, data_ptr,
+// data_len) → status.
 //
 // Appends a copy of the data to the queue. OK: the owner VM gets
 // proxy_on_queue_ready(root, token) once the calling callback has returned
@@ -164,39 +163,38 @@ func init() {
 //	  |
 //	  v
 //	[ d a t a ]
-func init() {
-	registerEnv(hostcalls.ProxyEnqueueSharedQueue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		token := uint32(stack[0])
-		data, ok := read(mod, uint32(stack[1]), uint32(stack[2]))
-		if !ok {
-			setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
-			return
-		}
-		if vm.tracing {
-			vm.trace("==> %s(token=%d,data=%q)", hostcalls.ProxyEnqueueSharedQueue, token, data)
-		}
-		queuesMu.Lock()
-		q := queueByID[token]
-		var owner *VM
-		if q != nil {
-			q.items = append(q.items, data)
-			owner = q.owner
-		}
-		queuesMu.Unlock()
-		if q == nil {
-			setStatus(stack, hostcalls.StatusNotFound)
-			vm.traceRet(hostcalls.StatusNotFound, "")
-			return
-		}
-		if owner != nil {
-			vm.deferred = append(vm.deferred, func() { owner.queueReady(token) })
-		}
-		setStatus(stack, hostcalls.StatusOK)
-		vm.traceRet(hostcalls.StatusOK, "")
-	})
+func proxyEnqueueSharedQueue(vm *VM, mod api.Module, stack []uint64) {
+	token := uint32(stack[0])
+	data, ok := read(mod, uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		setStatus(stack, hostcalls.StatusInvalidMemoryAccess)
+		return
+	}
+	if vm.tracing {
+		vm.trace("==> %s(token=%d,data=%q)", hostcalls.ProxyEnqueueSharedQueue, token, data)
+	}
+	queuesMu.Lock()
+	q := queueByID[token]
+	var owner *VM
+	if q != nil {
+		q.items = append(q.items, data)
+		owner = q.owner
+	}
+	queuesMu.Unlock()
+	if q == nil {
+		setStatus(stack, hostcalls.StatusNotFound)
+		vm.traceRet(hostcalls.StatusNotFound, "")
+		return
+	}
+	if owner != nil {
+		vm.deferred = append(vm.deferred, func() { owner.queueReady(token) })
+	}
+	setStatus(stack, hostcalls.StatusOK)
+	vm.traceRet(hostcalls.StatusOK, "")
 }
 
-// proxy_dequeue_shared_queue(token, ret_ptr_ptr, ret_size_ptr) → status
+// proxyDequeueSharedQueue is proxy_dequeue_shared_queue(token, ret_ptr_ptr,
+// ret_size_ptr) → status.
 //
 // Removes the oldest item. OK: copied out like shared data (empty item:
 // ptr=0,size=0). EMPTY: the queue has no item. NOT_FOUND: no such token.
@@ -206,36 +204,34 @@ func init() {
 //	  v             v
 //	[ ptr u32le ] [ size u32le ]
 //	   +--> [ i t e m ]  (allocated by the guest)
-func init() {
-	registerEnv(hostcalls.ProxyDequeueSharedQueue, 3, ret32, func(vm *VM, mod api.Module, stack []uint64) {
-		token := uint32(stack[0])
+func proxyDequeueSharedQueue(vm *VM, mod api.Module, stack []uint64) {
+	token := uint32(stack[0])
+	if vm.tracing {
+		vm.trace("==> %s(token=%d)", hostcalls.ProxyDequeueSharedQueue, token)
+	}
+	queuesMu.Lock()
+	q := queueByID[token]
+	var item []byte
+	st := hostcalls.StatusOK
+	switch {
+	case q == nil:
+		st = hostcalls.StatusNotFound
+	case len(q.items) == 0:
+		st = hostcalls.StatusEmpty
+	default:
+		item = q.items[0]
+		q.items = q.items[1:]
+	}
+	queuesMu.Unlock()
+	if st == hostcalls.StatusOK {
+		st = vm.copyOut(mod, item, uint32(stack[1]), uint32(stack[2]))
 		if vm.tracing {
-			vm.trace("==> %s(token=%d)", hostcalls.ProxyDequeueSharedQueue, token)
+			vm.traceRet(st, "data=%q", item)
 		}
-		queuesMu.Lock()
-		q := queueByID[token]
-		var item []byte
-		st := hostcalls.StatusOK
-		switch {
-		case q == nil:
-			st = hostcalls.StatusNotFound
-		case len(q.items) == 0:
-			st = hostcalls.StatusEmpty
-		default:
-			item = q.items[0]
-			q.items = q.items[1:]
-		}
-		queuesMu.Unlock()
-		if st == hostcalls.StatusOK {
-			st = vm.copyOut(mod, item, uint32(stack[1]), uint32(stack[2]))
-			if vm.tracing {
-				vm.traceRet(st, "data=%q", item)
-			}
-		} else {
-			vm.traceRet(st, "")
-		}
-		setStatus(stack, st)
-	})
+	} else {
+		vm.traceRet(st, "")
+	}
+	setStatus(stack, st)
 }
 
 // queueReady delivers proxy_on_queue_ready(root, token) to the VM with the

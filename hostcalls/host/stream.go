@@ -93,7 +93,7 @@ type direction struct {
 // synchronously: each method makes the filter calls Envoy would make for
 // that event and returns when they are done. Methods lock the VM, so one
 // VM runs one call at a time; a Stream may be driven from two goroutines
-// (request and response sides), as the Handler does.
+// (request and response sides), as the proxy package does.
 type Stream struct {
 	h        *Host
 	vm       *VM
@@ -113,10 +113,10 @@ type Stream struct {
 	complete bool // Complete ran
 	// fs is the filter state, nil until the first proxy_set_property.
 	fs map[string][]byte
-	// notify wakes the Handler waiting on the stream; nil (never
-	// signalled) for a stream that the Handler does not drive.
+	// notify wakes the front end waiting on the stream (Notify); nil
+	// (never signalled) for a stream not opened by PickStream.
 	notify chan struct{}
-	// keepBodies false (Handler streams) drops passed-on data once taken.
+	// keepBodies false (PickStream streams) drops passed-on data once taken.
 	keepBodies bool
 }
 
@@ -133,7 +133,8 @@ func (h *Host) newStream(vm *VM) *Stream {
 	return s
 }
 
-// tryNewStream opens a stream unless the VM was retired.
+// tryNewStream opens a stream for PickStream unless the VM was retired:
+// it signals notify and does not keep the bodies it passed on.
 func (h *Host) tryNewStream(vm *VM) *Stream {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
@@ -142,11 +143,12 @@ func (h *Host) tryNewStream(vm *VM) *Stream {
 	}
 	s := h.newStreamLocked(vm)
 	s.notify = make(chan struct{}, 1)
+	s.keepBodies = false
 	return s
 }
 
 // newStreamLocked makes a stream. Its notify channel is nil (signal does
-// nothing) unless the caller, the Handler, waits on it.
+// nothing) unless the caller, PickStream, waits on it.
 func (h *Host) newStreamLocked(vm *VM) *Stream {
 	id := vm.nextID
 	vm.nextID++
@@ -159,6 +161,12 @@ func (s *Stream) ID() uint32 { return s.id }
 
 // VM returns the index of the stream's VM.
 func (s *Stream) VM() int { return s.vm.index }
+
+// Notify returns the channel that receives a value (at most one pending)
+// after a change of the stream: something passed on, a local reply, a
+// reset. Wait on it between Takes. Only a stream opened by PickStream is
+// signalled; for others it is nil (blocks forever).
+func (s *Stream) Notify() <-chan struct{} { return s.notify }
 
 func (s *Stream) signal() {
 	select {

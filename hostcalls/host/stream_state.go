@@ -1,6 +1,6 @@
 package host
 
-// What a Stream has done so far, for tests and for the Handler. Every
+// What a Stream has done so far, for tests and for a front end (Take). Every
 // accessor locks the VM and returns copies.
 
 func (s *Stream) read(f func()) {
@@ -113,40 +113,45 @@ func (s *Stream) FilterState() map[string][]byte {
 	return out
 }
 
-// progress is what the Handler needs after each event in one direction.
-type progress struct {
-	headersReleased bool
-	headers         [][2]string
-	data            []byte
-	eos             bool
-	trailers        [][2]string
-	ended           bool
-	local           *LocalReply
-	reset           bool
+// Progress is what a front end (PickStream) needs after each event in
+// one direction: what the filter has passed on so far and how the stream
+// stands.
+type Progress struct {
+	HeadersReleased bool        // the headers were passed on
+	Headers         [][2]string // the headers passed on (nil if not yet, or if sentHeaders)
+	Data            []byte      // body bytes passed on since the last Take
+	EOS             bool        // the end of stream was passed on
+	Trailers        [][2]string // trailers passed on
+	Ended           bool        // a local reply or a reset: no more callbacks but the end
+	Local           *LocalReply // the local reply, if any
+	Reset           bool        // the stream was reset
 }
 
-// take returns the direction's progress and the data passed on since the
-// last take. Unless keepBodies, taken data is dropped from the stream.
-func (s *Stream) take(resp bool, sentHeaders bool) progress {
-	var p progress
+// Take returns the progress of the request (resp false) or response
+// direction and the body passed on since the last Take (a copy). With
+// sentHeaders the headers are not copied (the caller already sent them).
+// For a stream of PickStream the data taken is dropped from the stream;
+// otherwise it stays for ForwardedRequestBody and the like.
+func (s *Stream) Take(resp bool, sentHeaders bool) Progress {
+	var p Progress
 	s.read(func() {
 		d := s.dir(resp)
-		p.headersReleased = d.headersReleased
+		p.HeadersReleased = d.headersReleased
 		if d.headersReleased && !sentHeaders {
-			p.headers = clonePairs(d.releasedHeaders)
+			p.Headers = clonePairs(d.releasedHeaders)
 		}
-		p.data = append([]byte(nil), d.out[d.outTaken:]...)
+		p.Data = append([]byte(nil), d.out[d.outTaken:]...)
 		if s.keepBodies {
 			d.outTaken = len(d.out)
 		} else {
 			d.out = d.out[:0]
 			d.outTaken = 0
 		}
-		p.eos = d.eosOut
-		p.trailers = clonePairs(d.releasedTrailers)
-		p.ended = s.ended
-		p.local = s.local
-		p.reset = s.reset
+		p.EOS = d.eosOut
+		p.Trailers = clonePairs(d.releasedTrailers)
+		p.Ended = s.ended
+		p.Local = s.local
+		p.Reset = s.reset
 	})
 	return p
 }

@@ -8,31 +8,29 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// proxy_set_tick_period_milliseconds(period_ms) → status
+// proxySetTickPeriodMilliseconds is proxy_set_tick_period_milliseconds(period_ms) → status.
 //
 // Sets the tick period of the VM's root context (Envoy keeps one timer per
 // root context per VM, so N workers tick N times per period). 0 disables
 // the timer. The next tick is due period after the call; after each tick
 // it is re-armed period after that tick. Always OK. No memory is touched.
-func init() {
-	registerEnv(hostcalls.ProxySetTickPeriod, 1, ret32, func(vm *VM, _ api.Module, stack []uint64) {
-		ms := uint32(stack[0])
-		if vm.tracing {
-			vm.trace("==> %s(period_ms=%d)", hostcalls.ProxySetTickPeriod, ms)
-		}
-		vm.tickPeriod = time.Duration(ms) * time.Millisecond
-		if ms > 0 {
-			vm.nextTick = vm.h.opts.Clock.Now().Add(vm.tickPeriod)
-		} else {
-			vm.nextTick = time.Time{}
-		}
-		select {
-		case vm.tickWake <- struct{}{}:
-		default:
-		}
-		vm.traceRet(hostcalls.StatusOK, "")
-		setStatus(stack, hostcalls.StatusOK)
-	})
+func proxySetTickPeriodMilliseconds(vm *VM, _ api.Module, stack []uint64) {
+	ms := uint32(stack[0])
+	if vm.tracing {
+		vm.trace("==> %s(period_ms=%d)", hostcalls.ProxySetTickPeriod, ms)
+	}
+	vm.tickPeriod = time.Duration(ms) * time.Millisecond
+	if ms > 0 {
+		vm.nextTick = vm.h.opts.Clock.Now().Add(vm.tickPeriod)
+	} else {
+		vm.nextTick = time.Time{}
+	}
+	select {
+	case vm.tickWake <- struct{}{}:
+	default:
+	}
+	vm.traceRet(hostcalls.StatusOK, "")
+	setStatus(stack, hostcalls.StatusOK)
 }
 
 // startTickers starts one tick goroutine per VM under a RealClock; under a

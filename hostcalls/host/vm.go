@@ -83,7 +83,7 @@ type VM struct {
 	shutdown bool // on_done(root) has run
 	closed   bool
 	waitDone bool // on_done returned false: on_delete waits for proxy_done
-	// replaceFailed: the Handler could not replace this failed VM.
+	// replaceFailed: PickStream could not replace this failed VM.
 	replaceFailed bool
 }
 

@@ -1,4 +1,4 @@
-package host
+package proxy
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package host
+package proxy
 
 import (
 	"context"
@@ -11,132 +11,61 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
 // hopHeaders are not forwarded (RFC 9110 §7.6.1), as Envoy strips them.
 var hopHeaders = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
 	"transfer-encoding": true, "te": true, "upgrade": true, "trailer": true}
 
-// chunkSize is the most the Handler reads from a body before handing the
+// chunkSize is the most the proxy reads from a body before handing the
 // chunk to the filter.
 const chunkSize = 32 << 10
 
-// upstreamTransport is shared by every Handler so connections are reused.
+// upstreamTransport is shared by every proxy so connections are reused.
 // DisableCompression: Envoy forwards the request headers as the filter
 // left them; net/http would otherwise add Accept-Encoding: gzip and
 // decompress the response behind the filter's back.
 var upstreamTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false, DisableCompression: true,
 	ResponseHeaderTimeout: 0, IdleConnTimeout: 90 * time.Second}
 
-// Handler returns a local proxy in front of upstream: each request runs
-// on one VM (Options.Balance) through the filter callbacks like Envoy's
-// HTTP connection manager, is forwarded with net/http, and the response is
-// streamed back through the response callbacks chunk by chunk as it
-// arrives (flushed after each chunk, so SSE streams). It honours local
+// New returns a local proxy that puts h in front of upstream: each
+// request runs on one VM (host.Options.Balance, Host.PickStream) through
+// the filter callbacks like Envoy's HTTP connection manager, is forwarded
+// with net/http, and the response is streamed back through the response
+// callbacks chunk by chunk as it arrives (flushed after each chunk, so
+// SSE streams). It honours local
 // replies, header changes (no Content-Length after the filter removed it:
 // chunked), rewritten bodies, client disconnects (the stream is reset:
 // on_log, on_done and on_delete run) and upstream failures (a
 // 503 "upstream connect error" reply that goes through the response
 // callbacks as Envoy's router reply does; on_log, on_done, on_delete run).
 // Request trailers from the client are not forwarded.
-func (h *Host) Handler(upstream *url.URL) http.Handler {
+func New(h *host.Host, upstream *url.URL) http.Handler {
 	return &proxy{h: h, upstream: upstream, client: &http.Client{Transport: upstreamTransport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
+// proxy is the http.Handler New returns.
 type proxy struct {
-	h        *Host
+	h        *host.Host
 	upstream *url.URL
 	client   *http.Client
 }
 
-// pickStream opens a stream on a VM picked by pickVM, replacing a failed
-// VM first (Envoy drops a VM that trapped and creates a new one for the
-// next stream) and picking again if the VM was retired meanwhile. If the
-// failed VM cannot be replaced the stream runs on it (and gets 503
-// wasm_fail_stream). It returns nil once the Host is closed.
-func (h *Host) pickStream() *Stream {
-	for {
-		vm := h.pickVM()
-		if vm.Failed() != nil && h.replaceFailed(vm) {
-			continue
-		}
-		if s := h.tryNewStream(vm); s != nil {
-			return s
-		}
-		if h.isClosed() {
-			return nil
-		}
-	}
-}
+var errLocalReply = errors.New("proxy: stream ended by a local reply")
 
-// replaceFailed swaps a failed worker VM for a new one started with the
-// current configuration and reports whether old is no longer a current VM
-// (replaced now or before); if the new VM fails too, the failed VM stays
-// (its streams get 503) and it reports false.
-func (h *Host) replaceFailed(old *VM) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return false
-	}
-	if old.index < 0 || old.index >= len(h.vms) || h.vms[old.index] != old {
-		return true
-	}
-	vm, err := h.newVM(context.Background(), old.index, h.opts.PluginConfig)
-	if err != nil {
-		if vm != nil {
-			vm.closeInstance(context.Background())
-		}
-		h.addLog(hostcalls.LogLevelCritical, old.index, "host: replacing the failed VM: "+err.Error())
-		old.mu.Lock()
-		if !old.replaceFailed { // tried again for each new stream: wrap once
-			old.failed = fmt.Errorf("%w (replacement failed: %v)", old.failed, err)
-			old.replaceFailed = true
-		}
-		old.mu.Unlock()
-		return false
-	}
-	h.vms[old.index] = vm
-	h.retired = append(h.retired, old)
-	old.mu.Lock()
-	old.retired = true
-	old.mu.Unlock()
-	h.startTickers([]*VM{vm})
-	return true
-}
-
-// pickVM picks the VM for a new stream.
-func (h *Host) pickVM() *VM {
-	vms := h.VMs()
-	start := int(h.rr.Add(1)-1) % len(vms)
-	if h.opts.Balance == RoundRobin {
-		return vms[start]
-	}
-	best := vms[start]
-	for i := 1; i < len(vms); i++ {
-		vm := vms[(start+i)%len(vms)]
-		if vm.active.Load() < best.active.Load() {
-			best = vm
-		}
-	}
-	return best
-}
-
-var errLocalReply = errors.New("host: stream ended by a local reply")
-
+// ServeHTTP serves one request through a stream of the Host (see New).
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var s *Stream
-	if p.h.enterServe() {
-		defer p.h.serving.Done() // after s.Complete
-		s = p.h.pickStream()
+	var s *host.Stream
+	if p.h.EnterServe() {
+		defer p.h.ExitServe() // after s.Complete
+		s = p.h.PickStream()
 	}
 	if s == nil {
-		writeLocalReply(w, &LocalReply{Status: 503, Body: []byte("host closed"), GRPCStatus: -1})
+		writeLocalReply(w, &host.LocalReply{Status: 503, Body: []byte("host closed"), GRPCStatus: -1})
 		return
 	}
-	s.keepBodies = false
 	defer s.Complete()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -157,10 +86,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		pw.Close()
 	}
-	up, err := p.upstreamRequest(ctx, rp.headers, pr, noBody)
+	up, err := p.upstreamRequest(ctx, rp.Headers, pr, noBody)
 	if err != nil {
 		s.ResetWithReason("bad_request_headers")
-		p.finish(w, s, s.take(false, true), false)
+		p.finish(w, s, s.Take(false, true), false)
 		return
 	}
 	resp, err := p.client.Do(up)
@@ -170,7 +99,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Err() != nil {
 				s.Reset()
 			}
-			p.finish(w, s, s.take(true, false), false)
+			p.finish(w, s, s.Take(true, false), false)
 			return
 		}
 		// Envoy's router answers an upstream failure with a 503 that goes
@@ -231,27 +160,27 @@ func requestPairs(r *http.Request) [][2]string {
 
 // waitHeaders waits until the direction's headers are passed on (true),
 // or the stream ended or the client went away (false).
-func (p *proxy) waitHeaders(ctx context.Context, s *Stream, resp bool) (progress, bool) {
+func (p *proxy) waitHeaders(ctx context.Context, s *host.Stream, resp bool) (host.Progress, bool) {
 	for {
-		pr := s.take(resp, false)
-		if pr.ended || pr.local != nil || pr.reset {
+		pr := s.Take(resp, false)
+		if pr.Ended || pr.Local != nil || pr.Reset {
 			return pr, false
 		}
-		if pr.headersReleased {
+		if pr.HeadersReleased {
 			return pr, true
 		}
 		select {
-		case <-s.notify:
+		case <-s.Notify():
 		case <-ctx.Done():
 			s.Reset()
-			return s.take(resp, false), false
+			return s.Take(resp, false), false
 		}
 	}
 }
 
 // pumpRequest reads the client body chunk by chunk into the filter and
 // writes what it passes on into the upstream pipe.
-func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body io.Reader, pw *io.PipeWriter, s *Stream) {
+func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body io.Reader, pw *io.PipeWriter, s *host.Stream) {
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := body.Read(buf)
@@ -266,18 +195,18 @@ func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body
 			s.RequestBody(buf[:n], eof)
 		}
 		for {
-			pr := s.take(false, true)
-			if pr.local != nil || pr.reset {
+			pr := s.Take(false, true)
+			if pr.Local != nil || pr.Reset {
 				pw.CloseWithError(errLocalReply)
 				cancel()
 				return
 			}
-			if len(pr.data) > 0 {
-				if _, werr := pw.Write(pr.data); werr != nil {
+			if len(pr.Data) > 0 {
+				if _, werr := pw.Write(pr.Data); werr != nil {
 					return
 				}
 			}
-			if pr.eos {
+			if pr.EOS {
 				pw.Close()
 				return
 			}
@@ -287,7 +216,7 @@ func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body
 			// End of the client body but the filter holds the rest:
 			// wait for proxy_continue_stream or the end.
 			select {
-			case <-s.notify:
+			case <-s.Notify():
 			case <-ctx.Done():
 				pw.CloseWithError(ctx.Err())
 				return
@@ -323,7 +252,7 @@ func (p *proxy) upstreamRequest(ctx context.Context, hdrs [][2]string, body io.R
 	u := *p.upstream
 	ref, err := url.ParseRequestURI(path)
 	if err != nil {
-		return nil, fmt.Errorf("host: bad :path %q: %w", path, err)
+		return nil, fmt.Errorf("proxy: bad :path %q: %w", path, err)
 	}
 	u.Path = strings.TrimSuffix(p.upstream.Path, "/") + ref.Path
 	u.RawPath = ""
@@ -343,17 +272,17 @@ func (p *proxy) upstreamRequest(ctx context.Context, hdrs [][2]string, body io.R
 }
 
 // respond streams the response through the filter to the client.
-func (p *proxy) respond(ctx context.Context, w http.ResponseWriter, s *Stream, resp *http.Response) {
+func (p *proxy) respond(ctx context.Context, w http.ResponseWriter, s *host.Stream, resp *http.Response) {
 	rp, ok := p.waitHeaders(ctx, s, true)
 	if !ok {
 		p.finish(w, s, rp, false)
 		return
 	}
-	writeResponseHeaders(w, rp.headers)
+	writeResponseHeaders(w, rp.Headers)
 	flusher, _ := w.(http.Flusher)
-	write := func(pr progress) bool {
-		if len(pr.data) > 0 {
-			if _, err := w.Write(pr.data); err != nil {
+	write := func(pr host.Progress) bool {
+		if len(pr.Data) > 0 {
+			if _, err := w.Write(pr.Data); err != nil {
 				s.Reset()
 				return false
 			}
@@ -395,8 +324,8 @@ func (p *proxy) respond(ctx context.Context, w http.ResponseWriter, s *Stream, r
 					s.ResponseBody(buf[:n], eof)
 				}
 			}
-			pr := s.take(true, true)
-			if pr.reset || pr.local != nil {
+			pr := s.Take(true, true)
+			if pr.Reset || pr.Local != nil {
 				panic(http.ErrAbortHandler)
 			}
 			if !write(pr) {
@@ -410,21 +339,21 @@ func (p *proxy) respond(ctx context.Context, w http.ResponseWriter, s *Stream, r
 	// The filter may still hold the end (StopIterationAndBuffer at eos):
 	// wait for it to be passed on.
 	for {
-		pr := s.take(true, true)
-		if pr.reset || pr.local != nil {
+		pr := s.Take(true, true)
+		if pr.Reset || pr.Local != nil {
 			panic(http.ErrAbortHandler)
 		}
 		if !write(pr) {
 			return
 		}
-		if pr.eos {
-			for _, kv := range pr.trailers {
+		if pr.EOS {
+			for _, kv := range pr.Trailers {
 				w.Header().Set(http.TrailerPrefix+kv[0], kv[1])
 			}
 			return
 		}
 		select {
-		case <-s.notify:
+		case <-s.Notify():
 		case <-ctx.Done():
 			s.Reset()
 			return
@@ -459,8 +388,8 @@ func writeResponseHeaders(w http.ResponseWriter, hdrs [][2]string) {
 
 // finish answers a stream that ended before its response started: a local
 // reply, or nothing (reset: the client connection is aborted).
-func (p *proxy) finish(w http.ResponseWriter, s *Stream, pr progress, _ bool) {
-	lr := pr.local
+func (p *proxy) finish(w http.ResponseWriter, s *host.Stream, pr host.Progress, _ bool) {
+	lr := pr.Local
 	if lr == nil {
 		lr = s.LocalReply()
 	}
@@ -470,7 +399,7 @@ func (p *proxy) finish(w http.ResponseWriter, s *Stream, pr progress, _ bool) {
 	writeLocalReply(w, lr)
 }
 
-func writeLocalReply(w http.ResponseWriter, lr *LocalReply) {
+func writeLocalReply(w http.ResponseWriter, lr *host.LocalReply) {
 	for _, kv := range lr.Headers {
 		if !strings.HasPrefix(kv[0], ":") && !hopHeaders[kv[0]] {
 			w.Header().Add(kv[0], kv[1])

@@ -1,4 +1,4 @@
-package host
+package proxy
 
 import (
 	"bufio"
@@ -10,22 +10,24 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
-// proxyFor starts h's Handler in front of upstream.
-func proxyFor(t testing.TB, h *Host, upstream string) *httptest.Server {
+// proxyFor starts the proxy of h in front of upstream.
+func proxyFor(t testing.TB, h *host.Host, upstream string) *httptest.Server {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(u))
+	srv := httptest.NewServer(New(h, u))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
 // waitLog waits (bounded) until a log message with prefix appears.
-func waitLog(t *testing.T, h *Host, prefix string) {
+func waitLog(t *testing.T, h *host.Host, prefix string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(messages(h, -2, prefix)) == 0 {
@@ -60,7 +62,7 @@ func echoUpstream(t *testing.T) (*httptest.Server, chan seen) {
 // ends on_log → on_done → on_delete.
 func TestHandlerPassThrough(t *testing.T) {
 	up, ch := echoUpstream(t)
-	h := start(t, rawGuestPkg, Options{VMs: 2})
+	h := start(t, rawGuestPkg, host.Options{VMs: 2})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Post(px.URL+"/v1/x?q=1", "text/plain", strings.NewReader("hello"))
 	if err != nil {
@@ -89,7 +91,7 @@ func TestHandlerPassThrough(t *testing.T) {
 // removed content-length: the upstream gets the new body chunked.
 func TestHandlerBodyRewrite(t *testing.T) {
 	up, ch := echoUpstream(t)
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("req_body=buffer\nreq_eos_op=replace:NEWBODY\nremove_cl=1")})
+	h := start(t, rawGuestPkg, host.Options{PluginConfig: []byte("req_body=buffer\nreq_eos_op=replace:NEWBODY\nremove_cl=1")})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Post(px.URL+"/", "text/plain", strings.NewReader("old body"))
 	if err != nil {
@@ -107,7 +109,7 @@ func TestHandlerBodyRewrite(t *testing.T) {
 // the client; the upstream is never called.
 func TestHandlerLocalReply(t *testing.T) {
 	up, ch := echoUpstream(t)
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("local_reply=req_headers")})
+	h := start(t, rawGuestPkg, host.Options{PluginConfig: []byte("local_reply=req_headers")})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Get(px.URL + "/")
 	if err != nil {
@@ -126,7 +128,7 @@ func TestHandlerLocalReply(t *testing.T) {
 // TestHandlerPayloadTooLarge: buffering past the limit gives 413.
 func TestHandlerPayloadTooLarge(t *testing.T) {
 	up, _ := echoUpstream(t)
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("req_body=buffer"), BufferLimit: 1024})
+	h := start(t, rawGuestPkg, host.Options{PluginConfig: []byte("req_body=buffer"), BufferLimit: 1024})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Post(px.URL+"/", "text/plain", strings.NewReader(strings.Repeat("x", 64<<10)))
 	if err != nil {
@@ -149,7 +151,7 @@ func TestHandlerStreamsSSE(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	h := start(t, rawGuestPkg, Options{})
+	h := start(t, rawGuestPkg, host.Options{})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Get(px.URL + "/stream")
 	if err != nil {
@@ -179,7 +181,7 @@ func TestHandlerUpstreamDown(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close()
-	h := start(t, rawGuestPkg, Options{})
+	h := start(t, rawGuestPkg, host.Options{})
 	px := proxyFor(t, h, deadURL)
 	resp, err := http.Get(px.URL + "/")
 	if err != nil {
@@ -209,7 +211,7 @@ func TestHandlerClientDisconnect(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release); up.Close() })
-	h := start(t, rawGuestPkg, Options{})
+	h := start(t, rawGuestPkg, host.Options{})
 	px := proxyFor(t, h, up.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", px.URL+"/", nil)
@@ -226,57 +228,13 @@ func TestHandlerClientDisconnect(t *testing.T) {
 	equal(t, "on_done", messages(h, 0, "done ctx=2"), []string{"done ctx=2"})
 }
 
-// TestHTTPCall: http_call to a named cluster from on_request_headers
-// (stopping the stream); the answer resumes it through
-// set_effective_context + continue_stream; a failed call reports
-// headers=0 and status 11 "reset"; an unknown cluster is BAD_ARGUMENT.
-func TestHTTPCall(t *testing.T) {
-	auth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/auth" || r.Host != "auth" {
-			w.WriteHeader(400)
-			return
-		}
-		io.WriteString(w, "ok")
-	}))
-	t.Cleanup(auth.Close)
-	dead := httptest.NewServer(http.NotFoundHandler())
-	dead.Close()
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("http_call=auth"),
-		Clusters: map[string]string{"auth": auth.URL, "dead": dead.URL}})
-	s := h.NewStream(0)
-	equal(t, "headers", s.RequestHeaders(getReq, true), StopAllIterationAndWatermark)
-	h.Wait()
-	equal(t, "log", messages(h, 0, "http_call"), []string{"http_call status=0",
-		"http_call_response token=1 headers=4 status=200 body=ok code=0 msg="})
-	fwd := s.RequestHeaderMap()
-	equal(t, "resumed with header", fwd[len(fwd)-1], [2]string{"x-auth", "200"})
-	equal(t, "request done", s.RequestDone(), true)
-
-	if err := h.Reconfigure([]byte("http_call=dead")); err != nil {
-		t.Fatal(err)
-	}
-	s = h.NewStream(0)
-	s.RequestHeaders(getReq, true)
-	h.Wait()
-	got := messages(h, 0, "http_call_response")
-	equal(t, "failure", got[len(got)-1], "http_call_response token=2 headers=0 status= body= code=11 msg=reset")
-
-	if err := h.Reconfigure([]byte("http_call=nope")); err != nil {
-		t.Fatal(err)
-	}
-	s = h.NewStream(0)
-	equal(t, "unknown cluster continues", s.RequestHeaders(getReq, true), Continue)
-	got = messages(h, 0, "http_call status")
-	equal(t, "unknown cluster", got[len(got)-1], "http_call status=2")
-}
-
 // TestFailedVM: a trap in a stream callback fails the VM and ends the
 // stream with 503 wasm_fail_stream (fail closed); the Handler replaces a
 // failed VM with a new one for the next request.
 func TestFailedVM(t *testing.T) {
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("crash_on=req_headers")})
+	h := start(t, rawGuestPkg, host.Options{PluginConfig: []byte("crash_on=req_headers")})
 	s := h.NewStream(0)
-	equal(t, "headers", s.RequestHeaders(getReq, true), Ended)
+	equal(t, "headers", s.RequestHeaders(getReq, true), host.Ended)
 	if lr := s.LocalReply(); lr == nil || lr.Status != 503 || lr.Details != "wasm_fail_stream" {
 		t.Fatalf("LocalReply = %+v, want 503 wasm_fail_stream", lr)
 	}
@@ -286,7 +244,7 @@ func TestFailedVM(t *testing.T) {
 	}
 
 	up, _ := echoUpstream(t)
-	h2 := start(t, rawGuestPkg, Options{})
+	h2 := start(t, rawGuestPkg, host.Options{})
 	if _, err := h2.Call(0, "crash"); err == nil {
 		t.Fatal("crash did not trap")
 	}
@@ -313,7 +271,7 @@ func TestHandlerPausedByHTTPCall(t *testing.T) {
 	}))
 	t.Cleanup(auth.Close)
 	up, ch := echoUpstream(t)
-	h := start(t, rawGuestPkg, Options{PluginConfig: []byte("http_call=auth"), Clusters: map[string]string{"auth": auth.URL}})
+	h := start(t, rawGuestPkg, host.Options{PluginConfig: []byte("http_call=auth"), Clusters: map[string]string{"auth": auth.URL}})
 	px := proxyFor(t, h, up.URL)
 	resp, err := http.Post(px.URL+"/", "text/plain", strings.NewReader("payload"))
 	if err != nil {
