@@ -39,7 +39,7 @@ build: ## Build plugin.wasm (GOOS=wasip1, c-shared, then cmd/wasm-wasi) and prin
 
 test: build ## Run all tests against the built plugin.wasm, then the race detector on the host and the core.
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
-	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./fairshare/
+	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./hostcalls/host/proxy/ ./fairshare/
 
 run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=, REPLICAS=).
 	@$(MAKE) --no-print-directory -j2 build build/fairshare-run
