@@ -55,7 +55,6 @@ type Pool struct {
 
 	static   []byte // the encoded static section of the record (codec.go)
 	staticOK bool   // static matches the state
-	staticV4 bool   // static was read from (or written as) a version 4 record
 	last     []byte // the record p last encoded (codec.go)
 	lastOK   bool   // last describes p exactly: nothing changed since
 
