@@ -243,11 +243,10 @@ func (p *Pool) appendStatic(b []byte) []byte {
 // above). It never fails; the error is there for encoding.BinaryAppender.
 // p keeps a copy of the record for UnmarshalBinary. Cost: O(size of the
 // record); no allocation when b has room and the static section and the
-// copy are cached (the record did not grow). A b that is not nil (a
-// buffer the caller reuses) is first grown to hold a bound of the entries'
-// and holders' part (dynamicBound, about twice its size) past its length,
-// so that they are written in place (in Wasm every append costs a call
-// site); a nil b gets a record sized by append.
+// copy are cached (the record did not grow). b is first grown to hold a
+// bound of the entries' and holders' part (dynamicBound, about twice its
+// size) past its length, so that they are written in place (in Wasm every
+// append costs a call site); a nil b gets a buffer of that size.
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
@@ -260,11 +259,7 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, p.static...)
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
-	if b == nil {
-		b = p.appendDynamic(b, st) // a record of its own: no room to spare
-	} else {
-		b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
-	}
+	b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
 	b = binary.AppendUvarint(b, uint64(len(p.waits)))
 	prev := st
 	for k := range p.waits {
@@ -329,66 +324,7 @@ func (e *entry) flags() byte {
 	return f
 }
 
-// appendDynamic appends the entries' dynamic fields and the holders of p
-// to b (the part of the record between the usage time and the waiting
-// requests), growing b as it goes.
-func (p *Pool) appendDynamic(b []byte, st int64) []byte {
-	for i := range p.teams {
-		e := &p.teams[i]
-		f := e.flags()
-		b = append(b, f)
-		if f&flagUsage != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.usage))
-		}
-		if f&flagEstimate != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.estimate))
-		}
-		if f&flagPenalty != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.penalty))
-		}
-		if f&flagLastUpdate != 0 {
-			b = le.AppendUint64(b, uint64(e.lastUpdate))
-		}
-		if f&flagPhantoms != 0 {
-			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
-			for _, g := range e.phantoms {
-				b = le.AppendUint64(b, uint64(g.until))
-				b = binary.AppendUvarint(b, uint64(g.within))
-				b = binary.AppendUvarint(b, uint64(g.borrowing))
-				b = binary.AppendUvarint(b, uint64(g.wTok))
-				b = binary.AppendUvarint(b, uint64(g.bTok))
-			}
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(len(p.holders)))
-	cur := p.window(st)
-	for i := range p.holders {
-		h := &p.holders[i]
-		b = le.AppendUint32(b, h.id)
-		b = le.AppendUint64(b, uint64(h.seen))
-		b = binary.AppendUvarint(b, uint64(len(h.counts)))
-		for _, c := range h.counts {
-			dg := cur - c.gen // 0 or 1 in a consistent record
-			tok := c.wTok|c.bTok != 0
-			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
-				b = append(b, byte(c.team), byte(dg<<2)|byte(boolInt(tok)), byte(c.within), byte(c.borrowing))
-			} else {
-				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
-				b = binary.AppendUvarint(b, uint64(c.team))
-				b = binary.AppendUvarint(b, z<<1|uint64(boolInt(tok)))
-				b = binary.AppendUvarint(b, uint64(c.within))
-				b = binary.AppendUvarint(b, uint64(c.borrowing))
-			}
-			if tok {
-				b = binary.AppendUvarint(b, uint64(c.wTok))
-				b = binary.AppendUvarint(b, uint64(c.bTok))
-			}
-		}
-	}
-	return b
-}
-
-// dynamicBound is an upper bound on the bytes appendDynamic appends.
+// dynamicBound is an upper bound on the bytes appendDynamicFast writes.
 func (p *Pool) dynamicBound() int {
 	const v = binary.MaxVarintLen64
 	n := 33*len(p.teams) + v
@@ -403,9 +339,10 @@ func (p *Pool) dynamicBound() int {
 	return n
 }
 
-// appendDynamicFast is appendDynamic for a b with room for dynamicBound
-// bytes: it writes in place rather than appending, and so makes no call in
-// its loops. In Wasm, Go saves and reloads the live values around a call
+// appendDynamicFast appends the entries' dynamic fields and the holders
+// of p to b (the part of the record between the usage time and the waiting
+// requests). b must have room for dynamicBound bytes past its length: it
+// writes in place rather than appending, and so makes no call in its loops. In Wasm, Go saves and reloads the live values around a call
 // site, append's included, and splits the function at it.
 func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 	n := len(b)

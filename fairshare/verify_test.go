@@ -280,8 +280,8 @@ func check(p *Pool) error {
 	if !bytes.Equal(enc, enc2) {
 		return fmt.Errorf("re-encoding differs")
 	}
-	// Into a buffer with room for the bound (the in-place writer, where
-	// nil took the appending one), after a byte already there: the same.
+	// Into a buffer that already has room for the bound (not grown), after
+	// a byte already there: the same bytes, in that buffer's memory.
 	room := append(make([]byte, 0, 1+len(enc)+p.dynamicBound()), 0xee)
 	enc3, _ := p.AppendBinary(room)
 	if enc3[0] != 0xee || !bytes.Equal(enc3[1:], enc) || &enc3[0] != &room[:1][0] {
