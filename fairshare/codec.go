@@ -99,7 +99,7 @@ import (
 //
 // Requests in flight per team are not stored: they are the sums of the
 // holders' counts, so the two can never disagree. Nor are reservations:
-// they follow from the capacity and the shares (Apportion), recomputed
+// they follow from the capacity and the shares (largest remainder, apportion.go), recomputed
 // when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on

@@ -121,7 +121,7 @@ func check(p *Pool) error {
 		tokNames[i] = p.teams[i].name
 		tokShares[p.teams[i].name] = p.teams[i].share
 	}
-	wantTok := Apportion(int(p.kvTokens), tokNames, tokShares)
+	wantTok := apportionMap(int(p.kvTokens), tokNames, tokShares)
 	for i := range p.configured {
 		if p.sliced {
 			break // a slice's reservations are set, not apportioned
@@ -143,7 +143,7 @@ func check(p *Pool) error {
 		names2[i] = p.teams[i].name
 		shares[p.teams[i].name] = p.teams[i].share
 	}
-	want := Apportion(p.capacity, names2, shares)
+	want := apportionMap(p.capacity, names2, shares)
 	for i := range p.configured {
 		if p.sliced {
 			break
