@@ -83,8 +83,9 @@ import (
 // shared-data key ("<plugin>/fairshare/pool/<pool>/v<RecordVersion>",
 // plugin/store.go), so a VM only ever reads records of its own version.
 // A new layout gets a new version and so a new key; the records of older
-// versions are left to expire with the VMs that wrote them (during a
-// rolling upgrade each layout keeps its own record).
+// versions are left to expire: once the VMs that wrote them are gone,
+// nothing reads or writes them (during a rolling upgrade each layout
+// keeps its own record).
 //
 // The static section holds what changes only with the configuration
 // (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
@@ -99,8 +100,8 @@ import (
 //
 // Requests in flight per team are not stored: they are the sums of the
 // holders' counts, so the two can never disagree. Nor are reservations:
-// they follow from the capacity and the shares (largest remainder, apportion.go), recomputed
-// when the static section changes. Entries are in pool order (configured,
+// they follow from the capacity and the shares (largest remainder,
+// apportion.go), recomputed when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
 // every team, three teams per holder, ten phantom groups) takes 6,994

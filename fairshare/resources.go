@@ -9,9 +9,9 @@ import "math"
 // sequence and no token.
 //
 // Every team's reservation is apportioned in each resource with the same
-// shares (apportioned from C and from K, apportion.go). A request is within share when it
-// fits what its team's within-share requests in flight (phantoms
-// included) leave of the reservation, in every resource. Arrive and
+// shares (from C and from K, largest remainder, apportion.go). A request
+// is within share when it fits what its team's within-share requests in
+// flight (phantoms included) leave of the reservation, in every resource. Arrive and
 // Dispatch also count as within share a request that fits what is left
 // of its team's reserved sequences and whose tokens, beyond the team's
 // token reservation, fit the pool's free tokens as a borrower's would
