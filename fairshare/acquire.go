@@ -24,6 +24,7 @@ type Grant struct {
 	BorrowsTokens bool
 	// Saturated is set when, as the request arrived, the pool already had
 	// C or more requests in flight (phantoms included).
+	// Not yet reached by the plugin: kept for spill-over.
 	Saturated bool
 	// Holder is the holder (Wasm VM instance) that holds the request.
 	Holder uint32
@@ -38,11 +39,11 @@ type Grant struct {
 	// in unix nanoseconds; never before the pool's latest usage update.
 	At int64
 	// Tokens is the KV tokens the request takes until Release (0 without
-	// a KV resource, and for Acquire and Adopt): Release returns exactly
+	// a KV resource, and for Acquire): Release returns exactly
 	// these.
 	Tokens int64
 	// ID is the holder-local id of a request granted by Arrive or
-	// Dispatch (0 for Acquire, TryAcquire and Adopt).
+	// Dispatch (0 for Acquire and TryAcquire).
 	ID uint64
 	// Arrived is when the request arrived (unix nanoseconds): At for a
 	// request granted on arrival, earlier for one that waited in the
@@ -52,10 +53,6 @@ type Grant struct {
 	released bool
 	epoch    uint64 // the epoch of the team's entry
 }
-
-// Released reports whether Release has been called on g (or g was never
-// granted: the Grant of a TryAcquire that failed).
-func (g *Grant) Released() bool { return g.released }
 
 // Acquire records a new in-flight request of team, held by holder, at time
 // now, and returns its grant.
@@ -86,10 +83,11 @@ func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, e
 // transition: a fallback that moves a request to this pool never pushes it
 // past C. When the pool is full it returns a released zero Grant and false
 // (it still counts as a heartbeat of holder).
+// Not yet reached by the plugin: kept for spill-over.
 func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class, estimate float64) (Grant, bool) {
 	t := now.UnixNano()
 	p.advance(t)
-	if p.InFlight() >= p.capacity {
+	if p.inFlight() >= p.capacity {
 		p.touch(holder, t, p.holderTimeout > 0)
 		return Grant{released: true}, false
 	}
@@ -111,7 +109,7 @@ func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimat
 // and rank, charges its entry penalty and returns its grant (ID and
 // Arrived are the caller's to set when the request waited).
 func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok int64, borrowing bool, rank int) Grant {
-	saturated := p.InFlight() >= p.capacity
+	saturated := p.inFlight() >= p.capacity
 	e := &p.teams[i]
 	at := max(t, p.usageAt)
 	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at,
@@ -133,34 +131,6 @@ func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float6
 		g.Penalty = estimate
 	}
 	return g
-}
-
-// Adopt counts a request decided before (by a previous owner of the pool,
-// or admitted without one) as in flight with the standing it was given,
-// held by holder, and returns its grant. Nothing is decided: the priority
-// is the one the request already runs with, and no entry penalty is
-// charged. The team is the entry of that name if the pool has one (a
-// removed team still draining included), else UnknownTeam.
-func (p *Pool) Adopt(now time.Time, holder uint32, team string, priority int, borrowing bool, estimate float64) Grant {
-	t := now.UnixNano()
-	p.advance(t)
-	estimate = sanitizeAmount(estimate)
-	i := p.resolve(team, true)
-	saturated := p.InFlight() >= p.capacity
-	base := WithinShareBase
-	if borrowing {
-		base = BorrowBase
-	}
-	class := Interactive
-	if d := priority - base; d >= 0 && d%RankStep == int(Batch) {
-		class = Batch
-	}
-	at := max(t, p.usageAt)
-	p.count(holder, t, i, p.window(at), borrowing, 0)
-	e := &p.teams[i]
-	e.estimate = min(e.estimate+estimate, maxUsage)
-	return Grant{Team: e.name, Class: class, Priority: priority, Borrowing: borrowing,
-		Saturated: saturated, Holder: holder, Estimate: estimate, At: at, Arrived: at, epoch: e.epoch}
 }
 
 // count adds one request in flight of entry i held by holder, granted in

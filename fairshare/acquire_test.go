@@ -236,8 +236,8 @@ func TestSaturatedAndTryAcquire(t *testing.T) {
 	if !ok1 || !ok2 || ok3 || g1.Saturated || g2.Saturated {
 		t.Fatalf("TryAcquire ×3 = %v %v %v, want true true false", ok1, ok2, ok3)
 	}
-	if q.InFlight() != 2 || q.Release(base, &g3, 1) {
-		t.Fatalf("a refused TryAcquire counted a request (in flight %d)", q.InFlight())
+	if q.inFlight() != 2 || q.Release(base, &g3, 1) {
+		t.Fatalf("a refused TryAcquire counted a request (in flight %d)", q.inFlight())
 	}
 	// Phantoms count as in flight.
 	q.Release(base, &g1, 0)
@@ -246,31 +246,4 @@ func TestSaturatedAndTryAcquire(t *testing.T) {
 		t.Fatal("TryAcquire succeeded with C requests in flight counting a phantom")
 	}
 	verify(t, q)
-}
-
-func TestAdopt(t *testing.T) {
-	p := twoTeams(nil)
-	tests := []struct {
-		team      string
-		priority  int
-		borrowing bool
-		wantTeam  string
-		wantClass Class
-	}{
-		{"a", 0, false, "a", Interactive},
-		{"a", 1, false, "a", Batch},
-		{"b", 31, true, "b", Batch},
-		{"b", 40, true, "b", Interactive},
-		{"nobody", 11, true, UnknownTeam, Batch},
-	}
-	for _, tt := range tests {
-		g := p.Adopt(base, 9, tt.team, tt.priority, tt.borrowing, 3)
-		if g.Team != tt.wantTeam || g.Priority != tt.priority || g.Borrowing != tt.borrowing || g.Class != tt.wantClass || g.Penalty != 0 {
-			t.Errorf("Adopt(%q, %d, %v) = %+v", tt.team, tt.priority, tt.borrowing, g)
-		}
-		verify(t, p)
-	}
-	if s := stat(t, p, base, "b"); s.InFlight != 2 || s.Borrowing != 2 || s.InFlightEstimate != 6 {
-		t.Errorf("b after two adoptions = %+v", s)
-	}
 }

@@ -18,45 +18,6 @@ func apportionTol(c float64) float64 {
 	return apportionEps * max(1, c*1e-6)
 }
 
-// Apportion divides the C slots of a pool into integer reservations with the
-// largest-remainder (Hamilton) method: every team first gets
-// floor(share × C), then the slots left up to floor(Σ share × C) go one each
-// to the largest fractional parts, ties broken by name order (the smaller
-// name first). The sum never exceeds C, and equals C when the shares sum to
-// 1. Both hold up to floating-point error: fractional parts within about
-// 1e-9 of each other tie (0.01 × 40 and 0.11 × 40 are both 0.4), and
-// shares that sum to 1 in decimal (ten of 0.1) fill C. Rounding each quota up instead could promise more within-share slots
-// than C: with C = 10 and shares 0.8125 / 0.1875 it gives 9 + 2 = 11, where
-// Apportion gives 8 + 2.
-//
-// Every name of names gets an entry (0 when it has no share); duplicate
-// names count once. Shares that are negative, NaN or infinite count as 0,
-// shares above 1e9 as 1e9; when the shares sum to more than 1 they are
-// scaled down to sum to 1. A
-// capacity below 1 gives every team 0. Cost: O(n log n) for n names; it
-// allocates the result map.
-func Apportion(capacity int, names []string, shares map[string]float64) map[string]int {
-	uniq := make([]string, 0, len(names))
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			uniq = append(uniq, n)
-		}
-	}
-	s := make([]float64, len(uniq))
-	for i, n := range uniq {
-		s[i] = shares[n]
-	}
-	r := make([]int, len(uniq))
-	apportion(capacity, uniq, s, r)
-	out := make(map[string]int, len(uniq))
-	for i, n := range uniq {
-		out[n] = r[i]
-	}
-	return out
-}
-
 // cleanShare maps negative, NaN and infinite shares to 0 and clamps the
 // others to maxShare, so that the sum of a pool's shares stays finite.
 func cleanShare(s float64) float64 {
@@ -66,8 +27,22 @@ func cleanShare(s float64) float64 {
 	return min(s, maxShare)
 }
 
-// apportion is Apportion on parallel slices: out[i] receives the
-// reservation of names[i] with share shares[i]. names must be distinct.
+// apportion divides the C slots of a pool into integer reservations with the
+// largest-remainder (Hamilton) method: every team first gets
+// floor(share × C), then the slots left up to floor(Σ share × C) go one each
+// to the largest fractional parts, ties broken by name order (the smaller
+// name first). The sum never exceeds C, and equals C when the shares sum to
+// 1. Both hold up to floating-point error: fractional parts within about
+// 1e-9 of each other tie (0.01 × 40 and 0.11 × 40 are both 0.4), and
+// shares that sum to 1 in decimal (ten of 0.1) fill C. Rounding each quota up instead could promise more within-share slots
+// than C: with C = 10 and shares 0.8125 / 0.1875 it gives 9 + 2 = 11, where
+// apportion gives 8 + 2.
+//
+// out[i] receives the reservation of names[i] with share shares[i];
+// names must be distinct. Shares that are negative, NaN or infinite count as 0,
+// shares above 1e9 as 1e9; when the shares sum to more than 1 they are
+// scaled down to sum to 1. A
+// capacity below 1 gives every team 0. Cost: O(n log n) for n names.
 func apportion(capacity int, names []string, shares []float64, out []int) {
 	for i := range out {
 		out[i] = 0

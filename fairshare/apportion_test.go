@@ -32,13 +32,13 @@ func TestApportion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Apportion(tt.capacity, tt.names, tt.shares)
+			got := apportionMap(tt.capacity, tt.names, tt.shares)
 			if len(got) != len(tt.want) {
-				t.Fatalf("Apportion(%d, %v, %v) = %v, want %v", tt.capacity, tt.names, tt.shares, got, tt.want)
+				t.Fatalf("apportionMap(%d, %v, %v) = %v, want %v", tt.capacity, tt.names, tt.shares, got, tt.want)
 			}
 			for k, v := range tt.want {
 				if got[k] != v {
-					t.Fatalf("Apportion(%d, %v, %v) = %v, want %v", tt.capacity, tt.names, tt.shares, got, tt.want)
+					t.Fatalf("apportionMap(%d, %v, %v) = %v, want %v", tt.capacity, tt.names, tt.shares, got, tt.want)
 				}
 			}
 		})
@@ -70,17 +70,17 @@ func TestApportionProperties(t *testing.T) {
 			}
 			shares[names[i]] = s
 		}
-		got := Apportion(c, names[:n], shares)
+		got := apportionMap(c, names[:n], shares)
 		total := 0
 		for _, name := range names[:n] {
 			q := shares[name] * float64(c)
 			if v := got[name]; float64(v) < math.Floor(q)-1e-6 || float64(v) > math.Ceil(q)+1e-6 {
-				t.Fatalf("Apportion(%d, %v)[%s] = %d, quota %v", c, shares, name, v, q)
+				t.Fatalf("apportionMap(%d, %v)[%s] = %d, quota %v", c, shares, name, v, q)
 			}
 			total += got[name]
 		}
 		if total > c || toOne && total != c {
-			t.Fatalf("Apportion(%d, %v) sums to %d (shares sum to 1: %v)", c, shares, total, toOne)
+			t.Fatalf("apportionMap(%d, %v) sums to %d (shares sum to 1: %v)", c, shares, total, toOne)
 		}
 	}
 }

@@ -76,23 +76,16 @@ import (
 // byte) rather than their id (four).
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
-// Version 3 has the layout of version 4 without the flow-control fields:
-// no static flag bit 1 nor entry flags 4 and 8, no tokens in phantom
-// groups, zigzag(window(stamp) − window) without the token bit, and no
-// waiting requests.
-// Version 2 has the same layout as 3, but its flag-4 float is that sum (the
-// penalties included, never below them). Version 1 differs from version 2
-// only after the static section: its stamp is a varint and every other
-// time (usage time, last update, phantom until, last seen) a varint
-// difference from the stamp, with wrapping arithmetic. Version 2 stores
-// them at fixed width, so that decoding reads them without a loop; version
-// 3 keeps the consumption apart from the penalties, so that settling a
-// penalty leaves the consumption exact; version 4 adds flow control
-// (KV tokens, limits, the queue). UnmarshalBinary still reads versions 1
-// to 3 (a pool written by a previous plugin keeps its usage and its
-// requests in flight; the consumption of versions 1 and 2 is their usage
-// minus their penalties, exact up to rounding), AppendBinary writes
-// version 4.
+//
+// Only version 4 is decoded: a record of any other version is refused
+// with ErrUnknownVersion. No decoder of an older layout is kept, because
+// none could ever run: the plugin keeps the record's version in its
+// shared-data key ("<plugin>/fairshare/pool/<pool>/v<RecordVersion>",
+// plugin/store.go), so a VM only ever reads records of its own version.
+// A new layout gets a new version and so a new key; the records of older
+// versions are left to expire: once the VMs that wrote them are gone,
+// nothing reads or writes them (during a rolling upgrade each layout
+// keeps its own record).
 //
 // The static section holds what changes only with the configuration
 // (Reconfigure, SetCapacity) or when an entry comes or goes. A Pool keeps
@@ -107,8 +100,8 @@ import (
 //
 // Requests in flight per team are not stored: they are the sums of the
 // holders' counts, so the two can never disagree. Nor are reservations:
-// they follow from the capacity and the shares (Apportion), recomputed
-// when the static section changes. Entries are in pool order (configured,
+// they follow from the capacity and the shares (largest remainder,
+// apportion.go), recomputed when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
 // every team, three teams per holder, ten phantom groups) takes 6,994
@@ -125,13 +118,6 @@ const RecordVersion = 4
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
-
-// recordVersion1 to recordVersion3 are previous layouts, still decoded.
-const (
-	recordVersion1 = 1
-	recordVersion2 = 2
-	recordVersion3 = 3
-)
 
 // ErrUnknownVersion is returned by UnmarshalBinary for a record written by
 // a version of the codec this package does not know (or an empty one):
@@ -258,15 +244,14 @@ func (p *Pool) appendStatic(b []byte) []byte {
 // above). It never fails; the error is there for encoding.BinaryAppender.
 // p keeps a copy of the record for UnmarshalBinary. Cost: O(size of the
 // record); no allocation when b has room and the static section and the
-// copy are cached (the record did not grow). A b that is not nil (a
-// buffer the caller reuses) is first grown to hold a bound of the entries'
-// and holders' part (dynamicBound, about twice its size) past its length,
-// so that they are written in place (in Wasm every append costs a call
-// site); a nil b gets a record sized by append.
+// copy are cached (the record did not grow). b is first grown to hold a
+// bound of the entries' and holders' part (dynamicBound, about twice its
+// size) past its length, so that they are written in place (in Wasm every
+// append costs a call site); a nil b gets a buffer of that size.
 func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	if !p.staticOK {
 		p.static = p.appendStatic(p.static[:0])
-		p.staticOK, p.staticV4 = true, true
+		p.staticOK = true
 	}
 	st := p.now
 	start := len(b)
@@ -275,11 +260,7 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, p.static...)
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
-	if b == nil {
-		b = p.appendDynamic(b, st) // a record of its own: no room to spare
-	} else {
-		b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
-	}
+	b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
 	b = binary.AppendUvarint(b, uint64(len(p.waits)))
 	prev := st
 	for k := range p.waits {
@@ -344,66 +325,7 @@ func (e *entry) flags() byte {
 	return f
 }
 
-// appendDynamic appends the entries' dynamic fields and the holders of p
-// to b (the part of the record between the usage time and the waiting
-// requests), growing b as it goes.
-func (p *Pool) appendDynamic(b []byte, st int64) []byte {
-	for i := range p.teams {
-		e := &p.teams[i]
-		f := e.flags()
-		b = append(b, f)
-		if f&flagUsage != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.usage))
-		}
-		if f&flagEstimate != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.estimate))
-		}
-		if f&flagPenalty != 0 {
-			b = le.AppendUint64(b, math.Float64bits(e.penalty))
-		}
-		if f&flagLastUpdate != 0 {
-			b = le.AppendUint64(b, uint64(e.lastUpdate))
-		}
-		if f&flagPhantoms != 0 {
-			b = binary.AppendUvarint(b, uint64(len(e.phantoms)))
-			for _, g := range e.phantoms {
-				b = le.AppendUint64(b, uint64(g.until))
-				b = binary.AppendUvarint(b, uint64(g.within))
-				b = binary.AppendUvarint(b, uint64(g.borrowing))
-				b = binary.AppendUvarint(b, uint64(g.wTok))
-				b = binary.AppendUvarint(b, uint64(g.bTok))
-			}
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(len(p.holders)))
-	cur := p.window(st)
-	for i := range p.holders {
-		h := &p.holders[i]
-		b = le.AppendUint32(b, h.id)
-		b = le.AppendUint64(b, uint64(h.seen))
-		b = binary.AppendUvarint(b, uint64(len(h.counts)))
-		for _, c := range h.counts {
-			dg := cur - c.gen // 0 or 1 in a consistent record
-			tok := c.wTok|c.bTok != 0
-			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
-				b = append(b, byte(c.team), byte(dg<<2)|byte(boolInt(tok)), byte(c.within), byte(c.borrowing))
-			} else {
-				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
-				b = binary.AppendUvarint(b, uint64(c.team))
-				b = binary.AppendUvarint(b, z<<1|uint64(boolInt(tok)))
-				b = binary.AppendUvarint(b, uint64(c.within))
-				b = binary.AppendUvarint(b, uint64(c.borrowing))
-			}
-			if tok {
-				b = binary.AppendUvarint(b, uint64(c.wTok))
-				b = binary.AppendUvarint(b, uint64(c.bTok))
-			}
-		}
-	}
-	return b
-}
-
-// dynamicBound is an upper bound on the bytes appendDynamic appends.
+// dynamicBound is an upper bound on the bytes appendDynamicFast writes.
 func (p *Pool) dynamicBound() int {
 	const v = binary.MaxVarintLen64
 	n := 33*len(p.teams) + v
@@ -418,9 +340,10 @@ func (p *Pool) dynamicBound() int {
 	return n
 }
 
-// appendDynamicFast is appendDynamic for a b with room for dynamicBound
-// bytes: it writes in place rather than appending, and so makes no call in
-// its loops. In Wasm, Go saves and reloads the live values around a call
+// appendDynamicFast appends the entries' dynamic fields and the holders
+// of p to b (the part of the record between the usage time and the waiting
+// requests). b must have room for dynamicBound bytes past its length: it
+// writes in place rather than appending, and so makes no call in its loops. In Wasm, Go saves and reloads the live values around a call
 // site, append's included, and splits the function at it.
 func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 	n := len(b)
@@ -567,20 +490,6 @@ func (d *decoder) bounded(max uint64) int {
 	return int(v)
 }
 
-func (d *decoder) varint() int64 {
-	v := d.uvarint()
-	return int64(v>>1) ^ -int64(v&1)
-}
-
-func (d *decoder) u32() uint32 {
-	if d.left() < 4 {
-		d.fail(errTruncated)
-		return 0
-	}
-	d.off += 4
-	return binary.LittleEndian.Uint32(d.b[d.off-4:])
-}
-
 func (d *decoder) u64() uint64 {
 	if d.left() < 8 {
 		d.fail(errTruncated)
@@ -642,9 +551,9 @@ func setString(s *string, b []byte) bool {
 // version returns ErrUnknownVersion; a malformed one another error. On
 // error p is left empty (no teams, no holders, capacity 0) but usable.
 // When data is the record p last encoded and no operation has changed p
-// since, it returns at once (one comparison). Records of version 1 are
-// read too. Cost: O(len(data)), plus O(n log n) name comparisons when
-// the names change.
+// since, it returns at once (one comparison). Only records of
+// RecordVersion are read (see the layout above for why). Cost:
+// O(len(data)), plus O(n log n) name comparisons when the names change.
 func (p *Pool) UnmarshalBinary(data []byte) error {
 	if p.lastOK && equalBytes(data, p.last) {
 		return nil // p is the record it encoded last, unchanged since
@@ -675,10 +584,9 @@ func (p *Pool) clear() {
 }
 
 func (p *Pool) decode(data []byte) error {
-	if len(data) == 0 || data[0] < recordVersion1 || data[0] > recordVersion {
+	if len(data) == 0 || data[0] != recordVersion {
 		return ErrUnknownVersion
 	}
-	v := data[0]
 	d := decoder{b: data[1:]}
 	size := d.uvarint()
 	if d.err != nil {
@@ -689,31 +597,22 @@ func (p *Pool) decode(data []byte) error {
 	}
 	static := d.b[d.off : d.off+int(size)]
 	d.off += int(size)
-	if !p.staticOK || !equalBytes(static, p.static) || p.staticV4 != (v == recordVersion) {
+	if !p.staticOK || !equalBytes(static, p.static) {
 		p.invalidate()
-		if err := p.decodeStatic(static, v == recordVersion); err != nil {
+		if err := p.decodeStatic(static); err != nil {
 			return err
 		}
 		p.static = append(p.static[:0], static...)
 		p.staticOK = true
-		p.staticV4 = v == recordVersion
 	}
-	if v == recordVersion1 {
-		return p.decodeDynamicV1(&d)
-	}
-	return p.decodeDynamic(&d, v)
+	return p.decodeDynamic(&d)
 }
 
-// decodeStatic reads the static section (of version 4 if v4, else of
-// versions 1 to 3).
-func (p *Pool) decodeStatic(data []byte, v4 bool) error {
+// decodeStatic reads the static section.
+func (p *Pool) decodeStatic(data []byte) error {
 	d := decoder{b: data}
 	flags := d.byte()
-	allowed, entryFlags := byte(poolPenalty), byte(flagsStatic)
-	if v4 {
-		allowed, entryFlags = poolPenalty|poolFlow|poolSliced, flagsStatic4
-	}
-	if flags&^allowed != 0 {
+	if flags&^(poolPenalty|poolFlow|poolSliced) != 0 {
 		return errCorrupt
 	}
 	p.entryPenalty = flags&poolPenalty != 0
@@ -747,7 +646,7 @@ func (p *Pool) decodeStatic(data []byte, v4 bool) error {
 	for i := 0; i < n && d.err == nil; i++ {
 		e := &p.teams[i]
 		f := d.byte()
-		if f&^entryFlags != 0 || f&(flagLending|flagBorrowing) != 0 && f&flagConfigured == 0 {
+		if f&^flagsStatic4 != 0 || f&(flagLending|flagBorrowing) != 0 && f&flagConfigured == 0 {
 			return errCorrupt
 		}
 		if f&flagConfigured != 0 {
@@ -821,10 +720,8 @@ func (p *Pool) decodeStatic(data []byte, v4 bool) error {
 	return nil
 }
 
-// decodeDynamic reads what follows the static section (versions 2 to 4;
-// version 2's usage includes the penalties).
-func (p *Pool) decodeDynamic(d *decoder, v byte) error {
-	summed, v4 := v == recordVersion2, v == recordVersion
+// decodeDynamic reads what follows the static section.
+func (p *Pool) decodeDynamic(d *decoder) error {
 	b, o := d.b, d.off
 	if len(b)-o < 16 {
 		return errTruncated
@@ -906,12 +803,6 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 			boolInt(penalty >= 0)&boolInt(penalty <= maxUsage) == 0 {
 			return errCorrupt
 		}
-		if summed {
-			if penalty > usage {
-				return errCorrupt
-			}
-			usage -= penalty
-		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
 		e.updated, e.lastUpdate = nl != 0, int64(wl)
 		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
@@ -919,7 +810,7 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
-			if err := p.decodePhantoms(d, e, v4); err != nil {
+			if err := p.decodePhantoms(d, e); err != nil {
 				return err
 			}
 			o = d.off
@@ -937,7 +828,7 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 	p.holders = p.holders[:nh]
 	cur := p.window(st)
 	k0 := 0
-	if v4 && !slowDecode {
+	if !slowDecode {
 		k0 = p.decodeHoldersFast(d, cur)
 		if d.err != nil {
 			return d.err
@@ -955,24 +846,20 @@ func (p *Pool) decodeDynamic(d *decoder, v byte) error {
 			return errCorrupt
 		}
 		h.waits = 0
-		if err := p.decodeCounts(d, h, cur, v4); err != nil {
+		if err := p.decodeCounts(d, h, cur); err != nil {
 			return err
 		}
 	}
-	if v4 {
-		if err := p.decodeWaits(d, st); err != nil {
-			return err
-		}
-	} else {
-		p.waits = p.waits[:0]
+	if err := p.decodeWaits(d, st); err != nil {
+		return err
 	}
 	return p.decodeEnd(d)
 }
 
-// decodePhantoms reads the phantom groups of entry e (v4: with tokens),
-// apart from decodeDynamic's loop over the entries: a call in that loop,
-// even one not taken, costs every entry in Wasm.
-func (p *Pool) decodePhantoms(d *decoder, e *entry, v4 bool) error {
+// decodePhantoms reads the phantom groups of entry e, apart from
+// decodeDynamic's loop over the entries: a call in that loop, even one not
+// taken, costs every entry in Wasm.
+func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 	// Every group takes at least ten bytes.
 	m := d.bounded(uint64(d.left() / 10))
 	if m == 0 && d.err == nil {
@@ -981,9 +868,7 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry, v4 bool) error {
 	e.phantoms = slices.Grow(e.phantoms, m)
 	for k := 0; k < m && d.err == nil; k++ {
 		g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-		if v4 {
-			g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-		}
+		g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
 		if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
 			g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
 			return errCorrupt
@@ -1009,7 +894,7 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry, v4 bool) error {
 // overflows).
 const maxTokenSum = 1 << 60
 
-// decodeWaits reads the waiting requests of a version 4 record.
+// decodeWaits reads the waiting requests of a record.
 func (p *Pool) decodeWaits(d *decoder, st int64) error {
 	// Every waiting request takes at least five bytes.
 	n := d.bounded(uint64(d.left() / 5))
@@ -1096,7 +981,7 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 // the general path.
 var slowDecode = false
 
-// decodeHoldersFast reads the holders of a version 4 record, from the
+// decodeHoldersFast reads the holders of a record, from the
 // first, as long as each has its twelve bytes, ascends, its count of
 // counts and every count take one byte per field and carry no tokens (the
 // common case) and its buffer has room for them, with the checks of
@@ -1168,9 +1053,9 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 	return k
 }
 
-// decodeCounts reads the counts of holder h (the same in versions 1 to
-// 3; v4: with the token bit and tokens) and adds them to their teams.
-func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
+// decodeCounts reads the counts of holder h (with the token bit and
+// tokens) and adds them to their teams.
+func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 	n := len(p.teams)
 	// Every count takes at least four bytes.
 	m := d.bounded(uint64(d.left() / 4))
@@ -1185,11 +1070,8 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
 			// the tokens if the bit says so.
 			x := le.Uint32(d.b[o:])
 			dg := int64(x >> 8 & 0x7f)
-			tok := false
-			if v4 {
-				tok = dg&1 != 0
-				dg >>= 1
-			}
+			tok := dg&1 != 0
+			dg >>= 1
 			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
 				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
 			d.off = o + 4
@@ -1205,11 +1087,8 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64, v4 bool) error {
 		} else {
 			c.team = d.bounded(uint64(n))
 			z := d.uvarint()
-			tok := false
-			if v4 {
-				tok = z&1 != 0
-				z >>= 1
-			}
+			tok := z&1 != 0
+			z >>= 1
 			c.gen = cur - (int64(z>>1) ^ -int64(z&1))
 			c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
 			if tok {

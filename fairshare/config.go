@@ -27,7 +27,7 @@ type TeamConfig struct {
 	// be "" nor UnknownTeam; duplicates after the first are ignored.
 	Name string
 	// Share is the team's fraction of the pool, normally in (0, 1] with the
-	// shares of a pool summing to at most 1 (see Apportion). Negative, NaN
+	// shares of a pool summing to at most 1 (see apportion.go). Negative, NaN
 	// and infinite values count as 0; values above 1e9 count as 1e9.
 	Share float64
 	// Weight divides the team's usage before ranking, as Kueue's

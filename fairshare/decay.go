@@ -18,14 +18,6 @@ import (
 // usageAt (clocks of two VMs that disagree slightly) count as usageAt:
 // usage never grows back.
 
-// Lambda is the decay rate ln2/half-life in 1/s (0: no decay).
-func (p *Pool) Lambda() float64 {
-	if p.halfLife <= 0 {
-		return 0
-	}
-	return math.Ln2 / p.halfLife.Seconds()
-}
-
 // decayFactor returns exp(−ln2·dt/halfLife) for dt nanoseconds (1 when
 // dt <= 0 or decay is disabled).
 func (p *Pool) decayFactor(dt int64) float64 {

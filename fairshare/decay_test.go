@@ -45,20 +45,11 @@ func TestDecayStepsEqualOneStep(t *testing.T) {
 	}
 }
 
-func TestDecayDisabledAndLambda(t *testing.T) {
+func TestDecayDisabled(t *testing.T) {
 	p := twoTeams(nil)
 	p.Charge(base, "a", 10)
 	if got := p.Snapshot(at(1000 * time.Hour))[0].Usage; got != 10 {
 		t.Fatalf("half-life 0: usage = %v, want 10", got)
-	}
-	tests := []struct {
-		hl   time.Duration
-		want float64
-	}{{0, 0}, {-time.Second, 0}, {time.Second, math.Ln2}, {time.Hour, math.Ln2 / 3600}}
-	for _, tt := range tests {
-		if got := twoTeams(func(c *Config) { c.HalfLife = tt.hl }).Lambda(); !closeRel(got, tt.want, 1e-15) {
-			t.Errorf("Lambda() with half-life %v = %v, want %v", tt.hl, got, tt.want)
-		}
 	}
 }
 

@@ -3,7 +3,7 @@
 // borrowing:
 //
 //   - each team owns share × C of the pool's sustainable concurrency C
-//     (its reservation, see Apportion);
+//     (its reservation, largest remainder, see apportion.go);
 //   - a request that keeps its team within that reservation is sent
 //     "within share": priority 0 (Interactive) or 1 (Batch);
 //   - a request above it "borrows" idle capacity: priority 10 / 11 and
@@ -224,8 +224,9 @@
 //
 // When R proxies front the same engines, each decides against a Slice of
 // the pool (SetSlice: a part of the capacity, of the KV tokens and of
-// every team's reservation), kept in the record like the rest. Target
-// computes every replica's slice from every replica's demand (Report);
+// every team's reservation), kept in the record like the rest. The
+// slice rule (replicas.go) computes every replica's slice from every
+// replica's demand (Report);
 // Rebalance lets a replica grow only into what the others hold no more,
 // so that requests in flight stay within the pool but for replicas cut
 // off from the store, whose overshoot is bounded (replicas.go states the

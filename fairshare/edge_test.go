@@ -130,11 +130,11 @@ func TestApportionDecimalTies(t *testing.T) {
 		for b := int64(1); a+b <= 100; b += 3 {
 			for c := 1; c <= 40; c++ {
 				h := []int64{a, b, 100 - a - b}
-				got := Apportion(c, names, map[string]float64{"a": float64(a) / 100, "b": float64(b) / 100, "c": float64(h[2]) / 100})
+				got := apportionMap(c, names, map[string]float64{"a": float64(a) / 100, "b": float64(b) / 100, "c": float64(h[2]) / 100})
 				want := apportionExact(c, names, h)
 				for i, n := range names {
 					if int64(got[n]) != want[i] {
-						t.Fatalf("Apportion(%d, shares %v%%) = %v, want %v", c, h, got, want)
+						t.Fatalf("apportionMap(%d, shares %v%%) = %v, want %v", c, h, got, want)
 					}
 				}
 			}
@@ -152,11 +152,11 @@ func TestApportionLargeCapacityFills(t *testing.T) {
 	}
 	for _, c := range []int{10, 7, 1, 1 << 20, 999_999_937, 1 << 30} {
 		sum := 0
-		for _, r := range Apportion(c, names, shares) {
+		for _, r := range apportionMap(c, names, shares) {
 			sum += r
 		}
 		if sum != c {
-			t.Errorf("Apportion(%d, 10 × 0.1) sums to %d, want %d", c, sum, c)
+			t.Errorf("apportionMap(%d, 10 × 0.1) sums to %d, want %d", c, sum, c)
 		}
 	}
 }
@@ -164,9 +164,9 @@ func TestApportionLargeCapacityFills(t *testing.T) {
 // Shares too large to sum in float64 are still scaled down to sum to 1, and
 // still rank the teams.
 func TestHugeShares(t *testing.T) {
-	r := Apportion(10, []string{"a", "b"}, map[string]float64{"a": 1e308, "b": 1e308})
+	r := apportionMap(10, []string{"a", "b"}, map[string]float64{"a": 1e308, "b": 1e308})
 	if r["a"] != 5 || r["b"] != 5 {
-		t.Errorf("Apportion(10, 1e308 each) = %v, want 5 each", r)
+		t.Errorf("apportionMap(10, 1e308 each) = %v, want 5 each", r)
 	}
 	p := NewPool("p", Config{Capacity: 10, Teams: []TeamConfig{{Name: "a", Share: 1e308}, {Name: "b", Share: 1e308}}}, base)
 	p.Charge(base, "a", 1)
@@ -234,7 +234,7 @@ func TestHolderChurnBounded(t *testing.T) {
 			}
 			p.Heartbeat(now, 7)
 			rec, _ := p.AppendBinary(nil)
-			maxHolders, maxLen = max(maxHolders, p.Holders()), max(maxLen, len(rec))
+			maxHolders, maxLen = max(maxHolders, len(p.holders)), max(maxLen, len(rec))
 		}
 		if maxHolders > 200 || maxLen > 4096 {
 			t.Errorf("HolderTimeout %v: up to %d holders, record up to %d bytes", ht, maxHolders, maxLen)
@@ -244,8 +244,8 @@ func TestHolderChurnBounded(t *testing.T) {
 		for k := range open {
 			p.Release(now, &open[k], 1)
 		}
-		if p.InFlight() != 0 {
-			t.Errorf("HolderTimeout %v: %d in flight after everything finished", ht, p.InFlight())
+		if p.inFlight() != 0 {
+			t.Errorf("HolderTimeout %v: %d in flight after everything finished", ht, p.inFlight())
 		}
 		verify(t, p)
 	}
@@ -259,7 +259,7 @@ func TestPhantomsSaturate(t *testing.T) {
 	if g := p.Acquire(base, 1, "a", Interactive, 0); !g.Borrowing {
 		t.Fatalf("a's reservation is taken by phantoms: %+v, want borrowing", g)
 	}
-	for p.InFlight() < p.Capacity() {
+	for p.inFlight() < p.Capacity() {
 		p.Acquire(base, 1, "b", Interactive, 0)
 	}
 	if g, ok := p.TryAcquire(base, 1, "b", Interactive, 0); ok {
@@ -286,12 +286,12 @@ func TestDisablingLeasesDropsIdleHolders(t *testing.T) {
 	g := p.Acquire(base, 7, "a", Interactive, 0)
 	cfg.HolderTimeout = 0
 	p.Reconfigure(at(time.Second), cfg)
-	if p.Holders() != 1 {
-		t.Fatalf("leases disabled: %d holders, want 1 (the one holding a request)", p.Holders())
+	if len(p.holders) != 1 {
+		t.Fatalf("leases disabled: %d holders, want 1 (the one holding a request)", len(p.holders))
 	}
 	p.Release(at(time.Second), &g, 0)
-	if p.Holders() != 0 {
-		t.Fatalf("after the release: %d holders, want 0", p.Holders())
+	if len(p.holders) != 0 {
+		t.Fatalf("after the release: %d holders, want 0", len(p.holders))
 	}
 	verify(t, p)
 }

@@ -10,9 +10,12 @@ import (
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
-func ExampleApportion() {
-	// The seed's example: rounding up would promise 9 + 2 = 11 > C slots.
-	r := fairshare.Apportion(10, []string{"a", "b"}, map[string]float64{"a": 0.8125, "b": 0.1875})
+func ExamplePool_Reserved() {
+	// The seed's example: rounding up would promise 9 + 2 = 11 > C slots;
+	// the largest-remainder method reserves 8 + 2.
+	p := fairshare.NewPool("p", fairshare.Config{Capacity: 10, Teams: []fairshare.TeamConfig{
+		{Name: "a", Share: 0.8125}, {Name: "b", Share: 0.1875}}}, t0)
+	r := p.Reserved()
 	fmt.Println(r["a"], r["b"])
 	// Output: 8 2
 }
@@ -182,7 +185,13 @@ func Example_kvTokens() {
 		g, _, out := p.Arrive(t0, r)
 		fmt.Printf("%s %d tokens: %v, borrowing %v, tokens borrowed %v, priority %d\n", r.Team, r.Tokens, out, g.Borrowing, g.BorrowsTokens, g.Priority)
 	}
-	fmt.Println("tokens in flight:", p.InFlightTokens(), "of", p.KVTokens(), "- sequences:", p.InFlight(), "of", p.Capacity())
+	var tokens int64
+	sequences := 0
+	for _, s := range p.Snapshot(t0) {
+		tokens += s.InFlightTokens
+		sequences += s.InFlight
+	}
+	fmt.Println("tokens in flight:", tokens, "of 16000 - sequences:", sequences, "of", p.Capacity())
 	// Output:
 	// rag 6000 tokens: granted, borrowing false, tokens borrowed false, priority 0
 	// rag 6000 tokens: granted, borrowing false, tokens borrowed true, priority 10

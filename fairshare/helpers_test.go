@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -36,4 +37,76 @@ func closeRel(a, b, rel float64) bool {
 		return true
 	}
 	return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// config returns the configuration the pool was last built from, as it
+// applies it (clean shares and weights, Capacity of the configuration
+// even after SetCapacity). It allocates the Teams slice.
+func (p *Pool) config() Config {
+	c := Config{
+		Capacity:       p.cfgCapacity,
+		HalfLife:       p.halfLife,
+		EntryPenalty:   p.entryPenalty,
+		HolderTimeout:  p.holderTimeout,
+		RequestTimeout: p.requestTimeout,
+		KVTokens:       p.kvTokens,
+		QueueLimit:     p.queueLimit,
+		TeamQueueLimit: p.teamQueueLimit,
+		MaxQueueTime:   p.maxQueueTime,
+		BatchAging:     p.batchAging,
+		Teams:          make([]TeamConfig, 0, p.configured),
+	}
+	for _, e := range p.teams[:p.configured] {
+		tc := TeamConfig{Name: e.name, Share: e.share, Weight: e.weight}
+		if e.lend < 1 {
+			tc.LendingLimit = Limit(e.lend)
+		}
+		if e.borrowLim < 1 {
+			tc.BorrowingLimit = Limit(e.borrowLim)
+		}
+		c.Teams = append(c.Teams, tc)
+	}
+	return c
+}
+
+// inFlightTokens returns the KV tokens of the requests in flight in the
+// pool, phantoms included. Cost: O(teams).
+func (p *Pool) inFlightTokens() int64 {
+	var n int64
+	for i := range p.teams {
+		n += p.teams[i].inFlightTokens()
+	}
+	return n
+}
+
+// apportionMap is apportion with names and reservations in maps, as the
+// tests state them: every name of names gets an entry (0 when it has no
+// share); duplicate names count once.
+func apportionMap(capacity int, names []string, shares map[string]float64) map[string]int {
+	uniq := make([]string, 0, len(names))
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			uniq = append(uniq, n)
+		}
+	}
+	s := make([]float64, len(uniq))
+	for i, n := range uniq {
+		s[i] = shares[n]
+	}
+	r := make([]int, len(uniq))
+	apportion(capacity, uniq, s, r)
+	out := make(map[string]int, len(uniq))
+	for i, n := range uniq {
+		out[n] = r[i]
+	}
+	return out
+}
+
+// clone returns a deep copy of s.
+func (s Slice) clone() Slice {
+	s.Reserved = slices.Clone(s.Reserved)
+	s.ReservedTokens = slices.Clone(s.ReservedTokens)
+	return s
 }

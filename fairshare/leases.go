@@ -9,7 +9,7 @@ import (
 // instance, named by a uint32 the VM picks at random when it starts. The
 // record keeps, per holder, the time it was last seen and its requests in
 // flight per team (sparse: only teams it holds requests of). Acquire,
-// TryAcquire, Adopt and Heartbeat count as seeing the holder; Release does
+// TryAcquire and Heartbeat count as seeing the holder; Release does
 // too while the holder is still in the record.
 //
 // A holder not seen for Config.HolderTimeout is presumed dead at
@@ -57,9 +57,6 @@ func (p *Pool) Heartbeat(now time.Time, holder uint32) {
 	p.touch(holder, t, p.holderTimeout > 0)
 }
 
-// Holders returns the number of holders in the record.
-func (p *Pool) Holders() int { return len(p.holders) }
-
 // HasHolder reports whether holder id is in the record (seen within
 // HolderTimeout, or still owning requests or waiting requests). A new
 // holder uses it to choose an id no live holder has. Cost: O(log holders).
@@ -85,23 +82,6 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	e := &p.teams[i]
 	w := min(n, max(0, e.reserved-e.within-e.pWithin))
 	p.addPhantoms(i, u, w, n-w, 0, 0)
-}
-
-// DropPhantom removes the team's phantom that would last longest
-// (a borrowing one first among those expiring together) and reports
-// whether there was one: a request it stood for turned out to be a live
-// grant after all. The team is the entry of that name if the pool has one,
-// else UnknownTeam.
-func (p *Pool) DropPhantom(now time.Time, team string) bool {
-	t := now.UnixNano()
-	p.advance(t)
-	i := p.resolve(team, false)
-	if i < 0 {
-		return false
-	}
-	ok := p.dropPhantom(i, true, false, -1)
-	p.compact()
-	return ok
 }
 
 // window returns the RequestTimeout window of time t (0 when RequestTimeout
@@ -302,21 +282,19 @@ func (p *Pool) addPhantoms(i int, until int64, within, borrowing int, wTok, bTok
 	p.phantomMin = min(p.phantomMin, until)
 }
 
-// dropPhantom removes one phantom of entry i: with standing, the
-// longest-lasting one of that standing if any; otherwise (or if none) the
+// dropPhantom removes one phantom of entry i: the longest-lasting one of
+// the given standing (borrowing or within share) if any, otherwise the
 // longest-lasting one, borrowing first. It reports whether one was
 // removed. The phantom gives back tok KV tokens (never more than its
 // group holds; all of them if it was the group's last of its standing);
 // tok < 0 gives back the group's mean.
-func (p *Pool) dropPhantom(i int, borrowing, standing bool, tok int64) bool {
+func (p *Pool) dropPhantom(i int, borrowing bool, tok int64) bool {
 	e := &p.teams[i]
 	k := -1
-	if standing {
-		for j := len(e.phantoms) - 1; j >= 0; j-- {
-			if g := &e.phantoms[j]; borrowing && g.borrowing > 0 || !borrowing && g.within > 0 {
-				k = j
-				break
-			}
+	for j := len(e.phantoms) - 1; j >= 0; j-- {
+		if g := &e.phantoms[j]; borrowing && g.borrowing > 0 || !borrowing && g.within > 0 {
+			k = j
+			break
 		}
 	}
 	if k < 0 {

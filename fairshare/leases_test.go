@@ -26,8 +26,8 @@ func TestHolderExpiresIntoPhantoms(t *testing.T) {
 	}
 	// Holder 7 was last seen at base: presumed dead at +3s.
 	s := stat(t, p, at(3*time.Second), "a")
-	if s.InFlight != 0 || s.Phantoms != 3 || s.PhantomsWithin != 2 || p.Holders() != 1 {
-		t.Fatalf("after the timeout: %+v, holders %d", s, p.Holders())
+	if s.InFlight != 0 || s.Phantoms != 3 || s.PhantomsWithin != 2 || len(p.holders) != 1 {
+		t.Fatalf("after the timeout: %+v, holders %d", s, len(p.holders))
 	}
 	verify(t, p)
 	// Phantoms keep their standing: a's within-share slots are still taken.
@@ -84,8 +84,8 @@ func TestHeartbeatKeepsHolderAlive(t *testing.T) {
 	verify(t, p)
 	// An idle holder leaves the record once it times out.
 	p.Heartbeat(at(2*time.Minute), 9)
-	if p.Holders() != 1 {
-		t.Fatalf("Holders() = %d, want 1", p.Holders())
+	if len(p.holders) != 1 {
+		t.Fatalf("Holders() = %d, want 1", len(p.holders))
 	}
 }
 
@@ -93,16 +93,16 @@ func TestLeasesDisabled(t *testing.T) {
 	p := twoTeams(nil) // HolderTimeout 0
 	g := p.Acquire(base, 7, "a", Interactive, 0)
 	p.Heartbeat(at(1000*time.Hour), 8)
-	if s := stat(t, p, at(1000*time.Hour), "a"); s.InFlight != 1 || p.Holders() != 1 {
-		t.Fatalf("leases disabled: %+v, holders %d", s, p.Holders())
+	if s := stat(t, p, at(1000*time.Hour), "a"); s.InFlight != 1 || len(p.holders) != 1 {
+		t.Fatalf("leases disabled: %+v, holders %d", s, len(p.holders))
 	}
 	p.Release(at(1000*time.Hour), &g, 0)
-	if p.Holders() != 0 {
+	if len(p.holders) != 0 {
 		t.Fatalf("leases disabled: a holder with nothing in flight stays in the record")
 	}
 }
 
-func TestAddAndDropPhantoms(t *testing.T) {
+func TestAddPhantoms(t *testing.T) {
 	p := leasePool() // a: 2 slots
 	p.Acquire(base, 1, "a", Interactive, 0)
 	p.AddPhantoms(base, "a", 3, at(time.Minute)) // 1 within (the slot left), 2 borrowing
@@ -118,18 +118,12 @@ func TestAddAndDropPhantoms(t *testing.T) {
 	if s := stat(t, p, base, UnknownTeam); s.Phantoms != 2 {
 		t.Fatalf("unknown team phantoms: %+v", s)
 	}
-	// DropPhantom removes the one that would last longest.
-	if !p.DropPhantom(base, "a") {
-		t.Fatal("DropPhantom = false")
+	// They expire at their time.
+	if s := stat(t, p, at(time.Minute), "a"); s.Phantoms != 1 {
+		t.Fatalf("after the first phantoms expired: %+v", s)
 	}
-	if s := stat(t, p, at(time.Minute), "a"); s.Phantoms != 0 {
-		t.Fatalf("DropPhantom did not drop the longest phantom: %+v", s)
-	}
-	if p.DropPhantom(at(time.Minute), "a") {
-		t.Fatal("DropPhantom with no phantom = true")
-	}
-	if p.DropPhantom(base, "never-seen-team-but-unknown-exists") {
-		t.Fatal("DropPhantom of expired unknown phantoms = true")
+	if s := stat(t, p, at(time.Hour), "a"); s.Phantoms != 0 {
+		t.Fatalf("after every phantom expired: %+v", s)
 	}
 	verify(t, p)
 }

@@ -193,7 +193,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			e := p.teams[i]
 			wantWithin := refWithin(p, i, 0)
 			wantRank := p.rank(i)
-			wantSat := p.InFlight() >= p.capacity
+			wantSat := p.inFlight() >= p.capacity
 			class := Class(pick(3))
 			var g Grant
 			if op == 3 {
@@ -204,7 +204,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 					t.Fatalf("%s: want ok = %v", what, !wantSat)
 				}
 				if !ok {
-					if !g.Released() || p.Release(at(), &g, 1) {
+					if !g.released || p.Release(at(), &g, 1) {
 						t.Fatalf("%s: failed TryAcquire returned a live grant", what)
 					}
 					break
@@ -264,25 +264,16 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			if after := dump(p); after != before {
 				t.Fatalf("%s changed the pool:\n%s\n%s", what, before, after)
 			}
-		case 8: // time passes
+		case 8, 10: // time passes
 			d := []int64{1, int64(time.Millisecond), int64(time.Second), int64(4 * time.Second), int64(time.Minute)}[pick(5)]
 			now += d
 			p.Heartbeat(at(), holder)
 			what = fmt.Sprintf("+%v, Heartbeat(%d)", time.Duration(d), holder)
-		case 9:
+		case 9, 11:
 			n := pick(4)
 			until := now + int64(pick(20))*int64(time.Second)
 			p.AddPhantoms(at(), team, n, time.Unix(0, until))
 			what = fmt.Sprintf("AddPhantoms(%q, %d, +%v)", team, n, time.Duration(until-now))
-		case 10:
-			p.DropPhantom(at(), team)
-			what = fmt.Sprintf("DropPhantom(%q)", team)
-		case 11:
-			prio := pick(40)
-			g := p.Adopt(at(), holder, team, prio, prio >= BorrowBase, amount)
-			what = fmt.Sprintf("Adopt(%q, %d) = %+v", team, prio, g)
-			grants = append(grants, held{g, nextID})
-			nextID++
 		case 12:
 			i := p.resolve(team, true)
 			name := p.teams[i].name
@@ -395,7 +386,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				if !within || kvBorrow {
 					wantPrio = borrowPriority(wantRank, class)
 				}
-				if g.Borrowing == within || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.Released() {
+				if g.Borrowing == within || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.released {
 					t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d tokens %d", what, !within, kvBorrow, wantPrio, ctok)
 				}
 				if g.Penalty > 0 {
@@ -409,7 +400,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				}
 				queued = append(queued, wid{holder, reqID})
 			default:
-				if len(p.waits) != nWait || !g.Released() {
+				if len(p.waits) != nWait || !g.released {
 					t.Fatalf("%s: a refusal changed the queue", what)
 				}
 			}

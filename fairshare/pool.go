@@ -55,7 +55,6 @@ type Pool struct {
 
 	static   []byte // the encoded static section of the record (codec.go)
 	staticOK bool   // static matches the state
-	staticV4 bool   // static was read from (or written as) a version 4 record
 	last     []byte // the record p last encoded (codec.go)
 	lastOK   bool   // last describes p exactly: nothing changed since
 
@@ -147,9 +146,6 @@ func NewPool(name string, cfg Config, now time.Time) *Pool {
 	return p
 }
 
-// Name returns the pool name.
-func (p *Pool) Name() string { return p.name }
-
 // Capacity returns C, the live capacity (see SetCapacity).
 func (p *Pool) Capacity() int { return p.capacity }
 
@@ -158,40 +154,10 @@ func (p *Pool) Capacity() int { return p.capacity }
 // Compare it with Config.Fingerprint to know when to Reconfigure.
 func (p *Pool) Fingerprint() uint64 { return p.fp }
 
-// Config returns the configuration the pool was last built from, as it
-// applies it (clean shares and weights, Capacity of the configuration
-// even after SetCapacity). It allocates the Teams slice.
-func (p *Pool) Config() Config {
-	c := Config{
-		Capacity:       p.cfgCapacity,
-		HalfLife:       p.halfLife,
-		EntryPenalty:   p.entryPenalty,
-		HolderTimeout:  p.holderTimeout,
-		RequestTimeout: p.requestTimeout,
-		KVTokens:       p.kvTokens,
-		QueueLimit:     p.queueLimit,
-		TeamQueueLimit: p.teamQueueLimit,
-		MaxQueueTime:   p.maxQueueTime,
-		BatchAging:     p.batchAging,
-		Teams:          make([]TeamConfig, 0, p.configured),
-	}
-	for _, e := range p.teams[:p.configured] {
-		tc := TeamConfig{Name: e.name, Share: e.share, Weight: e.weight}
-		if e.lend < 1 {
-			tc.LendingLimit = Limit(e.lend)
-		}
-		if e.borrowLim < 1 {
-			tc.BorrowingLimit = Limit(e.borrowLim)
-		}
-		c.Teams = append(c.Teams, tc)
-	}
-	return c
-}
-
-// InFlight returns the number of requests in flight in the pool, phantoms
+// inFlight returns the number of requests in flight in the pool, phantoms
 // included: the figure compared with C for Grant.Saturated and TryAcquire.
 // Cost: O(teams).
-func (p *Pool) InFlight() int {
+func (p *Pool) inFlight() int {
 	n := 0
 	for i := range p.teams {
 		n += p.teams[i].inFlight()
@@ -201,7 +167,7 @@ func (p *Pool) InFlight() int {
 
 // Reconfigure applies a new configuration at time now. Teams that remain
 // keep their usage, requests in flight (with their standing) and phantoms;
-// new teams start empty; reservations are recomputed with Apportion and the
+// new teams start empty; reservations are recomputed (apportion.go) and the
 // live capacity becomes cfg.Capacity. A removed team keeps its entry, as
 // share 0 and reservation 0, while it has requests in flight or phantoms,
 // so they finish and release normally; then the entry is dropped with its
@@ -394,14 +360,15 @@ func (p *Pool) rewindow(rt time.Duration) {
 }
 
 // SetCapacity changes C (an elastic pool whose instances come and go) and
-// recomputes the within-share reservations with Apportion. Requests in
+// recomputes the within-share reservations (apportion.go). Requests in
 // flight keep their within-share or borrowing standing; new requests are
 // judged against the new reservations (and, for TryAcquire, the new C). It
-// returns the previous C. Negative values count as 0. The fingerprint and
-// Config are unchanged: they describe the configuration applied. On a
+// returns the previous C. Negative values count as 0. The fingerprint is
+// unchanged: it describes the configuration applied. On a
 // pool that decides against a slice (SetSlice) it sets the slice's
 // capacity, at most the configured one, and cuts the slice's
 // reservations to fit it.
+// Not yet reached by the plugin: kept for elastic capacity.
 func (p *Pool) SetCapacity(capacity int) int {
 	prev := p.capacity
 	p.capacity = cleanCapacity(capacity)

@@ -43,8 +43,8 @@ func TestArriveWithinShareNeverHeld(t *testing.T) {
 	if g.Borrowing || g.Priority != 1 || !g.Saturated {
 		t.Fatalf("b within share on a full pool = %+v, want priority 1, saturated", g)
 	}
-	if p.Waiters() != 1 || p.InFlight() != 5 {
-		t.Fatalf("waiting %d, in flight %d; want 1, 5", p.Waiters(), p.InFlight())
+	if p.Waiters() != 1 || p.inFlight() != 5 {
+		t.Fatalf("waiting %d, in flight %d; want 1, 5", p.Waiters(), p.inFlight())
 	}
 	if s := stat(t, p, at(1500*time.Millisecond), "a"); s.Waiting != 1 || s.OldestWait != 1500*time.Millisecond {
 		t.Fatalf("Snapshot of a = %+v, want 1 waiting for 1.5 s", s)
@@ -161,8 +161,8 @@ func TestQueueLimits(t *testing.T) {
 	for i := range 6 {
 		arrive(t, q, base, Request{Holder: 1, ID: uint64(i), Team: "a"}, Granted)
 	}
-	if q.InFlight() != 6 {
-		t.Fatalf("in flight %d, want 6", q.InFlight())
+	if q.inFlight() != 6 {
+		t.Fatalf("in flight %d, want 6", q.inFlight())
 	}
 }
 
@@ -218,8 +218,8 @@ func TestDeadHolderLeavesQueue(t *testing.T) {
 		p.Heartbeat(at(time.Duration(s)*time.Second), 8)
 		verify(t, p)
 	}
-	if p.Waiters() != 0 || p.Holders() != 1 {
-		t.Fatalf("after holder 7 died: waiting %d, holders %d; want 0, 1", p.Waiters(), p.Holders())
+	if p.Waiters() != 0 || len(p.holders) != 1 {
+		t.Fatalf("after holder 7 died: waiting %d, holders %d; want 0, 1", p.Waiters(), len(p.holders))
 	}
 }
 
@@ -270,7 +270,7 @@ func TestKVTokens(t *testing.T) {
 	// 2 sequences of 10 in flight, but 1100 tokens would exceed K.
 	arrive(t, p, base, Request{Holder: 1, ID: 3, Team: "a", Tokens: 500}, Queued)
 	arrive(t, p, base, Request{Holder: 2, ID: 1, Team: "b", Tokens: 300}, Granted)
-	if got := p.InFlightTokens(); got != 900 {
+	if got := p.inFlightTokens(); got != 900 {
 		t.Fatalf("tokens in flight %d, want 900", got)
 	}
 	if s := stat(t, p, base, "a"); s.ReservedTokens != 500 || s.InFlightTokens != 600 || s.Waiting != 1 {
@@ -288,21 +288,21 @@ func TestKVTokens(t *testing.T) {
 	if st != Dispatched || g.Borrowing || !g.BorrowsTokens || g.Tokens != 500 || !w.Within {
 		t.Fatalf("Dispatch = %v %+v: want a's 500 tokens within share in sequences, borrowing tokens", st, g)
 	}
-	if got := p.InFlightTokens(); got != 1000 {
+	if got := p.inFlightTokens(); got != 1000 {
 		t.Fatalf("tokens in flight %d, want 1000", got)
 	}
 	// A dead holder's grants keep their tokens until they expire.
 	for s := 2; s <= 5; s++ {
 		p.Heartbeat(at(time.Duration(s)*time.Second), 2)
 	}
-	if got := p.InFlightTokens(); got != 1000 || stat(t, p, at(5*time.Second), "a").Phantoms != 2 {
+	if got := p.inFlightTokens(); got != 1000 || stat(t, p, at(5*time.Second), "a").Phantoms != 2 {
 		t.Fatalf("after holder 1 died: tokens %d, want 1000 held by phantoms", got)
 	}
 	for s := 6; s <= 70; s += 2 { // holder 1's phantoms last until 1 s + 3 s + 1 min
 		p.Heartbeat(at(time.Duration(s)*time.Second), 2)
 	}
 	verify(t, p)
-	if got := p.InFlightTokens(); got != 300 {
+	if got := p.inFlightTokens(); got != 300 {
 		t.Fatalf("after the phantoms expired: tokens %d, want b's 300", got)
 	}
 	if _, w := p.Next(at(70 * time.Second)); w != Empty {
@@ -396,7 +396,7 @@ func TestReconfigureKeepsQueue(t *testing.T) {
 	arrive(t, p, base, Request{Holder: 1, ID: 3, Team: "a"}, Queued)
 	arrive(t, p, base, Request{Holder: 1, ID: 4, Team: "b", Tokens: 3}, Granted)
 	arrive(t, p, base, Request{Holder: 1, ID: 5, Team: "b"}, Queued)
-	cfg := p.Config()
+	cfg := p.config()
 	cfg.Capacity = 8
 	cfg.Teams = cfg.Teams[1:] // a is removed: its waiting request goes on as UnknownTeam's
 	p.Reconfigure(at(time.Second), cfg)

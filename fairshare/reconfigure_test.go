@@ -132,11 +132,11 @@ func TestFingerprint(t *testing.T) {
 		t.Errorf("Fingerprint() = %x", got)
 	}
 	for _, c := range append(differ, same...) {
-		if got := NewPool("p", c, base).Config(); got.Fingerprint() != c.Fingerprint() {
+		if got := NewPool("p", c, base).config(); got.Fingerprint() != c.Fingerprint() {
 			t.Errorf("Config() = %+v does not round-trip the fingerprint of %+v", got, c)
 		}
 	}
-	if got := NewPool("p", a, base).Config(); got.Fingerprint() != a.Fingerprint() {
+	if got := NewPool("p", a, base).config(); got.Fingerprint() != a.Fingerprint() {
 		t.Errorf("Config() = %+v does not round-trip the fingerprint", got)
 	}
 }

@@ -59,7 +59,7 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	residual := 0.0
 	if current {
 		if counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing, g.Tokens)) {
-			p.dropPhantom(i, g.Borrowing, true, g.Tokens)
+			p.dropPhantom(i, g.Borrowing, g.Tokens)
 		}
 		e := &p.teams[i]
 		e.estimate -= g.Estimate

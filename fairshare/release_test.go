@@ -29,7 +29,7 @@ func TestReleaseOnce(t *testing.T) {
 	g2 := p.Acquire(base, 1, "a", Interactive, 0)
 	attempt := g2
 	p.Release(base, &attempt, 1) // imagine the write failed
-	if g2.Released() || !attempt.Released() {
+	if g2.released || !attempt.released {
 		t.Fatal("Release marked the original grant")
 	}
 }

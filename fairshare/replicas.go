@@ -27,7 +27,7 @@ import (
 // A slice divides the pool's budgets: its capacity C in sequences, its KV
 // tokens K, and every team's reservation in both (Totals).
 //
-// The slice rule (Target). Each team's reservation goes first to the
+// The slice rule (targets). Each team's reservation goes first to the
 // replicas' demand of that team, the rest as headroom for a burst before
 // the next sync (an idle team's reservation is all headroom): one at
 // every replica when there are enough, the rest in proportion to each
@@ -152,13 +152,6 @@ func sliceOf(v []int64, teams int) Slice {
 	return s
 }
 
-// Clone returns a deep copy of s.
-func (s Slice) Clone() Slice {
-	s.Reserved = slices.Clone(s.Reserved)
-	s.ReservedTokens = slices.Clone(s.ReservedTokens)
-	return s
-}
-
 // split divides total into out in proportion to weights with the
 // largest-remainder method in exact integer arithmetic: every i first
 // gets ⌊total·w_i/W⌋, then the units left go one each to the largest
@@ -200,11 +193,11 @@ func split(total int64, weights []int64, out []int64) {
 	}
 }
 
-// Target returns every member's target slice under the slice rule (see
+// targets returns every member's target slice under the slice rule (see
 // above), in the order of members, which must be sorted by ID (see
 // SortMembers). Demands beyond len(t.Teams) are ignored, negative ones
 // count as 0. Cost: O(members × teams); it allocates.
-func Target(t Totals, members []Member) []Slice {
+func targets(t Totals, members []Member) []Slice {
 	n, T := len(members), len(t.Teams)
 	out := make([][]int64, n)
 	for r := range out {
@@ -308,7 +301,7 @@ func Target(t Totals, members []Member) []Slice {
 	return s
 }
 
-// SortMembers sorts members by ID, the order Target and Rebalance use.
+// SortMembers sorts members by ID, the order Rebalance uses.
 func SortMembers(members []Member) {
 	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 }
@@ -322,7 +315,7 @@ func SortMembers(members []Member) {
 // below the member's applied slice where it must shrink. Cost: O(members × teams); it allocates.
 func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 	T := len(t.Teams)
-	target = Target(t, members)[self]
+	target = targets(t, members)[self]
 	room := t.Whole.vec(T)
 	for r, m := range members {
 		if r == self {

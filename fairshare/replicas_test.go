@@ -104,7 +104,7 @@ func TestTarget(t *testing.T) {
 		for i, d := range tt.demands {
 			ms[i] = Member{ID: fmt.Sprint("r", i), Demand: d}
 		}
-		got := Target(tot, ms)
+		got := targets(tot, ms)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: Target = %+v, want %+v", tt.name, got, tt.want)
 		}
@@ -443,12 +443,12 @@ func (s *sim) shrink(r *simReplica) {
 func (s *sim) syncWrite(r *simReplica) {
 	r.pending = false
 	T := len(s.tot.Teams)
-	self := Member{ID: r.id, Demand: r.demand(T), Applied: r.applied.Clone(), Used: r.used(T)}
+	self := Member{ID: r.id, Demand: r.demand(T), Applied: r.applied.clone(), Used: r.used(T)}
 	ms := slices.DeleteFunc(slices.Clone(r.readMembers), func(m Member) bool { return m.ID == r.id })
 	ms = append(ms, self)
 	SortMembers(ms)
 	k := slices.IndexFunc(ms, func(m Member) bool { return m.ID == r.id })
-	targets := Target(s.tot, ms)
+	targets := targets(s.tot, ms)
 	sum := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
 	for _, x := range targets {
 		sum = addSlice(sum, x, T)
@@ -484,7 +484,7 @@ func (s *sim) syncWrite(r *simReplica) {
 		}
 	}
 	r.shrunk = false
-	self.Applied, self.Used = next.Clone(), r.used(T)
+	self.Applied, self.Used = next.clone(), r.used(T)
 	s.store.members[r.id] = self
 	s.store.rev++
 	r.applied = next
@@ -645,7 +645,7 @@ func TestReplicasBound(t *testing.T) {
 			T := len(s.tot.Teams)
 			sum := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
 			_, ms := s.snapshot()
-			targets := Target(s.tot, ms)
+			targets := targets(s.tot, ms)
 			for k, m := range ms {
 				var r *simReplica
 				for _, x := range s.replicas {

@@ -9,9 +9,9 @@ import "math"
 // sequence and no token.
 //
 // Every team's reservation is apportioned in each resource with the same
-// shares (Apportion of C and of K). A request is within share when it
-// fits what its team's within-share requests in flight (phantoms
-// included) leave of the reservation, in every resource. Arrive and
+// shares (from C and from K, largest remainder, apportion.go). A request
+// is within share when it fits what its team's within-share requests in
+// flight (phantoms included) leave of the reservation, in every resource. Arrive and
 // Dispatch also count as within share a request that fits what is left
 // of its team's reserved sequences and whose tokens, beyond the team's
 // token reservation, fit the pool's free tokens as a borrower's would
@@ -166,24 +166,10 @@ func (p *Pool) mayEverFit(u usage, i int) bool {
 	return p.capacity-(u.keepSeq-p.teams[i].keepSeq) >= 1
 }
 
-// KVTokens returns K, the pool's KV capacity in tokens (0: no KV
-// resource), as configured (a slice's tokens are in Slice).
-func (p *Pool) KVTokens() int64 { return p.kvTokens }
-
 // kvCap is the KV tokens the pool decides against: K, or its slice's.
 func (p *Pool) kvCap() int64 {
 	if p.sliced {
 		return p.sliceTok
 	}
 	return p.kvTokens
-}
-
-// InFlightTokens returns the KV tokens of the requests in flight in the
-// pool, phantoms included. Cost: O(teams).
-func (p *Pool) InFlightTokens() int64 {
-	var n int64
-	for i := range p.teams {
-		n += p.teams[i].inFlightTokens()
-	}
-	return n
 }

@@ -6,7 +6,7 @@ package fairshare
 
 // Totals returns what the slices of the pool divide: the configured
 // teams in configuration order, the configured capacity and KV tokens,
-// and every team's reservation in both as Apportion gives them. It
+// and every team's reservation in both as apportion.go gives them. It
 // allocates. Cost: O(teams · log teams).
 func (p *Pool) Totals() Totals {
 	n := p.configured

@@ -24,7 +24,7 @@ type TeamStat struct {
 	// LocalQueue status.fairSharing.weightedShare: the larger, the later
 	// the team's borrowers run.
 	WeightedShare float64
-	// Reserved is the number of within-share slots, see Apportion.
+	// Reserved is the number of within-share slots, see apportion.go.
 	Reserved int
 	// InFlight counts the team's granted requests in flight (phantoms not
 	// included).

@@ -121,7 +121,7 @@ func check(p *Pool) error {
 		tokNames[i] = p.teams[i].name
 		tokShares[p.teams[i].name] = p.teams[i].share
 	}
-	wantTok := Apportion(int(p.kvTokens), tokNames, tokShares)
+	wantTok := apportionMap(int(p.kvTokens), tokNames, tokShares)
 	for i := range p.configured {
 		if p.sliced {
 			break // a slice's reservations are set, not apportioned
@@ -143,7 +143,7 @@ func check(p *Pool) error {
 		names2[i] = p.teams[i].name
 		shares[p.teams[i].name] = p.teams[i].share
 	}
-	want := Apportion(p.capacity, names2, shares)
+	want := apportionMap(p.capacity, names2, shares)
 	for i := range p.configured {
 		if p.sliced {
 			break
@@ -280,8 +280,8 @@ func check(p *Pool) error {
 	if !bytes.Equal(enc, enc2) {
 		return fmt.Errorf("re-encoding differs")
 	}
-	// Into a buffer with room for the bound (the in-place writer, where
-	// nil took the appending one), after a byte already there: the same.
+	// Into a buffer that already has room for the bound (not grown), after
+	// a byte already there: the same bytes, in that buffer's memory.
 	room := append(make([]byte, 0, 1+len(enc)+p.dynamicBound()), 0xee)
 	enc3, _ := p.AppendBinary(room)
 	if enc3[0] != 0xee || !bytes.Equal(enc3[1:], enc) || &enc3[0] != &room[:1][0] {

@@ -165,21 +165,11 @@ func flowPlugin(t *testing.T) fairbench.NewGateway {
 	return wasmgw.New(mod, p)
 }
 
-// needFlow stops a flow-control test while plugin.wasm has no flow
-// control (it would reject the configuration).
-func needFlow(t *testing.T) {
-	t.Helper()
-	if !flowInPlugin {
-		t.Skip("flow control is not yet in plugin.wasm (flowInPlugin = false): prepared, not run")
-	}
-}
-
 // TestFlowHoldsBorrowersOnly runs S1 at half length with flow control:
 // some of flood's borrowers must be held at the gateway, none of chat's
 // requests (within share) may be, and nothing may stay held after a long
 // drain.
 func TestFlowHoldsBorrowersOnly(t *testing.T) {
-	needFlow(t)
 	s := reduced(t, "s1-flood", 0.5)
 	for _, mode := range fairbench.Modes {
 		gw := flowPlugin(t)().(*wasmgw.Gateway)
@@ -221,7 +211,6 @@ var flowKnownFailures = map[string]bool{
 // scenario at full length, both engine behaviours, as `make fairness`
 // measures them; the targets in flowKnownFailures must still miss.
 func TestFlowControlAcceptance(t *testing.T) {
-	needFlow(t)
 	scenarios, err := fairbench.LoadScenarios(filepath.Join("..", "..", "testdata", "scenarios"))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +246,6 @@ func TestFlowControlAcceptance(t *testing.T) {
 // ticks, reconfigurations) twice through the flow-control plugin column:
 // the results must be identical.
 func TestFlowSameSeedSameResults(t *testing.T) {
-	needFlow(t)
 	newPlugin := flowPlugin(t)
 	s := reduced(t, "s6-capacity", 0.3)
 	a := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
@@ -326,7 +314,6 @@ func testEtcd(t *testing.T) string {
 // some 60 requests, and one request prefilled behind a burst of
 // dispatches decides it (RATIONALE.md, "Where slices lose").
 func TestReplicasActAsOnePool(t *testing.T) {
-	needFlow(t)
 	one := flowPlugin(t)
 	many := replicasPlugin(mod, testEtcd(t))
 	for _, name := range []string{"s1-flood", "s2-saturate"} {
@@ -362,7 +349,6 @@ func TestReplicasActAsOnePool(t *testing.T) {
 // no sync may have failed (a call to etcd answered later than the 1 s
 // timeout, which would make the runs differ).
 func TestReplicasSameSeedSameResults(t *testing.T) {
-	needFlow(t)
 	plugin(t) // compiles the module
 	many := replicasPlugin(mod, testEtcd(t))
 	s := reduced(t, "s1-flood", 0.2)

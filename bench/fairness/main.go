@@ -31,7 +31,7 @@ func main() {
 	wasmFile := flag.String("wasm", "", "prebuilt plugin.wasm (default: $FAIRSHARE_WASM, else build ./cmd/plugin)")
 	only := flag.String("only", "", "comma-separated scenario names to run (default all)")
 	par := flag.Int("j", 0, "runs in parallel (0: GOMAXPROCS)")
-	flow := flag.Bool("flow", flowInPlugin, "run the plugin column with flow control (holding, kv_tokens, lending limits) and its ablations plugin-noflow, plugin-nohold, plugin-nokv, plugin-nolend")
+	flow := flag.Bool("flow", true, "run the plugin column with flow control (holding, kv_tokens, lending limits) and its ablations plugin-noflow, plugin-nohold, plugin-nokv, plugin-nolend")
 	flag.Parse()
 	if err := run(*dir, *out, *seed, *quick, *plugin, *wasmFile, *only, *par, *flow); err != nil {
 		fmt.Fprintln(os.Stderr, "fairness:", err)

@@ -14,12 +14,6 @@ import (
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
-// flowInPlugin says whether plugin.wasm has flow control (holding
-// borrowers, kv_tokens, lending limits): it is the default of -flow, and
-// the flow-control acceptance tests run only when it is true. A
-// plugin.wasm without flow control rejects the fields as unknown.
-const flowInPlugin = true
-
 // queueTime is max_queue_time of the flow-control columns: long enough
 // that no request times out in any scenario, so every column serves the
 // same requests.
