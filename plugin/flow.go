@@ -81,14 +81,11 @@ func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) 
 			w  fairshare.Waiting
 			st fairshare.DispatchStatus
 		)
-		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		err := pc.updatePool(now, ps, "dispatch", func(p *fairshare.Pool) {
 			g, w, st = p.Dispatch(now, pc.holder)
 			ps.waiters = p.Waiters()
 		})
-		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 		if err != nil {
-			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-			hostcalls.LogWarnf("fairshare: pool %s: dispatch: %v", ps.cfg.name, err)
 			return
 		}
 		switch st {
@@ -217,14 +214,12 @@ func (pc *pluginContext) reestimate(now time.Time, ps *poolState) {
 	if len(lower) == 0 {
 		return
 	}
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err := pc.updatePool(now, ps, "reestimate", func(p *fairshare.Pool) {
 		for _, h := range lower {
 			p.Reestimate(now, pc.holder, h.reqID, h.newKV)
 		}
 	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
 		return
 	}
 	for _, h := range lower {
@@ -243,13 +238,11 @@ func (pc *pluginContext) expire(now time.Time) {
 		delete(pc.held, id)
 		var retry time.Duration
 		ps := h.pool
-		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		err := pc.updatePool(now, ps, "expire", func(p *fairshare.Pool) {
 			p.Cancel(now, pc.holder, id)
 			retry = p.RetryAfter(now, h.team)
 		})
-		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 		if err != nil {
-			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
 			retry = time.Second // the request expires in the record all the same
 		}
 		pc.met.teamCounter(ps.cfg.name, teamOf(ps, h.team), mQueueTimeout, 1)
@@ -266,10 +259,7 @@ func (h *httpContext) cancel(now time.Time) {
 	delete(pc.held, h.reqID)
 	h.state = stDone
 	ps := h.pool
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
-	if err != nil {
-		// The request leaves the queue at its deadline all the same.
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-	}
+	// On a failure the request leaves the queue at its deadline all the
+	// same.
+	_ = pc.updatePool(now, ps, "cancel", func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
 }

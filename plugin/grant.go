@@ -4,22 +4,18 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
-	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
 // arrive decides a request through the pool's record (fairshare.Arrive):
 // granted, queued or refused. retry is the Retry-After of a refused request.
 func (pc *pluginContext) arrive(now time.Time, ps *poolState, r fairshare.Request) (g fairshare.Grant, w fairshare.Waiting, out fairshare.Outcome, retry time.Duration, err error) {
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err = pc.updatePool(now, ps, "arrive", func(p *fairshare.Pool) {
 		g, w, out = p.Arrive(now, r)
 		if out != fairshare.Granted && out != fairshare.Queued {
 			retry = p.RetryAfter(now, r.Team)
 		}
 	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: arrive: %v", ps.cfg.name, err)
 		if !pc.cfg.failClosed {
 			pc.met.poolCounter(ps.cfg.name, mFailOpen, 1)
 		}
@@ -43,13 +39,10 @@ func borrows(g *fairshare.Grant) bool { return g.Borrowing || g.BorrowsTokens }
 // returns the error.
 func (pc *pluginContext) acquire(now time.Time, ps *poolState, team string, class fairshare.Class, estimate float64) (fairshare.Grant, error) {
 	var g fairshare.Grant
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err := pc.updatePool(now, ps, "acquire", func(p *fairshare.Pool) {
 		g = p.Acquire(now, pc.holder, team, class, estimate)
 	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: acquire: %v", ps.cfg.name, err)
 		if !pc.cfg.failClosed {
 			pc.met.poolCounter(ps.cfg.name, mFailOpen, 1)
 		}
@@ -63,16 +56,13 @@ func (pc *pluginContext) acquire(now time.Time, ps *poolState, team string, clas
 // reports whether the record was written.
 func (pc *pluginContext) release(now time.Time, ps *poolState, g *fairshare.Grant, consumed float64) bool {
 	var done fairshare.Grant
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err := pc.updatePool(now, ps, "release", func(p *fairshare.Pool) {
 		gc := *g
 		p.Release(now, &gc, consumed)
 		done = gc
 		ps.waiters = p.Waiters()
 	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: release: %v", ps.cfg.name, err)
 		return false
 	}
 	*g = done
@@ -83,16 +73,9 @@ func (pc *pluginContext) release(now time.Time, ps *poolState, g *fairshare.Gran
 // forwarded by failure_mode "open") to the team's usage; it reports whether
 // the record was written.
 func (pc *pluginContext) charge(now time.Time, ps *poolState, team string, consumed float64) bool {
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	return pc.updatePool(now, ps, "charge", func(p *fairshare.Pool) {
 		p.Charge(now, team, consumed)
-	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
-	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: charge: %v", ps.cfg.name, err)
-		return false
-	}
-	return true
+	}) == nil
 }
 
 // pendingRelease is a release (or, for a request forwarded without a

@@ -242,6 +242,29 @@ func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) 
 	}
 }
 
+// updatePool is the one way the plugin changes a pool's record: it runs
+// records.update with change (read the record, decode it, apply change,
+// encode it, compare-and-swap it, retried on a lost swap) and its
+// accounting, the same for every caller: the compare-and-swap retries
+// counted in cas_retries_total, and a failure (a shared-data error, or
+// every retry lost) counted in failures_total and logged as a warning
+// naming the pool and op. It returns that failure.
+//
+// change runs once per attempt and must only change p and the caller's
+// result variables (see records.update). Callers pass a function literal
+// that does not escape: neither updatePool nor records.update keeps it,
+// so its captured variables stay on the caller's stack and an update
+// allocates nothing.
+func (pc *pluginContext) updatePool(now time.Time, ps *poolState, op string, change func(p *fairshare.Pool)) error {
+	retries, err := pc.rs.update(now, ps.rec, change)
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: pool %s: %s: %v", ps.cfg.name, op, err)
+	}
+	return err
+}
+
 // create writes a new record for r if none exists (createIfAbsent).
 func (rs *records) create(now time.Time, r *record) error {
 	p := rs.newPool(now, r)

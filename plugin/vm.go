@@ -238,11 +238,7 @@ func (pc *pluginContext) newHolder(now time.Time, cfg config) uint32 {
 // heartbeat marks this holder alive in the pool's record (expiring dead
 // holders and stale phantoms) and records the pool's gauges.
 func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.Heartbeat(now, pc.holder) })
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
-	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: heartbeat: %v", ps.cfg.name, err)
+	if pc.updatePool(now, ps, "heartbeat", func(p *fairshare.Pool) { p.Heartbeat(now, pc.holder) }) != nil {
 		return
 	}
 	p := ps.rec.p
