@@ -280,20 +280,14 @@ func laxTrue(raw []byte) bool {
 	return false
 }
 
-// rewrite returns body with "priority": priority, overwriting every priority
-// member the client sent (all of them, so that no duplicate survives). With
-// addUsage it also sets stream_options.include_usage to true (creating
-// stream_options if needed) and turns continuous_usage_stats off, so that
-// vLLM sends exactly one extra usage chunk, which the response filter hides.
-// The edit is byte-level: every other byte of the body is kept. body must be
-// a valid JSON object. dst is reused when it has room.
-func rewrite(dst, body []byte, priority int, addUsage bool) []byte {
-	r, _ := inspect(body, 1, false)
-	return r.rewrite(dst, body, priority, addUsage)
-}
-
-// rewrite is rewrite for the body r was read from, without reading the
-// body's members again.
+// rewrite returns body, the body r was read from (inspect), with
+// "priority": priority, overwriting every priority member the client sent
+// (all of them, so that no duplicate survives). With addUsage it also sets
+// stream_options.include_usage to true (creating stream_options if needed)
+// and turns continuous_usage_stats off, so that vLLM sends exactly one
+// extra usage chunk, which the response filter hides. The edit is
+// byte-level: every other byte of the body is kept. body must be a valid
+// JSON object. dst is reused when it has room.
 func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte {
 	var pr [24]byte
 	var edits [8]edit

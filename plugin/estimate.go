@@ -164,13 +164,8 @@ type runningMean struct {
 // meanWindow is the number of samples a running mean weighs as one.
 const meanWindow = 32
 
-// observe adds the completion tokens of one finished choice.
-func (m completionMeans) observe(pool, team string, tokens float64) {
-	m.observeAt(pool, &teamSlot{name: team}, tokens)
-}
-
 // at returns the running mean of s's team in pool, nil before its first
-// sample, and keeps it in s: an entry, once made, stays in place (observe
+// sample, and keeps it in s: an entry, once made, stays in place (observeAt
 // and seed change it, never replace it), so that the next lookup of the
 // team hashes nothing.
 func (m completionMeans) at(pool string, s *teamSlot) *runningMean {
@@ -180,7 +175,8 @@ func (m completionMeans) at(pool string, s *teamSlot) *runningMean {
 	return s.mean
 }
 
-// observeAt is observe for the team of slot s.
+// observeAt adds the completion tokens of one finished choice of the team
+// of slot s.
 func (m completionMeans) observeAt(pool string, s *teamSlot, tokens float64) {
 	if tokens < 0 {
 		return

@@ -33,25 +33,6 @@ func (pc *pluginContext) arrive(now time.Time, ps *poolState, r fairshare.Reques
 // borrowed beyond the team's token reservation (Grant.BorrowsTokens).
 func borrows(g *fairshare.Grant) bool { return g.Borrowing || g.BorrowsTokens }
 
-// acquire decides a request through the pool's record and counts it. On a
-// shared-data failure or exhausted retries it counts the failure (and,
-// with failure_mode "open", the request forwarded without a grant) and
-// returns the error.
-func (pc *pluginContext) acquire(now time.Time, ps *poolState, team string, class fairshare.Class, estimate float64) (fairshare.Grant, error) {
-	var g fairshare.Grant
-	err := pc.updatePool(now, ps, "acquire", func(p *fairshare.Pool) {
-		g = p.Acquire(now, pc.holder, team, class, estimate)
-	})
-	if err != nil {
-		if !pc.cfg.failClosed {
-			pc.met.poolCounter(ps.cfg.name, mFailOpen, 1)
-		}
-		return fairshare.Grant{}, err
-	}
-	pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
-	return g, nil
-}
-
 // release ends grant g in its pool's record with the consumption; it
 // reports whether the record was written.
 func (pc *pluginContext) release(now time.Time, ps *poolState, g *fairshare.Grant, consumed float64) bool {
