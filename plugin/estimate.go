@@ -11,6 +11,26 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// estimate is the cost estimate of the request read from the body (req)
+// in pool ps: its prompt and completion tokens (request.tokens) under the
+// cost weights; and its KV demand: the prompt plus the team's usual
+// completion, capped by the request's own limit (see completionMeans). It
+// keeps in h what the release and a later reestimate need: the prompt
+// estimate, the choices, the completion cap, the team's slot and the
+// demand.
+func (h *httpContext) estimate(req *request, ps *poolState) (cost float64, kv int64) {
+	pc := h.pc
+	prompt, completion := req.tokens()
+	h.prompt = prompt
+	w := pc.cfg.cost
+	cost = w.prompt*float64(prompt) + w.completion*float64(completion)
+	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
+	h.slot = ps.slot(h.team)
+	kv = satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
+	h.kv = kv
+	return cost, kv
+}
+
 // maxEstimateTokens caps every token count of the estimate, so that no
 // product of client-chosen numbers can wrap: 2^40 tokens is beyond any
 // context, and times the cost weights still far inside float64's exact

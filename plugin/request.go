@@ -155,20 +155,7 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 		return h.reply(errTooLarge, "")
 	}
 	if h.state == stStrip {
-		if !h.sniffed {
-			switch h.sniff(size, eos) {
-			case sniffWait:
-				return types.ActionPause // StopIterationAndBuffer: nothing passes yet
-			case sniffOther:
-				h.state = stIgnored
-				return types.ActionContinue
-			}
-			h.sniffed = true
-		}
-		if !eos {
-			return types.ActionPause
-		}
-		return h.strip(size)
+		return h.unscheduledBody(size, eos)
 	}
 	if !eos {
 		return types.ActionPause // StopIterationAndBuffer
@@ -221,16 +208,7 @@ func (h *httpContext) decide(size int) types.Action {
 	if pc.cfg.rejectUnknown && !ps.cfg.hasTeam(h.team) {
 		return h.reply(unknownTeamError(pc.cfg.teamHeader, h.team, ps.cfg.name), ps.cfg.name)
 	}
-	prompt, completion := req.tokens()
-	h.prompt = prompt
-	w := pc.cfg.cost
-	estimate := w.prompt*float64(prompt) + w.completion*float64(completion)
-	// The KV demand: the prompt plus the team's usual completion, capped
-	// by the request's own limit (see completionMeans).
-	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
-	h.slot = ps.slot(h.team)
-	kv := satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
-	h.kv = kv
+	estimate, kv := h.estimate(&req, ps)
 	pc.nextID++
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,

@@ -23,6 +23,27 @@ func jsonContentType(ct string) bool {
 	return ct == "application/json" || strings.HasPrefix(ct, "application/") && strings.HasSuffix(ct, "+json")
 }
 
+// unscheduledBody is on_request_body for a stream in stStrip (checked
+// against max_body_bytes already): it buffers the body until sniff has
+// decided whether it may be JSON, then, for one that may, until its end,
+// and strips it.
+func (h *httpContext) unscheduledBody(size int, eos bool) types.Action {
+	if !h.sniffed {
+		switch h.sniff(size, eos) {
+		case sniffWait:
+			return types.ActionPause // StopIterationAndBuffer: nothing passes yet
+		case sniffOther:
+			h.state = stIgnored
+			return types.ActionContinue
+		}
+		h.sniffed = true
+	}
+	if !eos {
+		return types.ActionPause
+	}
+	return h.strip(size)
+}
+
 // strip removes (or, with unscheduled "reject", refuses) every top-level
 // priority of the JSON body of a request the plugin does not schedule, so
 // that no client-chosen priority reaches vLLM on any path. A body that is
