@@ -87,13 +87,30 @@ const maxFreeStreams = 64
 var _ hostcalls.HttpContextDeleter = (*pluginContext)(nil)
 
 // DeleteHttpContext implements hostcalls.HttpContextDeleter: after the
-// host's proxy_on_delete no callback reaches the stream's context, and
-// unless a queue still holds it (a host that deleted a held stream without
-// ending it) it is cleared and kept for the next stream, so that a request
-// allocates no stream context.
+// host's proxy_on_delete no callback reaches the stream's context. A
+// stream still granted, forwarded or held here was deleted without
+// on_done (a host that skips it; Envoy never does), and is ended as
+// on_done ends it (OnHttpStreamDone), so that it holds no slot until
+// request_timeout and no queue keeps it: a granted one is released with
+// the best estimate, as a reset one is; a held one is taken out of this
+// VM's queue and the pool's (Cancel), and its context, as before, is not
+// kept. Any other context is cleared and kept for the next stream, so
+// that a request allocates no stream context.
 func (pc *pluginContext) DeleteHttpContext(ctx types.HttpContext) {
 	h, ok := ctx.(*httpContext)
-	if !ok || h.pc != pc || h.state == stHeld || len(pc.free) >= maxFreeStreams {
+	if !ok || h.pc != pc {
+		return
+	}
+	switch {
+	case h.state == stHeld:
+		if pc.held[h.reqID] == h {
+			h.cancel(time.Now())
+		}
+		return
+	case h.tracking():
+		h.finish(false)
+	}
+	if len(pc.free) >= maxFreeStreams {
 		return
 	}
 	*h = httpContext{}
