@@ -60,6 +60,7 @@ func satMul(a, b int64) int64 {
 // maxEstimateTokens.
 func satAdd(a, b int64) int64 { return min(a+min(b, maxEstimateTokens), maxEstimateTokens) }
 
+// ceil4 is the token estimate of n bytes of text: n/4, rounded up.
 func ceil4(n int) int64 { return int64((n + 3) / 4) }
 
 // mediaPartTokens is the prompt estimate of one image, audio or video

@@ -25,7 +25,7 @@ import (
 //	                            │        ├── Elsewhere ─► wake the holder of the head (its queue)
 //	                            │        └── Blocked / Empty: wait
 //	                            │      deadline (max_queue_time) ─► Cancel, 429 + Retry-After
-//	                            │      client gone (on_log/on_done) ─► Cancel
+//	                            │      client gone (on_log/on_done, or on_delete alone) ─► Cancel
 //	                            └────► QueueFull / TeamQueueFull ─► 429 + Retry-After
 //
 // Only the VM that paused a stream can resume it, so the record's queue

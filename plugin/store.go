@@ -97,7 +97,8 @@ func newRecord(plugin, name string, cfg fairshare.Config) *record {
 	return &record{name: name, key: recordKey(plugin, name), cfg: cfg, fp: cfg.Fingerprint(), p: new(fairshare.Pool)}
 }
 
-// records runs read–decide–compare-and-swap updates on pool records.
+// records runs read–decide–compare-and-swap updates on pool records; the
+// filter changes a record only through pluginContext.updatePool.
 type records struct {
 	st       sharedStore
 	into     sharedStoreInto // st as a sharedStoreInto, or nil (set by get)
