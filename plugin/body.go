@@ -14,12 +14,6 @@ import (
 // maxN bounds n in the estimate (vLLM's VLLM_MAX_N_SEQUENCES).
 const maxN = 16384
 
-// maxEstimateTokens caps every token count of the estimate, so that no
-// product of client-chosen numbers can wrap: 2^40 tokens is beyond any
-// context, and times the cost weights still far inside float64's exact
-// integers.
-const maxEstimateTokens = 1 << 40
-
 // request is what the decision needs from a request body, read in one pass
 // over its top-level members. Duplicate members are read as vLLM reads them:
 // the last one wins.
@@ -85,29 +79,6 @@ func (s *spans) at(i int) span {
 	}
 	return s.more[i-len(s.first)]
 }
-
-// tokens is the estimated token count of the request: the prompt once (vLLM
-// reports it once even for n > 1) plus n completions of every prompt of a
-// batch, each saturating at maxEstimateTokens.
-func (r *request) tokens() (prompt, completion int64) {
-	return min(r.prompt, maxEstimateTokens), satMul(satMul(r.prompts, r.n), r.completion)
-}
-
-// satMul is a × b for non-negative a and b, saturating at
-// maxEstimateTokens.
-func satMul(a, b int64) int64 {
-	if a <= 0 || b <= 0 {
-		return 0
-	}
-	if a > maxEstimateTokens/b {
-		return maxEstimateTokens
-	}
-	return a * b
-}
-
-// satAdd is a + b for non-negative a and b, saturating at
-// maxEstimateTokens.
-func satAdd(a, b int64) int64 { return min(a+min(b, maxEstimateTokens), maxEstimateTokens) }
 
 // bstr views b as a string without copying; the string is valid while b is
 // neither modified nor reused.
@@ -290,8 +261,6 @@ func laxPositive(raw []byte) int64 {
 	return int64(v.Num)
 }
 
-func ceil4(n int) int64 { return int64((n + 3) / 4) }
-
 // laxTrue reports whether the JSON value raw is true as vLLM's pydantic
 // models read a bool in lax mode: true, the numbers 1 and 1.0, or a string
 // that is, in lower case, one of 1, on, t, true, y, yes. A stream given as
@@ -311,121 +280,14 @@ func laxTrue(raw []byte) bool {
 	return false
 }
 
-// mediaPartTokens is the prompt estimate of one image, audio or video
-// content part of a chat message: its tokens depend on the model's encoder,
-// not on the bytes of its (often base64) data.
-const mediaPartTokens = 1024
-
-// mediaPart reports whether a content part of type t carries media that
-// vLLM encodes rather than text that it tokenises. Every other type (text,
-// input_text, output_text, refusal, thinking, reasoning, one vLLM adds
-// later) counts its bytes: a part type the plugin does not know must not
-// make a long text cheap.
-func mediaPart(t string) bool {
-	switch t {
-	case "image_url", "input_image", "image", "image_embeds", "image_pil",
-		"audio_url", "input_audio", "audio", "audio_embeds",
-		"video_url", "input_video", "video", "video_embeds":
-		return true
-	}
-	return false
-}
-
-// messagesTokens estimates the prompt of chat messages (or of a Responses
-// input list): bytes/4 (rounded up) of the messages, except that each
-// content part of a media type counts mediaPartTokens instead of its bytes.
-func messagesTokens(raw []byte) int64 {
-	if !bytes.Contains(raw, []byte(`"type"`)) {
-		return ceil4(len(raw))
-	}
-	text, parts := len(raw), int64(0)
-	media := func(p gjson.Result) {
-		if t := p.Get("type"); p.IsObject() && t.Type == gjson.String && mediaPart(t.Str) {
-			text -= len(p.Raw)
-			parts++
-		}
-	}
-	gjson.Parse(bstr(raw)).ForEach(func(_, m gjson.Result) bool {
-		media(m) // a Responses input item can itself be an image
-		if c := m.Get("content"); c.IsArray() {
-			c.ForEach(func(_, p gjson.Result) bool {
-				media(p)
-				return true
-			})
-		}
-		return true
-	})
-	return ceil4(text) + satMul(parts, mediaPartTokens)
-}
-
-// inputTokens estimates the input of a Responses or embeddings request: a
-// string, a list of items (as messages), or a prompt in any of the
-// completions forms.
-func inputTokens(raw []byte) int64 {
-	v := gjson.Parse(bstr(raw))
-	if v.IsArray() && bytes.Contains(raw, []byte("{")) {
-		return messagesTokens(raw)
-	}
-	n, _ := promptTokens(v)
-	return n
-}
-
-// promptTokens estimates a completions prompt: str | [str] | [int] |
-// [[int]]; prompts is the number of prompts (the length of a [str] or
-// [[int]] batch, else 1).
-func promptTokens(v gjson.Result) (n, prompts int64) {
-	switch v.Type {
-	case gjson.String:
-		return ceil4(len(v.Str)), 1
-	case gjson.JSON:
-		if !v.IsArray() {
-			return ceil4(len(v.Raw)), 1
-		}
-	default:
-		return 0, 1
-	}
-	var elems, numbers int64
-	v.ForEach(func(_, e gjson.Result) bool {
-		elems++
-		if e.Type == gjson.Number {
-			numbers++
-		}
-		switch {
-		case e.Type == gjson.Number:
-			n++
-		case e.Type == gjson.String:
-			n += ceil4(len(e.Str))
-		case e.IsArray():
-			e.ForEach(func(_, t gjson.Result) bool {
-				n++
-				return true
-			})
-		default:
-			n += ceil4(len(e.Raw))
-		}
-		return true
-	})
-	prompts = 1
-	if numbers == 0 && elems > 1 {
-		prompts = min(elems, maxN)
-	}
-	return n, prompts
-}
-
-// rewrite returns body with "priority": priority, overwriting every priority
-// member the client sent (all of them, so that no duplicate survives). With
-// addUsage it also sets stream_options.include_usage to true (creating
-// stream_options if needed) and turns continuous_usage_stats off, so that
-// vLLM sends exactly one extra usage chunk, which the response filter hides.
-// The edit is byte-level: every other byte of the body is kept. body must be
-// a valid JSON object. dst is reused when it has room.
-func rewrite(dst, body []byte, priority int, addUsage bool) []byte {
-	r, _ := inspect(body, 1, false)
-	return r.rewrite(dst, body, priority, addUsage)
-}
-
-// rewrite is rewrite for the body r was read from, without reading the
-// body's members again.
+// rewrite returns body, the body r was read from (inspect), with
+// "priority": priority, overwriting every priority member the client sent
+// (all of them, so that no duplicate survives). With addUsage it also sets
+// stream_options.include_usage to true (creating stream_options if needed)
+// and turns continuous_usage_stats off, so that vLLM sends exactly one
+// extra usage chunk, which the response filter hides. The edit is
+// byte-level: every other byte of the body is kept. body must be a valid
+// JSON object. dst is reused when it has room.
 func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte {
 	var pr [24]byte
 	var edits [8]edit

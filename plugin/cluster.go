@@ -478,7 +478,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	var put []etcdPut
 	registered := false
 	newOthers := map[string]float64{}
-	_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err := cs.pc.updatePool(now, ps, "cluster rebalance", func(p *fairshare.Pool) {
 		tot := p.Totals()
 		teams = tot.Teams
 		members, reports, mine, fold, registered = members[:0], reports[:0], mine[:0], fold[:0], false
@@ -596,8 +596,6 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		}
 	})
 	if err != nil {
-		cs.pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: cluster: pool %s: %v", ps.cfg.name, err)
 		return next, nil, false
 	}
 	sync.n = len(members) + 1
@@ -615,10 +613,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 // apply makes next the pool's slice (its report with next is written).
 func (cs *clusterSync) apply(ps *poolState, next fairshare.Slice) {
 	now := cs.now()
-	if _, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.SetSlice(&next) }); err != nil {
-		cs.pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: cluster: pool %s: apply slice: %v", ps.cfg.name, err)
-	}
+	_ = cs.pc.updatePool(now, ps, "cluster apply slice", func(p *fairshare.Pool) { p.SetSlice(&next) })
 }
 
 // shrinkAll shrinks every pool's slice to its safe slice.
@@ -628,15 +623,12 @@ func (cs *clusterSync) shrinkAll(now time.Time) {
 		if s := cs.st.pools[ps.cfg.name]; s != nil {
 			n = max(s.n, 1)
 		}
-		_, err := cs.pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		_ = cs.pc.updatePool(now, ps, "cluster shrink", func(p *fairshare.Pool) {
 			applied, _ := p.Slice()
 			tot := p.Totals()
 			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, n, applied)
 			p.SetSlice(&safe)
 		})
-		if err != nil {
-			hostcalls.LogWarnf("fairshare: cluster: pool %s: shrink: %v", ps.cfg.name, err)
-		}
 	}
 }
 

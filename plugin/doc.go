@@ -10,7 +10,7 @@
 //	client ──► on_request_headers ──► on_request_body ─────────────────► vLLM
 //	           team, class             buffer up to max_body_bytes         │
 //	           strip x-fairshare-*,    pool = first pool listing model     │
-//	           content-length          estimate; Acquire (read–decide–CAS │
+//	           content-length          estimate; Arrive (read–decide–CAS  │
 //	                                   on the pool's shared record)        │
 //	                                   "priority": N written in the body   │
 //	client ◄── on_response_body ◄── on_response_headers ◄─────────────────┘
@@ -18,7 +18,8 @@
 //	           or SSE (hidden usage    -priority, -borrowing
 //	           chunk removed)
 //	           Release(usage) at the end of the response, or on
-//	           on_log/on_done with the best estimate (reset, abort, timeout)
+//	           on_log/on_done with the best estimate (reset, abort, timeout),
+//	           or on on_delete for a host that skips on_done
 //
 // The estimate is the prompt (bytes/4 of messages, prompt strings, input
 // and instructions, each image, audio or video content part 1024 tokens,
@@ -55,6 +56,60 @@
 // the record cannot be updated and failure_mode is "closed". GET
 // status_path answers a JSON snapshot of every pool, to a bearer token or
 // with status_public, else 403.
+//
+// # Layout
+//
+// The files follow a request; each holds one phase, named for it:
+//
+//	vm.go          the VM and plugin contexts: OnPluginStart (configure, create or
+//	               reconfigure the pool records), OnTick (dispatch, retries, heartbeats),
+//	               the holder id, the per-pool state and team slots
+//	stream.go      the stream context and its states (streamState), the free list
+//	               (NewHttpContext, DeleteHttpContext), the header read buffer
+//	request.go     the scheduled path, in order: on_request_headers (team, class),
+//	               on_request_body (buffering), decide (pool, estimate, arrive, rewrite)
+//	unscheduled.go any other request: sniff whether its body may be JSON, strip (or
+//	               refuse) a client's priority
+//	estimate.go    the whole token estimate: the prompt and completion tokens read from
+//	               the body, the cost and KV demand, the completion means and their sharing
+//	grant.go       the decision through the pool record (arrive) and, next to it, its
+//	               end: release, charge, settle, the releases kept for retry, undo
+//	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	body.go        the request body: inspect (one pass over its members), rewrite, send
+//	response.go    on_response_headers, on_response_body, on_response_trailers, on_done:
+//	               usage read, finish (the release with usage or the best estimate)
+//	usage.go       usage parsing: JSON responses, SSE streams (the hidden usage chunk)
+//	status.go      the status endpoint: serveStatus, bearer, the JSON snapshot
+//	store.go       the pool records in shared data: records.update (read, decode,
+//	               change, encode, compare-and-swap, retry), updatePool (its one caller
+//	               in the filter, with the CAS-retry, failure and log accounting),
+//	               creation, configuration generations
+//	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
+//	config.go, valid.go, path.go, metrics.go, cluster*.go, etcd.go, jsonpos.go, host.go
+//	               configuration, validation, cleanPath, metric names, the cluster sync
+//	               through etcd, JSON positions, the host's shared data and metrics
+//
+// A scheduled request's walk, callback by callback, with the file of each
+// step:
+//
+//	on_request_headers   request.go   OnHttpRequestHeaders: status_path → serveStatus
+//	                                  (status.go); not scheduled → stStrip
+//	                                  (unscheduled.go); else team, class, headers removed
+//	on_request_body      request.go   OnHttpRequestBody buffers to eos, then decide:
+//	                     body.go        inspect (model, tokens, priorities)
+//	                     request.go     poolFor
+//	                     estimate.go    estimate (cost, KV demand)
+//	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
+//	                     flow.go        Queued: hold (dispatch and resume later, or expire)
+//	                     body.go        writeBody: "priority" written, the body forwarded
+//	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers
+//	on_response_body     response.go  OnHttpResponseBody: usage (usage.go), finish at eos
+//	                     grant.go       settle → release → updatePool → Pool.Release;
+//	                     flow.go        dispatch of the held requests the release made room for
+//	on_log / on_done     response.go  OnHttpStreamDone: a held stream cancelled (flow.go),
+//	                                  an unfinished one finished with the best estimate
+//	on_delete            stream.go    DeleteHttpContext: what on_done did not end is ended
+//	                                  as it would have, the context kept for the next stream
 //
 // # Configuration
 //
@@ -115,13 +170,16 @@
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
 //	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
 //	    usage (milli), rank, level_fairshare (milli), phantoms}
+//	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total,
+//	    queue_time_ms (histogram)}   (flow control)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
-//	    in_flight, capacity}
+//	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity}
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
-//	    duplicate_header, client_priority, body_read, status_auth, status_method
+//	    duplicate_header, client_priority, body_read, rewrite, status_auth, status_method
+//	    (body_read and rewrite count per pool once the request's pool is known)
 //
 // Teams missing from the configuration share one entry, team _unknown.
 //

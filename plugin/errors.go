@@ -2,7 +2,10 @@ package plugin
 
 import (
 	"strconv"
+	"time"
 
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/tidwall/gjson"
 )
 
@@ -75,4 +78,35 @@ func (e apiError) body() []byte {
 	b = append(b, `,"code":`...)
 	b = strconv.AppendInt(b, int64(e.status), 10)
 	return append(b, "}}"...)
+}
+
+// reply answers the stream with a JSON error and counts it.
+func (h *httpContext) reply(e apiError, pool string) types.Action {
+	h.state = stDone
+	if pool != "" {
+		h.pc.met.poolCounter(pool, rejectedName(e.reason), 1)
+	} else {
+		h.pc.met.pluginCounter(rejectedName(e.reason), 1)
+	}
+	if err := hostcalls.SendHttpResponse(uint32(e.status), jsonHeaders, e.body(), -1); err != nil {
+		hostcalls.LogErrorf("fairshare: local reply %d: %v", e.status, err)
+	}
+	return types.ActionPause
+}
+
+var jsonHeaders = [][2]string{{"content-type", "application/json"}}
+
+// tooMany answers 429 with a Retry-After of retry, rounded up to seconds.
+func (h *httpContext) tooMany(e apiError, retry time.Duration, pool string) types.Action {
+	h.state = stDone
+	h.pc.met.poolCounter(pool, rejectedName(e.reason), 1)
+	secs := int64((retry + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	hdrs := [][2]string{{"content-type", "application/json"}, {"retry-after", strconv.FormatInt(secs, 10)}}
+	if err := hostcalls.SendHttpResponse(429, hdrs, e.body(), -1); err != nil {
+		hostcalls.LogErrorf("fairshare: local reply 429: %v", err)
+	}
+	return types.ActionPause
 }

@@ -1,11 +1,168 @@
 package plugin
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
+
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/tidwall/gjson"
 )
+
+// estimate is the cost estimate of the request read from the body (req)
+// in pool ps: its prompt and completion tokens (request.tokens) under the
+// cost weights; and its KV demand: the prompt plus the team's usual
+// completion, capped by the request's own limit (see completionMeans). It
+// keeps in h what the release and a later reestimate need: the prompt
+// estimate, the choices, the completion cap, the team's slot and the
+// demand.
+func (h *httpContext) estimate(req *request, ps *poolState) (cost float64, kv int64) {
+	pc := h.pc
+	prompt, completion := req.tokens()
+	h.prompt = prompt
+	w := pc.cfg.cost
+	cost = w.prompt*float64(prompt) + w.completion*float64(completion)
+	h.choices, h.maxCompletion = satMul(req.prompts, req.n), req.completion
+	h.slot = ps.slot(h.team)
+	kv = satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
+	h.kv = kv
+	return cost, kv
+}
+
+// maxEstimateTokens caps every token count of the estimate, so that no
+// product of client-chosen numbers can wrap: 2^40 tokens is beyond any
+// context, and times the cost weights still far inside float64's exact
+// integers.
+const maxEstimateTokens = 1 << 40
+
+// tokens is the estimated token count of the request: the prompt once (vLLM
+// reports it once even for n > 1) plus n completions of every prompt of a
+// batch, each saturating at maxEstimateTokens.
+func (r *request) tokens() (prompt, completion int64) {
+	return min(r.prompt, maxEstimateTokens), satMul(satMul(r.prompts, r.n), r.completion)
+}
+
+// satMul is a × b for non-negative a and b, saturating at
+// maxEstimateTokens.
+func satMul(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > maxEstimateTokens/b {
+		return maxEstimateTokens
+	}
+	return a * b
+}
+
+// satAdd is a + b for non-negative a and b, saturating at
+// maxEstimateTokens.
+func satAdd(a, b int64) int64 { return min(a+min(b, maxEstimateTokens), maxEstimateTokens) }
+
+// ceil4 is the token estimate of n bytes of text: n/4, rounded up.
+func ceil4(n int) int64 { return int64((n + 3) / 4) }
+
+// mediaPartTokens is the prompt estimate of one image, audio or video
+// content part of a chat message: its tokens depend on the model's encoder,
+// not on the bytes of its (often base64) data.
+const mediaPartTokens = 1024
+
+// mediaPart reports whether a content part of type t carries media that
+// vLLM encodes rather than text that it tokenises. Every other type (text,
+// input_text, output_text, refusal, thinking, reasoning, one vLLM adds
+// later) counts its bytes: a part type the plugin does not know must not
+// make a long text cheap.
+func mediaPart(t string) bool {
+	switch t {
+	case "image_url", "input_image", "image", "image_embeds", "image_pil",
+		"audio_url", "input_audio", "audio", "audio_embeds",
+		"video_url", "input_video", "video", "video_embeds":
+		return true
+	}
+	return false
+}
+
+// messagesTokens estimates the prompt of chat messages (or of a Responses
+// input list): bytes/4 (rounded up) of the messages, except that each
+// content part of a media type counts mediaPartTokens instead of its bytes.
+func messagesTokens(raw []byte) int64 {
+	if !bytes.Contains(raw, []byte(`"type"`)) {
+		return ceil4(len(raw))
+	}
+	text, parts := len(raw), int64(0)
+	media := func(p gjson.Result) {
+		if t := p.Get("type"); p.IsObject() && t.Type == gjson.String && mediaPart(t.Str) {
+			text -= len(p.Raw)
+			parts++
+		}
+	}
+	gjson.Parse(bstr(raw)).ForEach(func(_, m gjson.Result) bool {
+		media(m) // a Responses input item can itself be an image
+		if c := m.Get("content"); c.IsArray() {
+			c.ForEach(func(_, p gjson.Result) bool {
+				media(p)
+				return true
+			})
+		}
+		return true
+	})
+	return ceil4(text) + satMul(parts, mediaPartTokens)
+}
+
+// inputTokens estimates the input of a Responses or embeddings request: a
+// string, a list of items (as messages), or a prompt in any of the
+// completions forms.
+func inputTokens(raw []byte) int64 {
+	v := gjson.Parse(bstr(raw))
+	if v.IsArray() && bytes.Contains(raw, []byte("{")) {
+		return messagesTokens(raw)
+	}
+	n, _ := promptTokens(v)
+	return n
+}
+
+// promptTokens estimates a completions prompt: str | [str] | [int] |
+// [[int]]; prompts is the number of prompts (the length of a [str] or
+// [[int]] batch, else 1).
+func promptTokens(v gjson.Result) (n, prompts int64) {
+	switch v.Type {
+	case gjson.String:
+		return ceil4(len(v.Str)), 1
+	case gjson.JSON:
+		if !v.IsArray() {
+			return ceil4(len(v.Raw)), 1
+		}
+	default:
+		return 0, 1
+	}
+	var elems, numbers int64
+	v.ForEach(func(_, e gjson.Result) bool {
+		elems++
+		if e.Type == gjson.Number {
+			numbers++
+		}
+		switch {
+		case e.Type == gjson.Number:
+			n++
+		case e.Type == gjson.String:
+			n += ceil4(len(e.Str))
+		case e.IsArray():
+			e.ForEach(func(_, t gjson.Result) bool {
+				n++
+				return true
+			})
+		default:
+			n += ceil4(len(e.Raw))
+		}
+		return true
+	})
+	prompts = 1
+	if numbers == 0 && elems > 1 {
+		prompts = min(elems, maxN)
+	}
+	return n, prompts
+}
 
 // completionMeans is a per-team running mean of the completion tokens of
 // one choice, learnt by this VM from the usage of finished responses. It
@@ -28,13 +185,8 @@ type runningMean struct {
 // meanWindow is the number of samples a running mean weighs as one.
 const meanWindow = 32
 
-// observe adds the completion tokens of one finished choice.
-func (m completionMeans) observe(pool, team string, tokens float64) {
-	m.observeAt(pool, &teamSlot{name: team}, tokens)
-}
-
 // at returns the running mean of s's team in pool, nil before its first
-// sample, and keeps it in s: an entry, once made, stays in place (observe
+// sample, and keeps it in s: an entry, once made, stays in place (observeAt
 // and seed change it, never replace it), so that the next lookup of the
 // team hashes nothing.
 func (m completionMeans) at(pool string, s *teamSlot) *runningMean {
@@ -44,7 +196,8 @@ func (m completionMeans) at(pool string, s *teamSlot) *runningMean {
 	return s.mean
 }
 
-// observeAt is observe for the team of slot s.
+// observeAt adds the completion tokens of one finished choice of the team
+// of slot s.
 func (m completionMeans) observeAt(pool string, s *teamSlot, tokens float64) {
 	if tokens < 0 {
 		return
@@ -193,4 +346,57 @@ func (m completionMeans) seed(shared completionMeans) bool {
 		}
 	}
 	return added
+}
+
+// usesKV reports whether a pool of the configuration has a KV capacity:
+// only then are completion means used (the KV demand), and shared.
+func (c *config) usesKV() bool {
+	for i := range c.pools {
+		if c.pools[i].kvTokens > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeMeans adds to this VM's completion means those it lacks from the
+// means the plugin's VMs share (see meansKey). It reads the shared value
+// and returns it decoded (nil when there is none).
+func (pc *pluginContext) takeMeans() completionMeans {
+	if !pc.cfg.usesKV() {
+		return nil
+	}
+	v, _, err := hostcalls.GetSharedData(meansKey(pc.name))
+	if err != nil {
+		return nil
+	}
+	shared := decodeMeans(v)
+	pc.means.seed(shared)
+	return shared
+}
+
+// shareMeans, on a heartbeat tick, takes the shared means this VM lacks
+// and, if it has learnt since it last shared, writes the shared value
+// back with its own means in place of the others' (unconditionally: two
+// VMs writing at once lose one's news until its next heartbeat, which
+// costs nothing but a later start for a new VM).
+func (pc *pluginContext) shareMeans() {
+	if !pc.cfg.usesKV() {
+		return
+	}
+	shared := pc.takeMeans()
+	if !pc.meansNew {
+		return
+	}
+	if shared == nil {
+		shared = completionMeans{}
+	}
+	for k, r := range pc.means {
+		shared[k] = r
+	}
+	if err := hostcalls.SetSharedData(meansKey(pc.name), shared.appendBinary(nil), 0); err != nil {
+		hostcalls.LogWarnf("fairshare: share completion means: %v", err)
+		return
+	}
+	pc.meansNew = false
 }

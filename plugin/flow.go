@@ -25,7 +25,7 @@ import (
 //	                            │        ├── Elsewhere ─► wake the holder of the head (its queue)
 //	                            │        └── Blocked / Empty: wait
 //	                            │      deadline (max_queue_time) ─► Cancel, 429 + Retry-After
-//	                            │      client gone (on_log/on_done) ─► Cancel
+//	                            │      client gone (on_log/on_done, or on_delete alone) ─► Cancel
 //	                            └────► QueueFull / TeamQueueFull ─► 429 + Retry-After
 //
 // Only the VM that paused a stream can resume it, so the record's queue
@@ -39,30 +39,6 @@ const maxDispatch = 256
 // wakeQueueName is the name of the shared queue a holder listens on.
 func wakeQueueName(holder uint32) string {
 	return "fairshare/wake/" + strconv.FormatUint(uint64(holder), 16)
-}
-
-// arrive decides a request through the pool's record (fairshare.Arrive):
-// granted, queued or refused. retry is the Retry-After of a refused request.
-func (pc *pluginContext) arrive(now time.Time, ps *poolState, r fairshare.Request) (g fairshare.Grant, w fairshare.Waiting, out fairshare.Outcome, retry time.Duration, err error) {
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
-		g, w, out = p.Arrive(now, r)
-		if out != fairshare.Granted && out != fairshare.Queued {
-			retry = p.RetryAfter(now, r.Team)
-		}
-	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
-	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-		hostcalls.LogWarnf("fairshare: pool %s: arrive: %v", ps.cfg.name, err)
-		if !pc.cfg.failClosed {
-			pc.met.poolCounter(ps.cfg.name, mFailOpen, 1)
-		}
-		return g, w, out, 0, err
-	}
-	if out == fairshare.Granted {
-		pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
-	}
-	return g, w, out, retry, nil
 }
 
 // hold records h as held: its stream stays paused with its body buffered
@@ -105,14 +81,11 @@ func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) 
 			w  fairshare.Waiting
 			st fairshare.DispatchStatus
 		)
-		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		err := pc.updatePool(now, ps, "dispatch", func(p *fairshare.Pool) {
 			g, w, st = p.Dispatch(now, pc.holder)
 			ps.waiters = p.Waiters()
 		})
-		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 		if err != nil {
-			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-			hostcalls.LogWarnf("fairshare: pool %s: dispatch: %v", ps.cfg.name, err)
 			return
 		}
 		switch st {
@@ -241,14 +214,12 @@ func (pc *pluginContext) reestimate(now time.Time, ps *poolState) {
 	if len(lower) == 0 {
 		return
 	}
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+	err := pc.updatePool(now, ps, "reestimate", func(p *fairshare.Pool) {
 		for _, h := range lower {
 			p.Reestimate(now, pc.holder, h.reqID, h.newKV)
 		}
 	})
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 	if err != nil {
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
 		return
 	}
 	for _, h := range lower {
@@ -267,13 +238,11 @@ func (pc *pluginContext) expire(now time.Time) {
 		delete(pc.held, id)
 		var retry time.Duration
 		ps := h.pool
-		retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) {
+		err := pc.updatePool(now, ps, "expire", func(p *fairshare.Pool) {
 			p.Cancel(now, pc.holder, id)
 			retry = p.RetryAfter(now, h.team)
 		})
-		pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
 		if err != nil {
-			pc.met.poolCounter(ps.cfg.name, mFailures, 1)
 			retry = time.Second // the request expires in the record all the same
 		}
 		pc.met.teamCounter(ps.cfg.name, teamOf(ps, h.team), mQueueTimeout, 1)
@@ -290,87 +259,7 @@ func (h *httpContext) cancel(now time.Time) {
 	delete(pc.held, h.reqID)
 	h.state = stDone
 	ps := h.pool
-	retries, err := pc.rs.update(now, ps.rec, func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
-	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
-	if err != nil {
-		// The request leaves the queue at its deadline all the same.
-		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
-	}
-}
-
-// tooMany answers 429 with a Retry-After of retry, rounded up to seconds.
-func (h *httpContext) tooMany(e apiError, retry time.Duration, pool string) types.Action {
-	h.state = stDone
-	h.pc.met.poolCounter(pool, rejectedName(e.reason), 1)
-	secs := int64((retry + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	hdrs := [][2]string{{"content-type", "application/json"}, {"retry-after", strconv.FormatInt(secs, 10)}}
-	if err := hostcalls.SendHttpResponse(429, hdrs, e.body(), -1); err != nil {
-		hostcalls.LogErrorf("fairshare: local reply 429: %v", err)
-	}
-	return types.ActionPause
-}
-
-// teamOf returns the pool entry a team is counted in: the team, or
-// fairshare.UnknownTeam for a team the pool does not list.
-func teamOf(ps *poolState, team string) string {
-	if ps.cfg.hasTeam(team) {
-		return team
-	}
-	return fairshare.UnknownTeam
-}
-
-// usesKV reports whether a pool of the configuration has a KV capacity:
-// only then are completion means used (the KV demand), and shared.
-func (c *config) usesKV() bool {
-	for i := range c.pools {
-		if c.pools[i].kvTokens > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// takeMeans adds to this VM's completion means those it lacks from the
-// means the plugin's VMs share (see meansKey). It reads the shared value
-// and returns it decoded (nil when there is none).
-func (pc *pluginContext) takeMeans() completionMeans {
-	if !pc.cfg.usesKV() {
-		return nil
-	}
-	v, _, err := hostcalls.GetSharedData(meansKey(pc.name))
-	if err != nil {
-		return nil
-	}
-	shared := decodeMeans(v)
-	pc.means.seed(shared)
-	return shared
-}
-
-// shareMeans, on a heartbeat tick, takes the shared means this VM lacks
-// and, if it has learnt since it last shared, writes the shared value
-// back with its own means in place of the others' (unconditionally: two
-// VMs writing at once lose one's news until its next heartbeat, which
-// costs nothing but a later start for a new VM).
-func (pc *pluginContext) shareMeans() {
-	if !pc.cfg.usesKV() {
-		return
-	}
-	shared := pc.takeMeans()
-	if !pc.meansNew {
-		return
-	}
-	if shared == nil {
-		shared = completionMeans{}
-	}
-	for k, r := range pc.means {
-		shared[k] = r
-	}
-	if err := hostcalls.SetSharedData(meansKey(pc.name), shared.appendBinary(nil), 0); err != nil {
-		hostcalls.LogWarnf("fairshare: share completion means: %v", err)
-		return
-	}
-	pc.meansNew = false
+	// On a failure the request leaves the queue at its deadline all the
+	// same.
+	_ = pc.updatePool(now, ps, "cancel", func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
 }

@@ -1,13 +1,70 @@
 package plugin
 
 import (
+	"crypto/subtle"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/tidwall/gjson"
 )
+
+// serveStatus answers the status endpoint with a local reply.
+func (h *httpContext) serveStatus(method string) types.Action {
+	pc := h.pc
+	h.state = stDone
+	if method != "GET" && method != "HEAD" {
+		return h.reply(errStatusVerb, "")
+	}
+	switch {
+	case pc.cfg.statusToken != "":
+		if !bearer(pc.cfg.statusToken) {
+			return h.reply(errStatusAuth, "")
+		}
+	case !pc.cfg.statusPublic:
+		return h.reply(errStatusOff, "")
+	}
+	now := time.Now()
+	pools := make([]poolStatus, 0, len(pc.pools))
+	for _, ps := range pc.pools {
+		st := poolStatus{name: ps.cfg.name, capacity: ps.cfg.capacity, models: ps.cfg.models}
+		if _, err := pc.rs.load(now, ps.rec); err != nil {
+			st.err = err.Error()
+		} else {
+			st.capacity = ps.rec.p.Capacity()
+			if ps.rec.p.Sliced() {
+				st.whole = ps.cfg.capacity
+			}
+			st.teams = ps.rec.p.Snapshot(now)
+			for i := range st.teams {
+				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
+			}
+		}
+		pools = append(pools, st)
+	}
+	body := appendStatus(nil, now, pc.holder, pools)
+	hdrs := [][2]string{{"content-type", "application/json"}, {"cache-control", "no-store"}}
+	if err := hostcalls.SendHttpResponse(200, hdrs, body, -1); err != nil {
+		hostcalls.LogErrorf("fairshare: status reply: %v", err)
+	}
+	return types.ActionPause
+}
+
+// bearer reports whether the request's authorization header is "Bearer
+// <token>", the scheme in any case (RFC 7235 §2.1), the token compared in
+// constant time.
+func bearer(token string) bool {
+	auth, _ := hostcalls.GetHttpRequestHeader("authorization")
+	const scheme = "bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth[len(scheme):])), []byte(token)) == 1
+}
 
 // poolStatus is one pool of the status snapshot.
 type poolStatus struct {

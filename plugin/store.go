@@ -97,7 +97,8 @@ func newRecord(plugin, name string, cfg fairshare.Config) *record {
 	return &record{name: name, key: recordKey(plugin, name), cfg: cfg, fp: cfg.Fingerprint(), p: new(fairshare.Pool)}
 }
 
-// records runs read–decide–compare-and-swap updates on pool records.
+// records runs read–decide–compare-and-swap updates on pool records; the
+// filter changes a record only through pluginContext.updatePool.
 type records struct {
 	st       sharedStore
 	into     sharedStoreInto // st as a sharedStoreInto, or nil (set by get)
@@ -240,6 +241,29 @@ func (rs *records) update(now time.Time, r *record, fn func(p *fairshare.Pool)) 
 		retries++
 		backoff(attempt)
 	}
+}
+
+// updatePool is the one way the plugin changes a pool's record: it runs
+// records.update with change (read the record, decode it, apply change,
+// encode it, compare-and-swap it, retried on a lost swap) and its
+// accounting, the same for every caller: the compare-and-swap retries
+// counted in cas_retries_total, and a failure (a shared-data error, or
+// every retry lost) counted in failures_total and logged as a warning
+// naming the pool and op. It returns that failure.
+//
+// change runs once per attempt and must only change p and the caller's
+// result variables (see records.update). Callers pass a function literal
+// that does not escape: neither updatePool nor records.update keeps it,
+// so its captured variables stay on the caller's stack and an update
+// allocates nothing.
+func (pc *pluginContext) updatePool(now time.Time, ps *poolState, op string, change func(p *fairshare.Pool)) error {
+	retries, err := pc.rs.update(now, ps.rec, change)
+	pc.met.poolCounter(ps.cfg.name, mCASRetries, int64(retries))
+	if err != nil {
+		pc.met.poolCounter(ps.cfg.name, mFailures, 1)
+		hostcalls.LogWarnf("fairshare: pool %s: %s: %v", ps.cfg.name, op, err)
+	}
+	return err
 }
 
 // create writes a new record for r if none exists (createIfAbsent).
