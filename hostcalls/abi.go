@@ -83,7 +83,8 @@ const (
 const (
 	ExportInitialize       = "_initialize"
 	ExportMemoryAllocate   = "proxy_on_memory_allocate"
-	ExportMalloc           = "malloc"
+	ExportMalloc           = "malloc" // the same allocator, for WAMR (exports.go)
+	ExportFree             = "free"   // a no-op, for WAMR (exports.go)
 	ExportContextCreate    = "proxy_on_context_create"
 	ExportVMStart          = "proxy_on_vm_start"
 	ExportConfigure        = "proxy_on_configure"

@@ -17,14 +17,42 @@ import "unsafe"
 func proxyABIVersion021() {}
 
 // proxy_on_memory_allocate(size) → ptr is the allocator the host uses to
-// return data (see alloc.go). malloc is deliberately not exported: cpp-host
-// would prefer it (it looks up malloc first), and one allocator entry point
-// means Envoy, proxytest and the test host all exercise the same code.
+// return data (see alloc.go).
 //
 //	size: i32 bytes wanted → ptr: i32 address of size writable bytes
 //
 //go:wasmexport proxy_on_memory_allocate
-func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
+func proxyOnMemoryAllocate(size uint32) unsafe.Pointer { return allocatorEntry(size) }
+
+// malloc and free are exported for WAMR, not for the proxy-wasm ABI. WAMR
+// inserts a "host-managed heap" into the linear memory of every module that
+// does not export both malloc(i32)→i32 and free(i32) (WAMR-2.4.4
+// core/iwasm/interpreter/wasm_runtime.c memory_instantiate; cpp-host asks
+// for a 32 KiB one through wasm_instance_new): one page appended after the
+// module's declared initial memory, with the heap's header in its first
+// bytes. A Go module's runtime takes the memory from round_up(runtime.end,
+// 64 KiB) — exactly that page — for its own heap and trusts it to be zero,
+// so the first heap objects start with WAMR's header words (a host pointer
+// among them); in the pass-through module they are the stream table's
+// slots, whose first proxy_on_delete loads through them and traps with "out
+// of bounds memory access" (docs/wamr-findings.md). With both exported WAMR
+// inserts no heap and the module's memory is what it declares.
+//
+// cpp-host looks malloc up before proxy_on_memory_allocate (src/wasm.cc), so
+// Envoy now calls malloc; it is the same allocator, so Envoy, proxytest and
+// the test host still exercise the same code. free does nothing: blocks live
+// until the next host call rewinds the arena (alloc.go), and no host calls
+// it (cpp-host never does; WAMR only through wasm_runtime_module_free,
+// which cpp-host does not use).
+//
+//go:wasmexport malloc
+func malloc(size uint32) unsafe.Pointer { return allocatorEntry(size) }
+
+//go:wasmexport free
+func free(unsafe.Pointer) {}
+
+// allocatorEntry is the body of both allocator exports.
+func allocatorEntry(size uint32) unsafe.Pointer {
 	b := allocate(size)
 	if cap(b) == 0 {
 		if len(arena) > 0 {
