@@ -89,9 +89,9 @@ type ClassResult struct {
 	// Within counts the requests that were within their team's share on
 	// arrival: sent to the engine at once and not as borrowers (under a
 	// gateway without shares, every request it does not queue), and
-	// WithinTTFTp50 is their median TTFT.
-	Within        int
-	WithinTTFTp50 time.Duration
+	// WithinTTFTp50 and WithinTTFTp99 are their median and p99 TTFT.
+	Within                       int
+	WithinTTFTp50, WithinTTFTp99 time.Duration
 	// Held counts the requests that waited at the gateway (submitted after
 	// their arrival); Waitp99 is the p99 of the time every request spent
 	// at the gateway (censored at the end for one never submitted).
@@ -337,6 +337,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			slices.Sort(wait[i][k])
 			cr.Within = len(within[i][k])
 			cr.WithinTTFTp50 = percentileSorted(within[i][k], 0.5)
+			cr.WithinTTFTp99 = percentileSorted(within[i][k], 0.99)
 			cr.Waitp99 = percentileSorted(wait[i][k], 0.99)
 		}
 		res.TTFT[i] = ttft[i][Interactive]
