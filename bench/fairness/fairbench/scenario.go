@@ -206,6 +206,11 @@ type WorkloadSpec struct {
 	// from Start; prompt and output lengths and prefix block ids are the
 	// rows'; Prompt and Output must be absent.
 	Trace *trace.Spec `json:"trace,omitempty"`
+	// SystemPrompt, for a KindTrace workload, prepends a system prompt of
+	// this many tokens (a multiple of trace.BlockTokens) to every request:
+	// the same prefix blocks for all the workload's requests, before the
+	// row's own, so prefix caching can serve them from the cache.
+	SystemPrompt int `json:"system_prompt_tokens,omitempty"`
 
 	// requests is the loaded trace window of a KindTrace workload.
 	requests []trace.Request
@@ -416,6 +421,9 @@ func (s *Scenario) Validate() error {
 			}
 		default:
 			bad(p+".kind", "must be %q, %q, %q or %q, got %q", KindPoisson, KindClosed, KindBurst, KindTrace, w.Kind)
+		}
+		if w.SystemPrompt != 0 && (w.Kind != KindTrace || w.SystemPrompt < 0 || w.SystemPrompt%trace.BlockTokens != 0) {
+			bad(p+".system_prompt_tokens", "must be a positive multiple of %d on a kind %q workload, got %d", trace.BlockTokens, KindTrace, w.SystemPrompt)
 		}
 		if w.Trace != nil && w.Kind != KindTrace {
 			bad(p+".trace", "only for kind %q, got kind %q", KindTrace, w.Kind)

@@ -20,6 +20,10 @@ import (
 //   - the prefix block ids (Mooncake hash_ids, jsonl blocks) go to the
 //     engine as vllmsim.Request.HashIDs, so prefix caching, when the
 //     scenario's engine has it, sees which prompts share what;
+//   - with system_prompt_tokens, every request starts with the same
+//     system prompt of that many tokens: its blocks (ids of the workload's
+//     own, in a space no trace uses) come before the row's, and its
+//     tokens are added to the row's prompt;
 //   - the team is the workload's, never the trace's (no public trace
 //     names tenants; a jsonl row's team is ignored): a scenario splits one
 //     trace among teams with every/offset, or replays it twice;
@@ -98,10 +102,29 @@ func traceRequest(w *WorkloadSpec, q *trace.Request, r *rand.Rand) *Request {
 	if out.MaxTokens > 0 && out.Output > out.MaxTokens {
 		out.Output = out.MaxTokens
 	}
-	if len(q.Blocks) > 0 {
+	if n := w.SystemPrompt / trace.BlockTokens; n > 0 {
+		out.Prompt += w.SystemPrompt
+		ids := make([]uint64, 0, n+len(q.Blocks))
+		for j := range n {
+			ids = append(ids, systemBlock(w.Team, j))
+		}
+		out.HashIDs = append(ids, q.Blocks...)
+	} else if len(q.Blocks) > 0 {
 		out.HashIDs = q.Blocks
 	}
 	return out
+}
+
+// systemBlock returns the id of block j of team's system prompt: the top
+// bit set, a hash of the team, then j (the shipped traces' ids are small
+// integers; an id of a rate_scale copy, a 64-bit hash, matches one of
+// these only by a hash collision).
+func systemBlock(team string, j int) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(team); i++ {
+		h = (h ^ uint64(team[i])) * 1099511628211
+	}
+	return 1<<63 | (h<<16)>>1 | uint64(j)
 }
 
 // traceArrivals appends the requests of trace workload i of s.

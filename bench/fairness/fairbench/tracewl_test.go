@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,5 +180,37 @@ func TestTraceRowErrorNamesFileAndLine(t *testing.T) {
 	_, err := LoadScenario(p)
 	if err == nil || !strings.Contains(err.Error(), "workloads[0].trace: small.jsonl:121: prompt_tokens") {
 		t.Errorf("error %v, want workloads[0].trace: small.jsonl:121: prompt_tokens …", err)
+	}
+}
+
+func TestTraceSystemPrompt(t *testing.T) {
+	src := strings.Replace(smallTrace, `"max_tokens": 40,`, `"max_tokens": 40, "system_prompt_tokens": 2048,`, 1)
+	s, err := LoadScenario(traceScenario(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []uint64
+	for _, q := range OpenLoopArrivals(s, s.Seed) {
+		if q.Team != "a" {
+			if len(q.HashIDs) != 2 {
+				t.Errorf("team b: %d block ids, want the row's 2", len(q.HashIDs))
+			}
+			continue
+		}
+		if q.Prompt != 1200+2048 || len(q.HashIDs) != 4+2 {
+			t.Fatalf("team a: prompt %d with %d block ids, want 3248 tokens and 4 system blocks + the row's 2", q.Prompt, len(q.HashIDs))
+		}
+		if first == nil {
+			first = q.HashIDs[:4]
+		} else if !slices.Equal(first, q.HashIDs[:4]) {
+			t.Errorf("team a's system blocks differ between requests: %v, %v", first, q.HashIDs[:4])
+		}
+		if q.HashIDs[4] != 7 {
+			t.Errorf("row blocks %v after the system prompt, want 7 first", q.HashIDs[4:])
+		}
+	}
+	bad := strings.Replace(smallTrace, `"max_tokens": 40,`, `"max_tokens": 40, "system_prompt_tokens": 1000,`, 1)
+	if _, err := LoadScenario(traceScenario(t, bad)); err == nil || !strings.Contains(err.Error(), "workloads[0].system_prompt_tokens: must be a positive multiple of 512") {
+		t.Errorf("error %v, want workloads[0].system_prompt_tokens: must be a positive multiple of 512", err)
 	}
 }
