@@ -123,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "fairshare-run: plugin.wasm in a local proxy in front of a (simulated) vLLM, with a demo load\n"+
-			"from three teams and a live per-team view. Ctrl-C stops it.\n\nFlags:\n")
+			"from three teams (or a trace window: -trace) and a live per-team view. Ctrl-C stops it.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.wasm, "wasm", defaultWasm(), "the plugin module to run (make build makes plugin.wasm; default $FAIRSHARE_WASM if set)")
