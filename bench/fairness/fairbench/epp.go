@@ -11,8 +11,9 @@ import (
 // llm-d-inference-scheduler's pkg/epp/framework/plugins/flowcontrol
 // (fairness/README.md, fairness/roundrobin/README.md,
 // saturationdetector/{concurrency,utilization}/README.md, at commit
-// 520af47) and llm-d-router's program-aware-fairness plugin (its README
-// and the description of its LAS strategy), not ported from their code. The flow controller's three tiers:
+// 520af47) and llm-d-router's program-aware-fairness plugin (its README,
+// and its LAS strategy's source read for the score), written anew here,
+// not ported. The flow controller's three tiers:
 //
 //  1. priority: the highest band with queued requests is served first.
 //     The benchmark maps its two classes to two bands (interactive above
