@@ -208,8 +208,11 @@ var flowKnownFailures = map[string]bool{
 
 // TestFlowControlAcceptance asserts issue 10's acceptance targets
 // (fairbench.FlowTargets) on the flow-control plugin column, every
-// scenario at full length, both engine behaviours, as `make fairness`
-// measures them; the targets in flowKnownFailures must still miss.
+// synthetic scenario (S1–S7) at full length, both engine behaviours, as
+// `make fairness` measures them; the targets in flowKnownFailures must
+// still miss. The trace scenarios (issue 21; several minutes each through
+// plugin.wasm) are measured by `make fairness` and their targets tabled
+// in docs/results/README.md and docs/fairness.md, not asserted here.
 func TestFlowControlAcceptance(t *testing.T) {
 	scenarios, err := fairbench.LoadScenarios(filepath.Join("..", "..", "testdata", "scenarios"))
 	if err != nil {
@@ -218,6 +221,9 @@ func TestFlowControlAcceptance(t *testing.T) {
 	policies := append(fairbench.Baselines(), flowPlugin(t))
 	seen := map[string]bool{}
 	for _, s := range scenarios {
+		if len(s.TraceWindows()) > 0 {
+			continue
+		}
 		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies})
 		if err != nil {
 			t.Fatal(err)

@@ -69,6 +69,19 @@ const replicasNoflowNote = "`plugin-noflow` (no flow-control field: nothing held
 // control.
 const replicasNoflowSummary = "The same comparison without flow control (`plugin-noflow` against `" + replicasNoflowColumn + "`): nothing is held, a request is within its team's share or borrows when it arrives, and borrowers go at once whatever the load (no bound on them, on one proxy as on three). A reservation slot freed at one proxy is taken only by the team's next arrival at that proxy, so small teams' reservations, split across three proxies, stay partly idle (RATIONALE.md, \"Where slices lose\"); the targets are shown, not asserted."
 
+// costNote says what the cost ablation column is.
+const costNote = "the `plugin` column with the plugin's default cost weights (prompt_token 1, cached_prompt_token 1, completion_token 2) instead of the scenario's plugin_cost (run only where the scenario sets one)"
+
+// costVariant returns the plugin-cost1 ablation: the plugin column p with
+// the default cost weights, skipped where the scenario sets no
+// plugin_cost (it would be the plugin column itself).
+func costVariant(mod *host.Module, p wasmgw.Options) fairbench.Variant {
+	p.Name = fairbench.CostAblation
+	p.DefaultCost = true
+	return fairbench.Variant{New: wasmgw.New(mod, p), Note: costNote,
+		Skip: func(s *fairbench.Scenario) bool { return s.PluginCost == nil }}
+}
+
 // replicasPlugin returns the replicas column: the flow-control plugin
 // column run as the scenario's gateway_replicas proxies of plugin.wasm,
 // each with the cluster block on the etcd at url.
@@ -186,6 +199,7 @@ func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.
 			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
+		vs = append(vs, costVariant(mod, p))
 		if etcdURL != "" {
 			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
 			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},

@@ -152,13 +152,18 @@ func prompt(team string, n int, id int64) string {
 	return b.String()
 }
 
+// nextID returns the next request number.
+func (g *loadGen) nextID() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seq++
+	return g.seq
+}
+
 // one sends one streaming chat request and records its outcome. It reports
 // false if the request failed.
 func (g *loadGen) one(ctx context.Context, t demoTeam, st *teamStats, rng *rand.Rand) bool {
-	g.mu.Lock()
-	g.seq++
-	id := g.seq
-	g.mu.Unlock()
+	id := g.nextID()
 	// ±25% jitter on the lengths.
 	maxTokens := t.MaxTokens*3/4 + rng.IntN(t.MaxTokens/2+1)
 	body, _ := json.Marshal(map[string]any{
@@ -168,6 +173,12 @@ func (g *loadGen) one(ctx context.Context, t demoTeam, st *teamStats, rng *rand.
 		"stream":         true,
 		"stream_options": map[string]bool{"include_usage": true},
 	})
+	return g.send(ctx, id, t.Name, t.Class, body, st)
+}
+
+// send sends request id's streaming chat body as team and class and
+// records its outcome in st. It reports false if the request failed.
+func (g *loadGen) send(ctx context.Context, id int64, team, class string, body []byte, st *teamStats) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base(id)+g.shape.Path, bytes.NewReader(body))
 	if err != nil {
 		st.begin()
@@ -176,10 +187,10 @@ func (g *loadGen) one(ctx context.Context, t demoTeam, st *teamStats, rng *rand.
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if g.shape.TeamHeader != "" {
-		req.Header.Set(g.shape.TeamHeader, t.Name)
+		req.Header.Set(g.shape.TeamHeader, team)
 	}
 	if g.shape.ClassHeader != "" {
-		req.Header.Set(g.shape.ClassHeader, t.Class) // the plugin's class names
+		req.Header.Set(g.shape.ClassHeader, class) // the plugin's class names
 	}
 	st.begin()
 	sent := time.Now()

@@ -14,6 +14,10 @@
 //	              [-listen 127.0.0.1:10000] [-vms 2] [-duration 30s] [-no-load]
 //	              [-model name] [-drain 15s] [-view auto|live|lines]
 //	              [-time-scale 1] [-v]
+//	              [-trace FILE -trace-format F [-trace-start s] [-trace-duration s]
+//	               [-trace-time-scale x] [-trace-rate-scale x] [-trace-every n]
+//	               [-trace-offset k] [-trace-teams a=0.5,b=0.3,c=0.2:batch]
+//	               [-trace-requests n]]
 //
 // make run builds plugin.wasm and runs this command; its variables UPSTREAM,
 // CONFIG and NO_LOAD set -upstream, -config and -no-load, and RUN_ARGS
@@ -33,6 +37,13 @@
 // far above its share, so most of them borrow and yield to the others. The
 // client counts scale with the pool's capacity. -model restricts the demo to
 // the pool serving that model.
+//
+// With -trace the load is a trace window instead (trace.go): every row one
+// streaming request at its arrival time, of its prompt length and with its
+// output length as max_tokens, split among -trace-teams by weight, sent to
+// the first pool (or -model's) until the window, -trace-requests or
+// -duration ends; the summary says which window was replayed, how many
+// rows were sent, and their rate and inter-arrival CV.
 package main
 
 import (
@@ -81,6 +92,7 @@ type options struct {
 	timeScale float64
 	verbose   bool
 	replicas  int
+	tr        traceOptions
 }
 
 // Default flag values.
@@ -111,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "fairshare-run: plugin.wasm in a local proxy in front of a (simulated) vLLM, with a demo load\n"+
-			"from three teams and a live per-team view. Ctrl-C stops it.\n\nFlags:\n")
+			"from three teams (or a trace window: -trace) and a live per-team view. Ctrl-C stops it.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.wasm, "wasm", defaultWasm(), "the plugin module to run (make build makes plugin.wasm; default $FAIRSHARE_WASM if set)")
@@ -126,6 +138,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.view, "view", "auto", "live view: auto (in place on a terminal, lines otherwise), live or lines")
 	fs.Float64Var(&o.timeScale, "time-scale", defaultTimeScale, "simulator only: wall-clock seconds per simulated second (2 runs the engine at half speed)")
 	fs.BoolVar(&o.verbose, "v", false, "print the plugin's warnings and errors to stderr")
+	fs.StringVar(&o.tr.file, "trace", "", "replay this trace file instead of the demo load (testdata/traces has windows of the Azure and Mooncake traces); needs -trace-format")
+	fs.StringVar(&o.tr.format, "trace-format", "", "-trace's format: azure, burstgpt, mooncake or jsonl")
+	fs.Float64Var(&o.tr.start, "trace-start", 0, "-trace: start of the window, in trace seconds after its first row")
+	fs.Float64Var(&o.tr.duration, "trace-duration", 0, "-trace: length of the window in trace seconds (0: to the end)")
+	fs.Float64Var(&o.tr.timeScale, "trace-time-scale", 0, "-trace: stretch the trace's time (2: half the rate; 0 means 1); the simulator's -time-scale applies on top")
+	fs.Float64Var(&o.tr.rateScale, "trace-rate-scale", 0, "-trace: thin (< 1) or thicken (> 1) the arrivals (0 means 1)")
+	fs.IntVar(&o.tr.every, "trace-every", 0, "-trace: take every n-th row of the window (0 means 1)")
+	fs.IntVar(&o.tr.offset, "trace-offset", 0, "-trace: the first row taken, in [0, every)")
+	fs.StringVar(&o.tr.teams, "trace-teams", "", "-trace: split the rows among teams by weight, e.g. search=0.5,chat=0.3,research=0.2:batch (each row goes to one team by a fixed hash of its line, so each team replays a thinning of the trace; class interactive unless :batch, a jsonl row's class wins); default: the pool's teams by share")
+	fs.IntVar(&o.tr.requests, "trace-requests", 0, "-trace: send at most this many requests (0: the whole window, until -duration)")
 	fs.IntVar(&o.replicas, "replicas", 1, "local proxies sharing every pool through an embedded etcd (the plugin's cluster block); the demo load is split 70/20/10 with 3, evenly otherwise")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -144,6 +166,25 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-view must be auto, live or lines, got %q", o.view)
 	case !(o.timeScale > 0):
 		return o, fmt.Errorf("-time-scale must be positive, got %v", o.timeScale)
+	case o.tr.requests < 0:
+		return o, fmt.Errorf("-trace-requests must be >= 0, got %d", o.tr.requests)
+	}
+	if o.tr.file == "" {
+		if o.tr != (traceOptions{}) {
+			return o, fmt.Errorf("-trace-* flags need -trace FILE")
+		}
+		return o, nil
+	}
+	if o.noLoad {
+		return o, fmt.Errorf("-trace and -no-load exclude each other")
+	}
+	if err := o.tr.spec().ValidateAt("-trace"); err != nil {
+		return o, err
+	}
+	if o.tr.teams != "" {
+		if _, err := parseTraceTeams(o.tr.teams); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }

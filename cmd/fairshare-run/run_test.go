@@ -323,6 +323,19 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("parseFlags(%q) = nil error", bad)
 		}
 	}
+	for _, bad := range [][]string{
+		{"-trace-format", "azure"}, {"-trace", "x.csv"}, {"-trace", "x.csv", "-trace-format", "csv"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-trace-every", "2", "-trace-offset", "2"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-trace-teams", "a=0.5,b"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-trace-teams", "a=0,b=1"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-trace-teams", "a=1:bulk"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-no-load"},
+		{"-trace", "x.csv", "-trace-format", "azure", "-trace-requests", "-1"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) = nil error", bad)
+		}
+	}
 	if _, err := parseFlags([]string{"-no-load", "-duration", "0s"}, io.Discard); err != nil {
 		t.Errorf("-no-load needs no duration: %v", err)
 	}
@@ -362,4 +375,36 @@ func TestDemoReplicas(t *testing.T) {
 		}
 	}
 	t.Errorf("slices after the load = %+v, want three parts adding up to %d", rs, capacity)
+}
+
+// TestTraceReplay replays the first 30 requests of the shipped Azure
+// conversation window (ten times its speed) through the real plugin and
+// the simulator, split among three teams: every request is answered, each
+// team gets some, the batch team's requests go as batch, and the summary
+// names the window and the rows sent. Bounded by requests, not by time.
+func TestTraceReplay(t *testing.T) {
+	file := filepath.Join("..", "..", "testdata", "traces", "azure_conv_1800s_900s.csv")
+	_, s, text := runShortDemo(t, "-duration", "10m", "-drain", "1m", "-trace", file, "-trace-format", "azure",
+		"-trace-time-scale", "0.1", "-trace-requests", "30", "-trace-teams", "search=0.5,chat=0.3,research=0.2:batch")
+	done := 0
+	for _, v := range s.Teams {
+		done += v.Done
+		if v.Done == 0 || v.Errors > 0 {
+			t.Errorf("team %s: %d done, %d errors (%v)", v.Name, v.Done, v.Errors, s.Errors)
+		}
+	}
+	if done != 30 || len(s.Teams) != 3 {
+		t.Errorf("%d requests done over %d teams, want 30 over 3", done, len(s.Teams))
+	}
+	if !slices.Equal(s.Classes, []string{"interactive", "interactive", "batch"}) {
+		t.Errorf("classes %v, want interactive, interactive, batch", s.Classes)
+	}
+	for _, want := range []string{"load:     ", "azure_conv_1800s_900s.csv (azure)", "30 of the window's 5769 rows sent (30 planned)", "time_scale 0.1", "inter-arrival CV"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "mock_hash_ids") {
+		t.Errorf("an Azure trace has no block ids, yet the summary says they were sent")
+	}
 }

@@ -37,6 +37,7 @@ type runner struct {
 	proxies        []*proxy // -replicas: every proxy
 	etcd           *embeddedEtcd
 	closeOnce      sync.Once
+	trace          *traceLoad // -trace: the replay, nil for the demo load
 }
 
 // poolPlan is the demo load of one pool: the model its requests name and
@@ -86,8 +87,14 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 		}
 		r.upstream = &upstream{url: u}
 		r.upstreamDesc = "vLLM at " + u.String()
-	} else {
-		up, err := startSimulator(cfg, o.timeScale)
+	}
+	if o.tr.file != "" {
+		if err := r.planTrace(o); err != nil {
+			return nil, err
+		}
+	}
+	if o.upstream == "" {
+		up, err := startSimulator(cfg, o.timeScale, r.trace != nil && r.trace.Caching)
 		if err != nil {
 			return nil, err
 		}
@@ -111,6 +118,31 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	}}
 	r.banner(len(wasm))
 	return r, nil
+}
+
+// planTrace loads -trace's window and makes it the load of one pool:
+// -model's, else the first.
+func (r *runner) planTrace(o options) error {
+	p := r.plans[0]
+	teams := traceTeamsOf(p.pool)
+	if o.tr.teams != "" {
+		teams, _ = parseTraceTeams(o.tr.teams) // checked by parseFlags
+	}
+	maxLen, scale := 0, 1.0
+	if o.upstream == "" {
+		maxLen, scale = poolEngine(p.pool.Capacity).MaxModelLen, o.timeScale
+	}
+	tl, err := loadTraceFile(o.tr, teams, scale, maxLen, o.upstream == "")
+	if err != nil {
+		return err
+	}
+	r.trace = tl
+	p.teams = nil
+	for _, t := range teams {
+		p.teams = append(p.teams, demoTeam{Name: t.Name, Class: t.Class})
+	}
+	r.plans = []poolPlan{p}
+	return nil
 }
 
 // startProxies starts the proxy, or with -replicas the embedded etcd and
@@ -290,7 +322,11 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 	start := time.Now()
 	var rows []row
 	for _, p := range r.plans {
-		fmt.Fprintf(r.out, "demo:     %s: %s for %v\n", p.pool.Name, describeLoad(p.teams, r.opts.duration), r.opts.duration)
+		if r.trace != nil {
+			fmt.Fprintf(r.out, "load:     %s: %s, for at most %v\n", p.pool.Name, r.trace.describe(), r.opts.duration)
+		} else {
+			fmt.Fprintf(r.out, "demo:     %s: %s for %v\n", p.pool.Name, describeLoad(p.teams, r.opts.duration), r.opts.duration)
+		}
 		for _, t := range p.teams {
 			rows = append(rows, row{pool: p.pool.Name, team: t.Name, share: p.pool.share(t.Name), class: t.Class, stats: newTeamStats(t.Name, start)})
 		}
@@ -321,7 +357,11 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 				ClassHeader: r.cfg.ClassHeader,
 			},
 		}
-		g.run(stopLoad, reqCtx, p.teams, r.opts.duration)
+		if r.trace != nil {
+			g.runTrace(stopLoad, reqCtx, r.trace)
+		} else {
+			g.run(stopLoad, reqCtx, p.teams, r.opts.duration)
+		}
 		gens = append(gens, g)
 	}
 	done := make(chan struct{})
@@ -396,6 +436,9 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		StatusErr:    statusErr,
 		Interrupted:  interrupted,
 		UpstreamLine: r.upstream.simLine(),
+	}
+	if r.trace != nil {
+		s.TraceLine = r.trace.summaryLine()
 	}
 	if !r.opts.verbose {
 		for _, p := range r.proxies {

@@ -128,7 +128,7 @@ func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startSimulator starts the embedded simulated vLLM on a free local port:
 // an engine per pool of cfg (see simRouter and poolEngine).
-func startSimulator(cfg configView, timeScale float64) (*upstream, error) {
+func startSimulator(cfg configView, timeScale float64, caching bool) (*upstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
@@ -138,6 +138,7 @@ func startSimulator(cfg configView, timeScale float64) (*upstream, error) {
 	var engines []string
 	for _, p := range cfg.Pools {
 		ec := poolEngine(p.Capacity)
+		ec.EnablePrefixCaching = caching
 		if err := ec.Validate(); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("simulator: pool %s: %w", p.Name, err)
@@ -149,6 +150,7 @@ func startSimulator(cfg configView, timeScale float64) (*upstream, error) {
 			}
 		}
 		rt.servers = append(rt.servers, vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale,
+			EnablePromptTokensDetails: caching,
 			OnRecord: func(r vllmsim.Record) {
 				up.finished.Add(1)
 				up.preemptions.Add(int64(r.Preemptions))
@@ -156,7 +158,11 @@ func startSimulator(cfg configView, timeScale float64) (*upstream, error) {
 					up.preemptedBy.Add(int64(r.Preemptions))
 				}
 			}}))
-		engines = append(engines, fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize))
+		e := fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
+		if caching {
+			e += ", prefix caching"
+		}
+		engines = append(engines, e)
 	}
 	hs := &http.Server{Handler: rt}
 	served := make(chan struct{})

@@ -261,6 +261,7 @@ type summary struct {
 	Errors       []string // "team: last error" of the teams that had errors
 	UpstreamLine string   // the simulator's counters, or ""
 	PluginLogs   int      // warnings and errors the plugin logged
+	TraceLine    string   // -trace: what was replayed, or ""
 }
 
 // renderSummary writes the final summary table: per team the requests, how
@@ -273,6 +274,9 @@ func renderSummary(b *strings.Builder, s summary) {
 		how = "interrupted after"
 	}
 	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config)
+	if s.TraceLine != "" {
+		b.WriteString(s.TraceLine + "\n")
+	}
 	total := poolTokens(s.Teams)
 	width := 10
 	for _, t := range s.Teams {

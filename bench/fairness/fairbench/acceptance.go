@@ -74,6 +74,12 @@ func (rep *Report) Column(mode, policy string) *Result {
 //     fraction of FCFS's (S7: at most a fifth);
 //   - service_vs_fcfs: the service as a fraction of FCFS's (S2, S5, S6:
 //     at least 0.97; S7: 0.95; S1: reported, no target);
+//   - within_share_interactive_p99_vs_fcfs: every team's within-share
+//     interactive p99 TTFT as a fraction of its interactive p99 under
+//     FCFS (the trace scenarios: at most a fifth);
+//   - worst_p99_vs_epp: the worst p99 TTFT of any team and class as a
+//     multiple of each EPP column's worst (the trace scenarios: at most
+//     1);
 //   - within_share_interactive_p50_s: every team's within-share
 //     interactive p50 TTFT (every scenario: at most 0.2 s).
 func FlowTargets(rep *Report, policy string) []Target {
@@ -116,6 +122,35 @@ func FlowTargets(rep *Report, policy string) []Target {
 				name += " (reported, no target)"
 			}
 			add(name, col.Pool.ServiceRate/fcfs.Pool.ServiceRate, b, "%.3f")
+		}
+		if b := ts.WithinShareP99VsFCFS; b.in(m) {
+			worst, team := -1.0, ""
+			for _, t := range col.Teams {
+				c, f := t.Class[Interactive], fcfs.Team(t.Team).Class[Interactive]
+				if c.Within > 0 && f.TTFTp99 > 0 {
+					if r := c.WithinTTFTp99.Seconds() / f.TTFTp99.Seconds(); r > worst {
+						worst, team = r, t.Team
+					}
+				}
+			}
+			if team != "" {
+				add("within-share interactive p99 TTFT / FCFS's p99, worst team", worst, b, "%.3f")
+				out[len(out)-1].Detail = "`" + team + "`"
+			}
+		}
+		if b := ts.WorstP99VsEPP; b.in(m) {
+			worst, name := -1.0, ""
+			for _, p := range []string{EPPRoundRobin, EPPProgramAware} {
+				if e := rep.Column(m, p); e != nil && e.WorstTTFTp99() > 0 {
+					if r := col.WorstTTFTp99().Seconds() / e.WorstTTFTp99().Seconds(); r > worst {
+						worst, name = r, p
+					}
+				}
+			}
+			if name != "" {
+				add("worst p99 TTFT / each EPP column's worst", worst, b, "%.2f×")
+				out[len(out)-1].Detail = "vs `" + name + "`"
+			}
 		}
 		b := ts.WithinShareP50
 		if !b.in(m) {

@@ -88,6 +88,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		if ab := rep.Ablations[mode]; len(ab) > 0 {
 			rep.writeAblations(&b, rs, ab)
 		}
+		if s.PluginCost != nil {
+			cols := []CostColumn{{Result: rs[len(rs)-1], Cost: s.PluginCost}}
+			if r := rep.Column(mode, CostAblation); r != nil {
+				cols = append(cols, CostColumn{Result: r})
+			}
+			rep.writeCosts(&b, cols)
+		}
 		for _, c := range rep.Charts[mode] {
 			fmt.Fprintf(&b, "![%s](%s)\n\n", filepath.Base(c), filepath.Base(c))
 		}
@@ -122,6 +129,34 @@ func (rep *Report) writeSetup(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %.2f | %s |\n", t.Name, t.Share, strings.Join(ws, "; "))
 	}
 	b.WriteString("\n")
+	if e.MaxModelLen > 0 || e.PrefixCaching || e.PromptTokensDetails {
+		var o []string
+		if e.MaxModelLen > 0 {
+			o = append(o, fmt.Sprintf("max_model_len %d", e.MaxModelLen))
+		}
+		if e.PrefixCaching {
+			o = append(o, "prefix caching on")
+		}
+		if e.PromptTokensDetails {
+			o = append(o, "usage reports prompt_tokens_details.cached_tokens")
+		}
+		fmt.Fprintf(b, "Engine: %s.", strings.Join(o, ", "))
+		if c := s.PluginCost; c != nil {
+			p, cc, out := c.Weights()
+			fmt.Fprintf(b, " Plugin cost weights: prompt_token %g, cached_prompt_token %g, completion_token %g (`%s`: the defaults 1 / 1 / 2).", p, cc, out, CostAblation)
+		}
+		b.WriteString("\n\n")
+	}
+	if ws := s.TraceWindows(); len(ws) > 0 {
+		b.WriteString("Trace windows replayed (statistics of the stream each workload replays, `trace.Summarize`; arrivals past the run's end are cut):\n\n")
+		b.WriteString("| team | trace | window | requests | rate /s | inter-arrival CV | per minute | prompt mean / p99 | output mean / p99 |\n|---|---|---|---:|---:|---:|---|---|---|\n")
+		for _, w := range ws {
+			st := w.Stats
+			fmt.Fprintf(b, "| %s | `%s` | %s | %d | %.2f | %.2f | %d to %d | %.0f / %d | %.0f / %d |\n", w.Team, w.Name, describeSpec(w.Spec),
+				st.Count, st.Rate, st.CV, st.MinPerMinute, st.MaxPerMinute, st.Prompt.Mean, st.Prompt.P99, st.Output.Mean, st.Output.P99)
+		}
+		b.WriteString("\n")
+	}
 	for _, c := range s.CapacityChanges {
 		fmt.Fprintf(b, "At %.0f s the pool changes to %d replica(s), C = %d.\n\n", c.At, c.Replicas, c.Capacity)
 	}
@@ -139,8 +174,12 @@ func describeWorkload(w WorkloadSpec) string {
 		}
 	case KindBurst:
 		d = fmt.Sprintf("burst of %d", w.Count)
+	case KindTrace:
+		d = describeTrace(w)
 	}
-	d += fmt.Sprintf(", prompt %s, output %s", describeDist(w.Prompt), describeDist(w.Output))
+	if w.Kind != KindTrace {
+		d += fmt.Sprintf(", prompt %s, output %s", describeDist(w.Prompt), describeDist(w.Output))
+	}
 	if w.MaxTokens > 0 {
 		d += fmt.Sprintf(" (max_tokens %d)", w.MaxTokens)
 	} else {

@@ -1,6 +1,7 @@
 package fairbench
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -31,6 +32,10 @@ type Result struct {
 	TTFT, TTFTBatch [][]time.Duration
 	// Notes are the gateway's remarks on the run (Noter), or nil.
 	Notes []string
+	// Costs are the token counts of every finished request of the run (in
+	// finish order), from which a report computes a gateway's usage and
+	// the error of the plugin's entry-penalty estimate (costs.go).
+	Costs []RequestCost
 }
 
 // TeamResult are one team's measures.
@@ -63,6 +68,10 @@ type TeamResult struct {
 	// Borrowing counts the team's requests of the window that the plugin
 	// sent as borrowers.
 	Borrowing int
+	// PromptTokens and CachedTokens count the prompt tokens of the team's
+	// requests of the window and those the engine found in its prefix
+	// cache.
+	PromptTokens, CachedTokens int
 	// Class holds the latency measures per class (Interactive, Batch).
 	Class [2]ClassResult
 }
@@ -80,9 +89,9 @@ type ClassResult struct {
 	// Within counts the requests that were within their team's share on
 	// arrival: sent to the engine at once and not as borrowers (under a
 	// gateway without shares, every request it does not queue), and
-	// WithinTTFTp50 is their median TTFT.
-	Within        int
-	WithinTTFTp50 time.Duration
+	// WithinTTFTp50 and WithinTTFTp99 are their median and p99 TTFT.
+	Within                       int
+	WithinTTFTp50, WithinTTFTp99 time.Duration
 	// Held counts the requests that waited at the gateway (submitted after
 	// their arrival); Waitp99 is the p99 of the time every request spent
 	// at the gateway (censored at the end for one never submitted).
@@ -285,6 +294,8 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		cr := &tr.Class[r.Class]
 		cr.Requests++
 		tr.Preemptions += r.Preemptions
+		tr.PromptTokens += r.Prompt
+		tr.CachedTokens += r.CachedTokens
 		res.Pool.Preemptions += r.Preemptions
 		if r.Borrowing {
 			tr.Borrowing++
@@ -326,6 +337,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			slices.Sort(wait[i][k])
 			cr.Within = len(within[i][k])
 			cr.WithinTTFTp50 = percentileSorted(within[i][k], 0.5)
+			cr.WithinTTFTp99 = percentileSorted(within[i][k], 0.99)
 			cr.Waitp99 = percentileSorted(wait[i][k], 0.99)
 		}
 		res.TTFT[i] = ttft[i][Interactive]
@@ -349,6 +361,13 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		}
 	}
 	res.Pool.Jain = Jain(xs)
+	for _, r := range reqs {
+		if r.Finished >= 0 {
+			res.Costs = append(res.Costs, RequestCost{Team: c.idx[r.Team], Class: r.Class, Finished: r.Finished, Window: r.Arrival >= c.from && r.Arrival < c.to,
+				Prompt: r.Prompt, Cached: r.CachedTokens, Output: r.Output, MaxTokens: r.MaxTokens})
+		}
+	}
+	slices.SortStableFunc(res.Costs, func(a, b RequestCost) int { return cmp.Compare(a.Finished, b.Finished) })
 	res.Pool.Gap = ServiceGap(c.samples)
 	res.Pool.MaxInFlight, res.Pool.MaxBorrowing = c.maxInFlight, c.maxBorrowing
 	if math.IsNaN(res.Pool.Gap) {

@@ -59,6 +59,10 @@ func EngineConfig(s *Scenario, policy, mode string) (vllmsim.EngineConfig, error
 	if e.BlockSize > 0 {
 		c.BlockSize = e.BlockSize
 	}
+	if e.MaxModelLen > 0 {
+		c.MaxModelLen = e.MaxModelLen
+	}
+	c.EnablePrefixCaching = e.PrefixCaching
 	if max := (c.NumBlocks - 1) * c.BlockSize; c.MaxModelLen > max {
 		c.MaxModelLen = max
 	}
@@ -354,7 +358,7 @@ func (r *runner) Submit(q *Request, priority int) {
 		r.col.maxBorrowing = max(r.col.maxBorrowing, r.col.borrowing)
 	}
 	vr := vllmsim.Request{ID: strconv.FormatInt(q.ID, 10), Priority: int64(priority), PromptTokens: q.Prompt,
-		MaxTokens: q.MaxTokens, EOSAfter: q.Output}
+		MaxTokens: q.MaxTokens, EOSAfter: q.Output, HashIDs: q.HashIDs}
 	cb := vllmsim.Callbacks{
 		OnAdmit: func(_ int, _ time.Time) { r.col.admit(q) },
 		OnToken: func(_ int, k int, at time.Time) {
@@ -373,6 +377,7 @@ func (r *runner) Submit(q *Request, priority int) {
 				r.col.occupy(q, rec.Admitted.Sub(vllmsim.SimEpoch), q.Finished)
 			}
 			q.Preemptions = rec.Preemptions
+			q.CachedTokens = rec.CachedTokens
 			q.Output = rec.CompletionTokens
 			rep.out--
 			r.inflight--

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fairshare-wasm/fairshare/internal/trace"
 )
 
 // Scenario is one benchmark scenario, read from a JSON file. Times are in
@@ -66,6 +68,46 @@ type Scenario struct {
 	// Targets are the scenario's acceptance targets (FlowTargets,
 	// ReplicaTargets); none if absent.
 	Targets Targets `json:"targets,omitempty"`
+	// PluginCost, if set, is the plugin column's cost block (the plugin's
+	// "cost" configuration); the ablation column plugin-cost1 then runs
+	// the plugin with the default weights for comparison. Nil: the
+	// plugin's defaults (prompt 1, cached prompt 1, completion 2).
+	PluginCost *CostSpec `json:"plugin_cost,omitempty"`
+
+	// dir is the directory of the scenario file: trace files resolve
+	// against it.
+	dir string
+}
+
+// CostSpec is the plugin's cost block: the weight of each token kind in a
+// team's usage. Zero fields take the plugin's defaults.
+type CostSpec struct {
+	// PromptToken weighs an uncached prompt token (cost.prompt_token).
+	PromptToken float64 `json:"prompt_token,omitempty"`
+	// CachedPromptToken weighs a prompt token vLLM reports as served
+	// from its prefix cache (cost.cached_prompt_token).
+	CachedPromptToken float64 `json:"cached_prompt_token,omitempty"`
+	// CompletionToken weighs a generated token (cost.completion_token).
+	CompletionToken float64 `json:"completion_token,omitempty"`
+}
+
+// Weights returns the three weights with the plugin's defaults (1, 1, 2)
+// for the unset ones; a nil c gives the defaults.
+func (c *CostSpec) Weights() (prompt, cached, completion float64) {
+	prompt, cached, completion = 1, 1, 2
+	if c == nil {
+		return
+	}
+	if c.PromptToken > 0 {
+		prompt = c.PromptToken
+	}
+	if c.CachedPromptToken > 0 {
+		cached = c.CachedPromptToken
+	}
+	if c.CompletionToken > 0 {
+		completion = c.CompletionToken
+	}
+	return
 }
 
 // EngineSpec are the knobs of one vLLM engine replica. Zero values take the
@@ -83,6 +125,19 @@ type EngineSpec struct {
 	NumBlocks int `json:"num_gpu_blocks,omitempty"`
 	// BlockSize is the number of tokens per KV block.
 	BlockSize int `json:"block_size,omitempty"`
+	// MaxModelLen is vLLM's max_model_len (0: the preset's, at most what
+	// the KV blocks hold).
+	MaxModelLen int `json:"max_model_len,omitempty"`
+	// PrefixCaching is vLLM's --enable-prefix-caching: the engines reuse
+	// the KV blocks of equal prompt prefixes (the prefix block ids of a
+	// trace workload say which prompts share what).
+	PrefixCaching bool `json:"prefix_caching,omitempty"`
+	// PromptTokensDetails is vLLM's --enable-prompt-tokens-details: the
+	// responses' usage reports prompt_tokens_details.cached_tokens, which
+	// the plugin charges at cost.cached_prompt_token. Without it the
+	// usage says nothing of the cache and every prompt token is charged
+	// at cost.prompt_token.
+	PromptTokensDetails bool `json:"prompt_tokens_details,omitempty"`
 }
 
 // TeamSpec is one team of the pool.
@@ -108,6 +163,9 @@ const (
 	KindClosed = "closed"
 	// KindBurst sends Count requests at Start.
 	KindBurst = "burst"
+	// KindTrace replays the window of a trace file that Trace selects
+	// (see tracewl.go).
+	KindTrace = "trace"
 )
 
 // WorkloadSpec is one request generator of a team.
@@ -143,6 +201,22 @@ type WorkloadSpec struct {
 	Interactive float64 `json:"interactive"`
 	// Label names the stream in the tables (default "team/kind").
 	Label string `json:"label,omitempty"`
+	// Trace selects the trace window a KindTrace workload replays
+	// (file relative to the scenario file). Arrivals are the window's,
+	// from Start; prompt and output lengths and prefix block ids are the
+	// rows'; Prompt and Output must be absent.
+	Trace *trace.Spec `json:"trace,omitempty"`
+	// SystemPrompt, for a KindTrace workload, prepends a system prompt of
+	// this many tokens (a multiple of trace.BlockTokens) to every request:
+	// the same prefix blocks for all the workload's requests, before the
+	// row's own, so prefix caching can serve them from the cache.
+	SystemPrompt int `json:"system_prompt_tokens,omitempty"`
+
+	// requests is the loaded trace window of a KindTrace workload.
+	requests []trace.Request
+	// traceName and traceStats describe it, for the reports.
+	traceName  string
+	traceStats trace.Stats
 }
 
 // Length distributions of a LengthDist.
@@ -192,7 +266,7 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	s, err := ParseScenario(data)
+	s, err := parseScenario(data, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", path, err)
 	}
@@ -221,15 +295,25 @@ func LoadScenarios(dir string) ([]*Scenario, error) {
 }
 
 // ParseScenario decodes and validates a scenario. Unknown fields are errors;
-// every problem is reported with its field path.
-func ParseScenario(data []byte) (*Scenario, error) {
+// every problem is reported with its field path. The trace files of trace
+// workloads resolve against the working directory (LoadScenario resolves
+// them against the scenario file's).
+func ParseScenario(data []byte) (*Scenario, error) { return parseScenario(data, "") }
+
+// parseScenario is ParseScenario with trace files resolved against dir;
+// it loads the trace workloads' windows.
+func parseScenario(data []byte, dir string) (*Scenario, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var s Scenario
 	if err := dec.Decode(&s); err != nil {
 		return nil, err
 	}
+	s.dir = dir
 	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.loadTraces(); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -256,6 +340,19 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Capacity < 0 {
 		bad("capacity", "must be >= 0, got %d", s.Capacity)
+	}
+	if s.Engine.MaxModelLen < 0 {
+		bad("engine.max_model_len", "must be >= 0, got %d", s.Engine.MaxModelLen)
+	}
+	if c := s.PluginCost; c != nil {
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"prompt_token", c.PromptToken}, {"cached_prompt_token", c.CachedPromptToken}, {"completion_token", c.CompletionToken}} {
+			if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+				bad("plugin_cost."+f.name, "must be a finite number >= 0 (0: the plugin's default), got %v", f.v)
+			}
+		}
 	}
 	if s.HalfLife < 0 {
 		bad("half_life_s", "must be >= 0, got %v", s.HalfLife)
@@ -316,8 +413,20 @@ func (s *Scenario) Validate() error {
 			if w.Count <= 0 {
 				bad(p+".count", "must be > 0, got %d", w.Count)
 			}
+		case KindTrace:
+			if w.Trace == nil {
+				bad(p+".trace", "must be set for kind %q", KindTrace)
+			} else if err := w.Trace.ValidateAt(p + ".trace"); err != nil {
+				errs = append(errs, err)
+			}
 		default:
-			bad(p+".kind", "must be %q, %q or %q, got %q", KindPoisson, KindClosed, KindBurst, w.Kind)
+			bad(p+".kind", "must be %q, %q, %q or %q, got %q", KindPoisson, KindClosed, KindBurst, KindTrace, w.Kind)
+		}
+		if w.SystemPrompt != 0 && (w.Kind != KindTrace || w.SystemPrompt < 0 || w.SystemPrompt%trace.BlockTokens != 0) {
+			bad(p+".system_prompt_tokens", "must be a positive multiple of %d on a kind %q workload, got %d", trace.BlockTokens, KindTrace, w.SystemPrompt)
+		}
+		if w.Trace != nil && w.Kind != KindTrace {
+			bad(p+".trace", "only for kind %q, got kind %q", KindTrace, w.Kind)
 		}
 		if w.Start < 0 || (w.Stop != 0 && w.Stop <= w.Start) {
 			bad(p+".start_s", "start %v and stop %v: need 0 <= start < stop", w.Start, w.Stop)
@@ -332,6 +441,12 @@ func (s *Scenario) Validate() error {
 			name string
 			d    LengthDist
 		}{{"prompt", w.Prompt}, {"output", w.Output}} {
+			if w.Kind == KindTrace {
+				if d.d != (LengthDist{}) {
+					bad(p+"."+d.name, "must be absent for kind %q (the lengths are the trace's)", KindTrace)
+				}
+				continue
+			}
 			if err := d.d.validate(); err != nil {
 				bad(p+"."+d.name, "%v", err)
 			}

@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// Baselines returns the constructors of the four baseline gateways, in
-// column order: FCFS, class priority, static quotas, VTC.
+// Baselines returns the constructors of the six baseline gateways, in
+// column order: FCFS, class priority, static quotas, VTC, and the EPP
+// flow control with round-robin and with program-aware fairness (epp.go).
 func Baselines() []NewGateway {
-	return []NewGateway{NewFCFS, NewClassPriority, NewQuota, NewVTC}
+	return []NewGateway{NewFCFS, NewClassPriority, NewQuota, NewVTC, NewEPPRoundRobin, NewEPPProgramAware}
 }
 
 // Modes are the engine behaviours every scenario runs under.

@@ -39,6 +39,14 @@ type Targets struct {
 	// WithinShareP50 bounds, in seconds, the within-share interactive p50
 	// TTFT of the worst team (at_most).
 	WithinShareP50 *Bound `json:"within_share_interactive_p50_s,omitempty"`
+	// WithinShareP99VsFCFS bounds the within-share interactive p99 TTFT
+	// of every team as a fraction of the team's interactive p99 under
+	// FCFS in the same mode (at_most; the worst team is reported).
+	WithinShareP99VsFCFS *Bound `json:"within_share_interactive_p99_vs_fcfs,omitempty"`
+	// WorstP99VsEPP bounds the worst p99 TTFT of any team and class as a
+	// multiple of the worst of each EPP column (epp-rr, epp-paf) in the
+	// same mode (at_most; the larger ratio is reported).
+	WorstP99VsEPP *Bound `json:"worst_p99_vs_epp,omitempty"`
 	// ReplicaShareDifference bounds, in points, the largest difference
 	// between a team's share of the service on several proxies and on
 	// one (at_most; needs "gateway_replicas").
@@ -139,6 +147,8 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 		{"alone_p99_vs_fcfs", ts.AloneP99VsFCFS, []string{atMost}, "alone"},
 		{"service_vs_fcfs", ts.ServiceVsFCFS, []string{atLeast, report}, ""},
 		{"within_share_interactive_p50_s", ts.WithinShareP50, []string{atMost}, ""},
+		{"within_share_interactive_p99_vs_fcfs", ts.WithinShareP99VsFCFS, []string{atMost}, ""},
+		{"worst_p99_vs_epp", ts.WorstP99VsEPP, []string{atMost}, ""},
 		{"replica_share_difference_points", ts.ReplicaShareDifference, []string{atMost}, "gateway_replicas"},
 		{"replica_alone_p99_vs_one", ts.ReplicaAloneP99, []string{atMost}, "alone"},
 	} {

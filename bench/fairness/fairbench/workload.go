@@ -65,6 +65,13 @@ type Request struct {
 	Replica int
 	// Preemptions counts how often the engine preempted it.
 	Preemptions int
+	// HashIDs are the prompt's prefix block ids of a trace row (Mooncake
+	// hash_ids, jsonl blocks; nil otherwise), given to the engine for its
+	// prefix cache.
+	HashIDs []uint64
+	// CachedTokens is the prompt tokens the engine found in its prefix
+	// cache (vLLM's num_cached_tokens; 0 without prefix caching).
+	CachedTokens int
 }
 
 // TTFT returns the time from arrival at the gateway to the first token.
@@ -169,6 +176,8 @@ func OpenLoopArrivals(s *Scenario, seed uint64) []*Request {
 				q.Stream, q.User, q.Arrival = i, -1, t
 				out = append(out, q)
 			}
+		case KindTrace:
+			out = traceArrivals(out, s, i, seed, stop)
 		case KindBurst:
 			for k := 0; k < w.Count; k++ {
 				q := drawRequest(w, r)

@@ -94,6 +94,10 @@ type Options struct {
 	// Cluster, if set, runs the gateway as several proxies sharing the
 	// pool through etcd (see Cluster).
 	Cluster *Cluster
+	// DefaultCost, if true, leaves the scenario's plugin_cost out of the
+	// configuration: the plugin runs with its default cost weights (the
+	// plugin-cost1 ablation).
+	DefaultCost bool
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -140,7 +144,13 @@ func New(mod *host.Module, opt Options) fairbench.NewGateway {
 	}
 	return func() fairbench.Gateway {
 		g := &Gateway{mod: mod, opt: opt}
-		g.config = func(s *fairbench.Scenario, c int) ([]byte, error) { return Config(s, c, opt.Flow) }
+		g.config = func(s *fairbench.Scenario, c int) ([]byte, error) {
+			cost := s.PluginCost
+			if opt.DefaultCost {
+				cost = nil
+			}
+			return Config(s, c, opt.Flow, cost)
+		}
 		return g
 	}
 }
@@ -164,16 +174,21 @@ func KVTokens(s *fairbench.Scenario, c int) (int, error) {
 }
 
 // Config returns the plugin configuration of scenario s for capacity c: one
-// pool matching every model, with the scenario's teams, half-life and the
-// default cost weights (prompt 1, completion 2) and entry penalty; with
-// flow, the flow-control fields too.
-func Config(s *fairbench.Scenario, c int, flow *Flow) ([]byte, error) {
+// pool matching every model, with the scenario's teams, half-life and
+// entry penalty, and cost's weights (nil: the plugin's defaults, prompt 1,
+// cached prompt 1, completion 2); with flow, the flow-control fields too.
+func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) ([]byte, error) {
 	hl := fairbench.DefaultHalfLife
 	if s.HalfLife > 0 {
 		hl = fairbench.Sec(s.HalfLife)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
+	if cost != nil {
+		p, cached, out := cost.Weights()
+		fmt.Fprintf(&b, `"cost":{"prompt_token":%s,"cached_prompt_token":%s,"completion_token":%s},`,
+			strconv.FormatFloat(p, 'g', -1, 64), strconv.FormatFloat(cached, 'g', -1, 64), strconv.FormatFloat(out, 'g', -1, 64))
+	}
 	if flow != nil {
 		fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,`, flow.MaxQueueTime.String(), flow.tick().String())
 		if flow.BatchAging != "" {
@@ -262,12 +277,12 @@ var filler = strings.Repeat("lorem ipsum dolor sit amet ", 1024)
 // 0): what a client sends, not how long the answer will be.
 func requestBody(prompt, maxTokens int) []byte {
 	n := 4 * prompt
-	for n > len(filler) {
-		n = len(filler)
-	}
 	var b strings.Builder
 	b.Grow(n + 128)
 	b.WriteString(`{"model":"bench","messages":[{"role":"user","content":"`)
+	for ; n > len(filler); n -= len(filler) {
+		b.WriteString(filler)
+	}
 	b.WriteString(filler[:n])
 	b.WriteString(`"}]`)
 	if maxTokens > 0 {
@@ -280,15 +295,21 @@ func requestBody(prompt, maxTokens int) []byte {
 
 // responseBody returns a vLLM chat completion response with usage; its
 // finish_reason is "length" if the output reached maxTokens, else "stop".
-func responseBody(id int64, prompt, output, maxTokens int) []byte {
+// cached < 0 writes "prompt_tokens_details":null (vLLM without
+// --enable-prompt-tokens-details), else {"cached_tokens":cached}.
+func responseBody(id int64, prompt, output, maxTokens, cached int) []byte {
 	reason := "stop"
 	if maxTokens > 0 && output >= maxTokens {
 		reason = "length"
 	}
+	details := "null"
+	if cached >= 0 {
+		details = fmt.Sprintf(`{"cached_tokens":%d}`, cached)
+	}
 	return fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1767225600,"model":"bench",`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":%q,"stop_reason":null}],`+
-		`"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null}}`,
-		id, reason, prompt, prompt+output, output)
+		`"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":%s}}`,
+		id, reason, prompt, prompt+output, output, details)
 }
 
 func (g *Gateway) fail(err error) {
@@ -387,7 +408,11 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 	}
 	g.sync()
 	s.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
-	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens), true)
+	cached := -1
+	if g.s.Engine.PromptTokensDetails {
+		cached = r.CachedTokens
+	}
+	s.ResponseBody(responseBody(r.ID, r.Prompt, r.Output, r.MaxTokens, cached), true)
 	s.Complete()
 	g.poll()
 }

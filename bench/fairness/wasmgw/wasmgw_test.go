@@ -13,7 +13,7 @@ import (
 
 func TestConfigKeepsTeamOrderAndValues(t *testing.T) {
 	s := &fairbench.Scenario{HalfLife: 90, Teams: []fairbench.TeamSpec{{Name: "zeta", Share: 0.7, Weight: 2}, {Name: "alpha", Share: 0.3}}}
-	cfg, err := Config(s, 24, nil)
+	cfg, err := Config(s, 24, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestConfigFlow(t *testing.T) {
 		{"nokv", &Flow{MaxQueueTime: time.Minute, Lend: true}, 16, "1m0s", 0, true},
 		{"nolend", &Flow{MaxQueueTime: time.Minute, KV: true}, 16, "1m0s", 2049 * 16, false},
 	} {
-		cfg, err := Config(s, tt.c, tt.flow)
+		cfg, err := Config(s, tt.c, tt.flow, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestBodies(t *testing.T) {
 	if b := requestBody(10, 0); gjson.GetBytes(b, "max_tokens").Exists() {
 		t.Errorf("requestBody(10, 0) = %.80s: has max_tokens, want none", b)
 	}
-	r := responseBody(5, 300, 40, 77)
+	r := responseBody(5, 300, 40, 77, -1)
 	u := gjson.GetBytes(r, "usage")
 	if u.Get("prompt_tokens").Int() != 300 || u.Get("completion_tokens").Int() != 40 || u.Get("total_tokens").Int() != 340 {
 		t.Errorf("usage = %s, want 300 / 40 / 340 (the real output, not max_tokens)", u.Raw)
@@ -115,7 +115,7 @@ func TestBodies(t *testing.T) {
 	if f := gjson.GetBytes(r, "choices.0.finish_reason").String(); f != "stop" {
 		t.Errorf("finish_reason = %q for 40 of 77 tokens, want stop", f)
 	}
-	if f := gjson.GetBytes(responseBody(5, 300, 77, 77), "choices.0.finish_reason").String(); f != "length" {
+	if f := gjson.GetBytes(responseBody(5, 300, 77, 77, -1), "choices.0.finish_reason").String(); f != "length" {
 		t.Errorf("finish_reason = %q at max_tokens, want length", f)
 	}
 }
@@ -228,5 +228,26 @@ func TestClusterRouteAndConfig(t *testing.T) {
 		if got := gjson.GetBytes(cfg, k).String(); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestEstimateMatchesBody checks that fairbench.PluginEstimateTokens, from
+// which the reports compute the entry penalty's error, is the plugin's
+// bytes/4 of the messages requestBody sends, also past the filler's length.
+func TestEstimateMatchesBody(t *testing.T) {
+	for _, p := range []int{1, 300, 6912, 9000, 30000} {
+		msgs := gjson.GetBytes(requestBody(p, 0), "messages").Raw
+		want := (len(msgs) + 3) / 4
+		in, out := fairbench.PluginEstimateTokens(p, 0)
+		if in != want || out != 512 {
+			t.Errorf("prompt %d: estimate %d / %d, want %d (bytes/4 of %d bytes) / 512", p, in, out, want, len(msgs))
+		}
+		if c := gjson.Get(msgs, "0.content").String(); len(c) != 4*p {
+			t.Errorf("prompt %d: content of %d bytes, want %d", p, len(c), 4*p)
+		}
+	}
+	r := responseBody(5, 3000, 40, 77, 2048)
+	if c := gjson.GetBytes(r, "usage.prompt_tokens_details.cached_tokens"); c.Int() != 2048 {
+		t.Errorf("usage = %s: want prompt_tokens_details.cached_tokens 2048", gjson.GetBytes(r, "usage").Raw)
 	}
 }
