@@ -85,6 +85,8 @@
 //	               in the filter, with the CAS-retry, failure and log accounting),
 //	               creation, configuration generations
 //	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
+//	latency.go     the latency histograms and token counters by pool, team and class
+//	               (arrival, dispatch, first byte, end), Jain's fairness index
 //	config.go, valid.go, path.go, metrics.go, cluster*.go, etcd.go, jsonpos.go, host.go
 //	               configuration, validation, cleanPath, metric names, the cluster sync
 //	               through etcd, JSON positions, the host's shared data and metrics
@@ -170,8 +172,13 @@
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
 //	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
 //	    usage (milli), rank, level_fairshare (milli), phantoms}
-//	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total,
-//	    queue_time_ms (histogram)}   (flow control)
+//	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total}
+//	    (flow control)
+//	fairshare.pool.<pool>.team.<team>.class.<class>.{queue_time_ms, first_byte_ms,
+//	    upstream_first_byte_ms, total_time_ms (histograms, milliseconds), prompt_tokens_total,
+//	    cached_tokens_total, completion_tokens_total}   (latency.go)
+//	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
+//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity}

@@ -100,8 +100,9 @@ func (pc *pluginContext) dispatch(now time.Time, ps *poolState, restore uint32) 
 				}
 				continue
 			}
-			pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
-			pc.met.queueTime(ps.cfg.name, g.Team, time.Duration(g.At-g.Arrived))
+			slot := ps.slot(g.Team)
+			pc.met.request(ps.cfg.name, &g, slot)
+			pc.met.queueTime(ps.cfg.name, slot, &g)
 			h.resume(now, ps, g)
 		case fairshare.Elsewhere:
 			pc.wake(w.Holder)
@@ -145,6 +146,7 @@ func (h *httpContext) resume(now time.Time, ps *poolState, g fairshare.Grant) {
 	if cap(out) <= 1<<20 {
 		pc.body = out[:0]
 	}
+	h.markDispatched(now)
 	if err := hostcalls.ResumeHttpRequest(); err != nil {
 		hostcalls.LogErrorf("fairshare: resume held request: %v", err)
 	}

@@ -3,7 +3,6 @@ package plugin
 import (
 	"math"
 	"strings"
-	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 )
@@ -13,6 +12,7 @@ import (
 // standing.<standing> off into tags:
 //
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
+//	fairshare.pool.<pool>.team.<team>.class.<class>.<metric>  per team and class (latency.go)
 //	fairshare.pool.<pool>.team.<team>.<metric>          per team of a pool
 //	fairshare.pool.<pool>.<metric>                      per pool
 //	fairshare.<metric>                                  per plugin
@@ -46,7 +46,7 @@ const (
 	mWaiting      = "waiting"                 // gauge, pool and pool/team: requests held at the gateway
 	mDispatched   = "dispatched_total"        // counter, pool/team: held requests dispatched
 	mQueueTimeout = "queue_timeouts_total"    // counter, pool/team: held requests answered 429 at max_queue_time
-	mQueueTime    = "queue_time_ms"           // histogram, pool/team: time held before dispatch
+	mQueueTime    = "queue_time_ms"           // histogram, pool/team/class: time held before dispatch (latency.go)
 
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
 	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare
@@ -296,16 +296,6 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 	m.set(int64(capacity))
 	m.buf = appendPoolMetric(m.buf[:0], pool, mWaiting)
 	m.set(int64(waiting))
-}
-
-// queueTime records a held request's time at the gateway (milliseconds)
-// in the team's histogram, and counts it dispatched.
-func (m *metrics) queueTime(pool, team string, d time.Duration) {
-	m.teamCounter(pool, team, mDispatched, 1)
-	m.buf = appendTeamMetric(m.buf[:0], pool, team, mQueueTime)
-	if id, ok := m.id(histogramKind); ok {
-		_ = m.host.recordMetric(id, d.Milliseconds())
-	}
 }
 
 func (m *metrics) teamGauge(pool, team, metric string, v int64) {

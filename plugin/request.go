@@ -17,6 +17,7 @@ import (
 // priority from it.
 func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	pc := h.pc
+	h.markArrived(time.Now())
 	// One host call reads the whole map: the pseudo-headers, the team and
 	// class, and whether the headers to remove are there at all. Keys are
 	// compared as get_header_map_value compares them (Envoy's and this
@@ -239,6 +240,7 @@ func (h *httpContext) decide(size int) types.Action {
 		h.undo(now)
 		return h.reply(errRewrite, ps.cfg.name)
 	}
+	h.markDispatched(now)
 	return types.ActionContinue
 }
 

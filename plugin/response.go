@@ -71,6 +71,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		h.status = atoi(status)
 	}
 	h.sse = eventStream(ct)
+	h.responseStarted()
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")
@@ -142,6 +143,7 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		chunk, _ = hostcalls.GetHttpResponseBody(0, size)
 	}
 	if h.sse {
+		h.eventChunk(chunk)
 		out := h.scan.feed(chunk, eos)
 		if h.scan.hide && !bytes.Equal(out, chunk) {
 			if err := hostcalls.ReplaceHttpResponseBody(out); err != nil {
@@ -233,6 +235,7 @@ func (h *httpContext) finish(complete bool) {
 		}
 	}
 	h.resp = nil
+	h.responseEnded(now, complete, &u)
 	var consumed float64
 	switch {
 	case u.ok:

@@ -65,6 +65,14 @@ type httpContext struct {
 	status            int    // response status, 0 until the response headers
 	resp              []byte // bounded copy of a JSON response
 	overflow          bool   // resp exceeded max_response_bytes
+
+	// Latency (latency.go): arrival (request headers) and dispatch (the
+	// body sent upstream) in unix ns, whether the first byte is recorded,
+	// and the event stream's first-line matcher.
+	arrived, dispatched int64
+	firstSeen           bool
+	ev                  uint8
+	evMid               bool
 }
 
 // NewHttpContext implements types.PluginContext: a stream context the host

@@ -68,6 +68,8 @@ type poolState struct {
 	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
 	// at the first use (slot).
 	slots []teamSlot
+	// jain is the window of the pool's fairness index (latency.go).
+	jain jainWindow
 }
 
 // teamSlot is what the request path needs of one entry of a pool, kept
@@ -78,6 +80,7 @@ type teamSlot struct {
 	mean     *runningMean   // the entry of the plugin's completion means once found (completionMeans.at)
 	requests [2][2]metricID // by class (Interactive, Batch) and borrowing
 	borrowed metricID
+	class    [2]classMetrics // latency and tokens by class (latency.go)
 }
 
 // metricID is a metric's id once defined.
@@ -242,7 +245,9 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 		return
 	}
 	p := ps.rec.p
-	pc.met.gauges(ps.cfg.name, p.Capacity(), p.Snapshot(now))
+	stats := p.Snapshot(now)
+	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
+	pc.fairness(now, ps, stats)
 }
 
 // OnTick answers held requests past their deadline and dispatches the

@@ -102,6 +102,11 @@ func TestDemo(t *testing.T) {
 		if v.Tokens == 0 {
 			t.Errorf("team %s received no tokens", v.Name)
 		}
+		// The TTFT columns are the plugin's first_byte_ms, read from the
+		// proxy's host.
+		if !v.PluginTTFT || v.P50 <= 0 || v.P99 < v.P50 {
+			t.Errorf("team %s: TTFT p50 %v p99 %v not from the plugin (plugin %v)", v.Name, v.P50, v.P99, v.PluginTTFT)
+		}
 	}
 	search, research := teams["search"], teams["research"]
 	if research.DoneBorrow == 0 || len(research.Prios) == 0 || slices.Max(research.Prios) < borrowBase {

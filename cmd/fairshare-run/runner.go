@@ -38,6 +38,9 @@ type runner struct {
 	etcd           *embeddedEtcd
 	closeOnce      sync.Once
 	trace          *traceLoad // -trace: the replay, nil for the demo load
+	// lat is the plugin's first-byte samples, read from every proxy's
+	// host at each frame (latency.go).
+	lat *pluginLatency
 }
 
 // poolPlan is the demo load of one pool: the model its requests name and
@@ -50,7 +53,7 @@ type poolPlan struct {
 
 // start starts the upstream and the proxy and prints what it started.
 func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, error) {
-	r := &runner{opts: o, out: out}
+	r := &runner{opts: o, out: out, lat: newPluginLatency()}
 	cfgBytes, name := demoConfig, demoConfigName
 	if o.config != "" {
 		b, err := os.ReadFile(o.config)
@@ -446,9 +449,11 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		}
 	}
 	now := time.Now()
+	r.pollLatency(now)
 	for _, rw := range rows {
 		tv := rw.stats.view(now, 0, elapsed)
 		r.label(&tv, rw, pools)
+		r.lat.apply(&tv, rw.pool, rw.share > 0, now, 0)
 		s.Teams = append(s.Teams, tv)
 		s.Classes = append(s.Classes, orDash(rw.class))
 		if e := rw.stats.lastError(); e != "" {
@@ -630,9 +635,11 @@ func (r *runner) frameWith(start time.Time, duration time.Duration, rows []row, 
 		StatusErr: statusErr,
 		Upstream:  r.upstream.simLine(),
 	}
+	r.pollLatency(now)
 	for _, rw := range rows {
 		v := rw.stats.view(now, viewWindow, f.Elapsed)
 		r.label(&v, rw, pools)
+		r.lat.apply(&v, rw.pool, rw.share > 0, now, viewWindow)
 		f.Teams = append(f.Teams, v)
 	}
 	return f

@@ -248,6 +248,9 @@ type teamView struct {
 
 	P50, P99 time.Duration // TTFT percentiles
 	HasTTFT  bool
+	// PluginTTFT says P50 and P99 are the plugin's (its first_byte_ms
+	// histogram, latency.go), not the client's.
+	PluginTTFT bool
 
 	Done, Errors, Canceled int
 	DoneWithin, DoneBorrow int

@@ -160,12 +160,12 @@ func renderTable(b *strings.Builder, f frame) {
 			}
 			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %4s %8s %7s %4s\n",
 				t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
-				fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done, t.Errors, wait, usage, lf, rank)
+				ttftCell(t.P50, t), ttftCell(t.P99, t), t.Done, t.Errors, wait, usage, lf, rank)
 		}
 	}
 	renderReplicas(b, "", f.Replicas)
-	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n",
-		rateWindow, viewWindow)
+	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n%s.\n",
+		rateWindow, viewWindow, ttftLegend)
 }
 
 func orDash(s string) string {
@@ -235,7 +235,7 @@ func renderLines(b *strings.Builder, f frame) {
 		for _, t := range g.teams {
 			n, within, borrow := standing(t)
 			fmt.Fprintf(b, "%s %-*s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
-				at, width, t.label(), n, within, borrow, t.Bands, t.TokPerSec, fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT), t.Done)
+				at, width, t.label(), n, within, borrow, t.Bands, t.TokPerSec, ttftCell(t.P50, t), ttftCell(t.P99, t), t.Done)
 			if s := t.Status; s != nil && s.Waiting > 0 {
 				fmt.Fprintf(b, ", %d held", s.Waiting)
 			}
@@ -300,9 +300,10 @@ func renderSummary(b *strings.Builder, s summary) {
 		}
 		fmt.Fprintf(b, "%-*s %-11s %5d %4d %6d %8d  %-10s %7d %6.0f %6s %8s %8s %8s %10s %10s\n",
 			width, t.label(), class, t.Done, t.Errors, t.DoneWithin, t.DoneBorrow, t.Bands, t.Tokens, t.TokPerSec,
-			tokShare, fmtShare(share), fmtDur(t.P50, t.HasTTFT), fmtDur(t.P99, t.HasTTFT),
+			tokShare, fmtShare(share), ttftCell(t.P50, t), ttftCell(t.P99, t),
 			fmtDur(t.P50Within, t.HasP50Within), fmtDur(t.P50Borrow, t.HasP50Borrow))
 	}
+	fmt.Fprintf(b, "%s; p50 within and p50 borrow: the client's, by standing (the plugin's histogram has no standing).\n", ttftLegend)
 	for _, t := range s.Teams {
 		if t.Canceled > 0 {
 			fmt.Fprintf(b, "%s: %d requests cancelled at the end\n", t.label(), t.Canceled)

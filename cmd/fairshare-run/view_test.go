@@ -61,7 +61,7 @@ func demoFrame() frame {
 		}}},
 		Teams: []teamView{
 			{Name: "search", Share: 0.5, InFlight: 5, Within: 5, Bands: "0", TokPerSec: 612,
-				P50: 38 * time.Millisecond, P99: 95 * time.Millisecond, HasTTFT: true, Done: 214,
+				P50: 38 * time.Millisecond, P99: 95 * time.Millisecond, HasTTFT: true, PluginTTFT: true, Done: 214,
 				Status: &statusTeam{Team: "search", Share: 0.5, Reserved: 8, InFlight: 5, Usage: 1200, LevelFairshare: 2.5}},
 			{Name: "chat", Share: 0.3, Bands: "-", Errors: 2},
 			{Name: "research", Share: 0.2, InFlight: 28, Within: 3, Borrowing: 25, Bands: "1, 11-21", TokPerSec: 1500,
@@ -82,7 +82,8 @@ func TestRenderTable(t *testing.T) {
 		"│ WAIT    USAGE      LF RANK\n",
 		"search       50%    8      5      5      0  0              612     38ms     95ms    214    0 │    0     1200     2.5    0\n",
 		"chat         30%    -      0      0      0  -                0        -        -      0    2 │    -        -       -    -\n",
-		"research     20%    3     28      3     25  1, 11-21      1500    2.10s    6.00s     80    0 │    4     9000     0.3    1\n",
+		"research     20%    3     28      3     25  1, 11-21      1500   2.10s*   6.00s*     80    0 │    4     9000     0.3    1\n",
+		ttftLegend + ".\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)
@@ -150,7 +151,7 @@ func TestRenderLines(t *testing.T) {
 		"[ 12s] pool llama-8b: 33/16 in flight, 25 borrowing\n",
 		"[ 12s] search    in flight   5 (within  5, borrowing   0)  priority 0            612 tok/s  TTFT p50   38ms p99   95ms  done 214\n",
 		"[ 12s] chat      in flight   0 (within  0, borrowing   0)  priority -              0 tok/s  TTFT p50      - p99      -  done 0, 2 errors\n",
-		"[ 12s] research  in flight  28 (within  3, borrowing  25)  priority 1, 11-21    1500 tok/s  TTFT p50  2.10s p99  6.00s  done 80, 4 held\n",
+		"[ 12s] research  in flight  28 (within  3, borrowing  25)  priority 1, 11-21    1500 tok/s  TTFT p50 2.10s* p99 6.00s*  done 80, 4 held\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("renderLines() lacks %q; got:\n%s", want, got)
@@ -166,7 +167,7 @@ func TestRenderSummary(t *testing.T) {
 		Classes:  []string{"interactive", "batch"},
 		Teams: []teamView{
 			{Name: "search", Share: 0.5, Bands: "0", Done: 300, DoneWithin: 300, Tokens: 3000, TokPerSec: 75,
-				P50: 40 * time.Millisecond, P99: 90 * time.Millisecond, HasTTFT: true,
+				P50: 40 * time.Millisecond, P99: 90 * time.Millisecond, HasTTFT: true, PluginTTFT: true,
 				P50Within: 40 * time.Millisecond, HasP50Within: true},
 			{Name: "research", Share: 0.2, Bands: "1, 11-21", Done: 100, DoneWithin: 20, DoneBorrow: 80, Tokens: 7000, TokPerSec: 175,
 				P50: 2 * time.Second, P99: 5 * time.Second, HasTTFT: true,
@@ -183,7 +184,8 @@ func TestRenderSummary(t *testing.T) {
 	for _, want := range []string{
 		"summary after 40.0s (simulated vLLM, demo)\n",
 		"search     interactive   300    0    300        0  0             3000     75    30%      50%     40ms     90ms       40ms          -\n",
-		"research   batch         100    0     20       80  1, 11-21      7000    175    70%      20%    2.00s    5.00s      100ms      2.50s\n",
+		"research   batch         100    0     20       80  1, 11-21      7000    175    70%      20%   2.00s*   5.00s*      100ms      2.50s\n",
+		ttftLegend + "; p50 within and p50 borrow: the client's, by standing",
 		"research: 3 requests cancelled at the end\n",
 		"plugin at the end: pool llama-8b in flight 0 (borrowing 0); usage / LF / rank: search 10 / 2 / 0, research 90 / 0.2 / 1\n",
 		"last error of research: status 500\n",

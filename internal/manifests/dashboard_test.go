@@ -73,7 +73,7 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 	chat := func(model string) []byte {
 		return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":4}`, model)
 	}
-	usage := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`)
+	usage := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":2}}}`)
 
 	var metrics []host.Metric
 	run := func(name, cfg string, script func(h *host.Host, setFault, getFault *atomic.Uint32)) {
@@ -564,6 +564,9 @@ func TestDashboard(t *testing.T) {
 		"fairshare_rejected_client_priority_total", "fairshare_stripped_priority_total",
 		"fairshare_waiting", "fairshare_dispatched_total", "fairshare_queue_timeouts_total", "fairshare_queue_time_ms_bucket",
 		"fairshare_rejected_queue_timeout_total",
+		"fairshare_first_byte_ms_bucket", "fairshare_upstream_first_byte_ms_bucket", "fairshare_total_time_ms_bucket",
+		"fairshare_prompt_tokens_total", "fairshare_cached_tokens_total", "fairshare_completion_tokens_total",
+		"fairshare_share", "fairshare_fairness_jain", "fairshare_saturated_teams",
 	} {
 		if _, ok := cat[want]; !ok {
 			names := make([]string, 0, len(cat))
@@ -575,9 +578,56 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
+	// The latency histograms carry the class as well as the pool and team.
+	for _, name := range []string{"fairshare_queue_time_ms_bucket", "fairshare_first_byte_ms_bucket",
+		"fairshare_upstream_first_byte_ms_bucket", "fairshare_total_time_ms_bucket", "fairshare_completion_tokens_total"} {
+		for _, l := range []string{"pool", "team", "class"} {
+			if !cat[name].labels[l] {
+				t.Errorf("%s has no %q label (it has %v)", name, l, cat[name].labels)
+			}
+		}
+	}
+
 	data := readFile(t, dashboardPath)
 	for _, err := range checkDashboard(data, cat) {
 		t.Error(err)
+	}
+	// The latency panels: per-team percentiles of the plugin's histograms
+	// and the service share against the entitlement.
+	exprByPanel := map[string][]string{}
+	{
+		var d struct {
+			Panels []struct {
+				Title   string
+				Targets []struct{ Expr string }
+			}
+		}
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				exprByPanel[p.Title] = append(exprByPanel[p.Title], tg.Expr)
+			}
+		}
+	}
+	for title, want := range map[string][]string{
+		"Time to first byte (TTFT)":         {"histogram_quantile(0.5, sum by (le, team, class) (rate(fairshare_first_byte_ms_bucket", "histogram_quantile(0.99, sum by (le, team, class) (rate(fairshare_first_byte_ms_bucket"},
+		"First byte after dispatch (vLLM)":  {"histogram_quantile(0.99, sum by (le, team, class) (rate(fairshare_upstream_first_byte_ms_bucket"},
+		"End-to-end time":                   {"histogram_quantile(0.99, sum by (le, team, class) (rate(fairshare_total_time_ms_bucket"},
+		"Time held at the gateway by class": {"histogram_quantile(0.99, sum by (le, team, class) (rate(fairshare_queue_time_ms_bucket"},
+		"Service share against entitlement": {"fairshare_completion_tokens_total", "fairshare_share"},
+		"Jain's fairness index":             {"fairshare_fairness_jain", "fairshare_saturated_teams"},
+	} {
+		exprs, ok := exprByPanel[title]
+		if !ok {
+			t.Errorf("no panel %q", title)
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, w) }) {
+				t.Errorf("panel %q: no query with %q (queries %q)", title, w, exprs)
+			}
+		}
 	}
 	// Every metric the plugin defines is on the dashboard.
 	exprs, err := dashboardExprs(data)

@@ -5,7 +5,9 @@
 // priority member as the plugin writes it, the pool record read and
 // written with compare-and-swap at admission and at release, one counter,
 // five response headers, the response body read whole, the clock read
-// twice), with constant data and no other work. Built like plugin.wasm, it
+// at the request headers, the request body, the response headers and the
+// response body, the three latency histograms and two token counters),
+// with constant data and no other work. Built like plugin.wasm, it
 // is the floor of the plugin's design under this ABI and host: what lies
 // between it and the plugin is the plugin's own code.
 package main
@@ -38,6 +40,8 @@ type pluginContext struct {
 	rec     []byte
 	metric  uint32
 	retries uint32
+	hist    uint32         // as the plugin's first_byte_ms and the others
+	tokens  uint32         // as the plugin's prompt_tokens_total and completion_tokens_total
 	free    []*httpContext // deleted stream contexts, reused
 	now     time.Time
 }
@@ -46,6 +50,8 @@ type pluginContext struct {
 func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	pc.metric, _ = hostcalls.DefineMetric(hostcalls.MetricCounter, "callfloor_requests_total")
 	pc.retries, _ = hostcalls.DefineMetric(hostcalls.MetricCounter, "callfloor_cas_retries_total")
+	pc.hist, _ = hostcalls.DefineMetric(hostcalls.MetricHistogram, "callfloor_latency_ms")
+	pc.tokens, _ = hostcalls.DefineMetric(hostcalls.MetricCounter, "callfloor_tokens_total")
 	pc.rec = make([]byte, 0, 64<<10)
 	pc.hdr = make([]byte, 0, hostcalls.ArenaSize) // as the plugin's headerBuffer
 	if _, _, err := hostcalls.GetSharedData(key); err != nil {
@@ -95,9 +101,11 @@ func (pc *pluginContext) update() {
 	}
 }
 
-// OnHttpRequestHeaders reads the header map and removes content-length.
+// OnHttpRequestHeaders reads the clock and the header map and removes
+// content-length.
 func (h *httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 	pc := h.pc
+	pc.now = time.Now()
 	pc.pairs, pc.hdr, _ = hostcalls.GetHeaderMapPairsInto(pc.hdr, pc.pairs, hostcalls.MapHTTPRequestHeaders)
 	_ = hostcalls.RemoveHttpRequestHeader("content-length")
 	return types.ActionContinue
@@ -133,7 +141,8 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	return types.ActionContinue
 }
 
-// OnHttpResponseHeaders reads the header map and sets five headers.
+// OnHttpResponseHeaders reads the header map, sets five headers, reads
+// the clock and records two histograms.
 func (h *httpContext) OnHttpResponseHeaders(int, bool) types.Action {
 	pc := h.pc
 	pc.pairs, pc.hdr, _ = hostcalls.GetHeaderMapPairsInto(pc.hdr, pc.pairs, hostcalls.MapHTTPResponseHeaders)
@@ -142,11 +151,15 @@ func (h *httpContext) OnHttpResponseHeaders(int, bool) types.Action {
 	_ = hostcalls.ReplaceHttpResponseHeader("x-fairshare-priority", "0")
 	_ = hostcalls.ReplaceHttpResponseHeader("x-fairshare-borrowing", "false")
 	_ = hostcalls.ReplaceHttpResponseHeader("x-fairshare-queue-time", "0.000")
+	ms := time.Now().Sub(pc.now).Milliseconds() // Now: both WASI clocks, as the plugin reads them
+	_ = hostcalls.RecordMetric(pc.hist, uint64(ms))
+	_ = hostcalls.RecordMetric(pc.hist, uint64(ms))
 	return types.ActionContinue
 }
 
-// OnHttpResponseBody buffers the response and, at its end, reads it and
-// updates the record.
+// OnHttpResponseBody buffers the response and, at its end, reads it,
+// reads the clock, records a histogram, adds to two counters and updates
+// the record.
 func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 	if !eos {
 		return types.ActionPause
@@ -156,7 +169,10 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 	if err == nil && cap(resp) > cap(pc.resp) {
 		pc.resp = resp[:0]
 	}
-	pc.now = time.Now()
+	ms := time.Now().Sub(pc.now).Milliseconds() // Now: both WASI clocks, as the plugin reads them
+	_ = hostcalls.RecordMetric(pc.hist, uint64(ms))
+	_ = hostcalls.IncrementMetric(pc.tokens, 1)
+	_ = hostcalls.IncrementMetric(pc.tokens, 1)
 	pc.update()
 	return types.ActionContinue
 }
