@@ -57,12 +57,12 @@ const maxLogs = 20000
 // Envoy validates a configuration) and then opts.VMs worker VMs, each
 // running _initialize, proxy_on_context_create(root, 0),
 // proxy_on_vm_start(root, len(VMConfig)) and proxy_on_configure(root,
-// len(PluginConfig)). It fails if an import is missing for the chosen WASI
-// behaviour, if a call traps, or if on_vm_start or on_configure returns
+// len(PluginConfig)). It fails if an import is missing for the chosen
+// Profile, if a call traps, or if on_vm_start or on_configure returns
 // false. With a RealClock each worker VM gets a tick goroutine.
 func (m *Module) Start(ctx context.Context, opts Options) (*Host, error) {
 	opts.defaults()
-	if err := m.checkImports(opts.WASI); err != nil {
+	if err := m.checkImports(opts.Profile); err != nil {
 		return nil, err
 	}
 	h := &Host{m: m, opts: opts, metrics: newMetricStore(), stop: make(chan struct{})}
