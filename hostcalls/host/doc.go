@@ -78,9 +78,11 @@
 // with Envoy's status: an id that is not a live context of this VM
 // (BAD_ARGUMENT), a write to a body that is not held (BAD_ARGUMENT), a
 // header change after the headers continued (BAD_ARGUMENT); what Envoy
-// ignores is ignored (a continue from the callback that returns the stop,
-// a continue or local reply with no stream effective: OK, nothing done,
-// noted in the transcript). A shared queue notifies the VM that registered
+// ignores is ignored (a continue or local reply with no stream effective:
+// OK, nothing done, noted in the transcript). A continue from a callback
+// of the same stream and direction, on which a debug Envoy aborts and a
+// release one leaves the stream paused for good, is a fatal host error
+// (Host.HostErrors, ErrContinueInOwnCallback) and resumes nothing. A shared queue notifies the VM that registered
 // it last, after the enqueuing callback returns. FLOW-NOTES.md lists the
 // facts with their places in Envoy's and cpp-host's source.
 //
