@@ -24,9 +24,10 @@ import (
 //
 // What does not differ: the env (proxy_*) functions. FOR_ALL_HOST_FUNCTIONS
 // and FOR_ALL_HOST_FUNCTIONS_ABI_SPECIFIC in include/proxy-wasm/exports.h
-// are identical at f199214, c4d7bb0 and 94091cd, every one of them exists
-// since 2020 (6bb50d0, 56204b1, a6b0f83, d1e7040), and `git diff f199214
-// 94091cd -- src/exports.cc` removes no line and adds only WASI functions;
+// are identical at b0a0594, f199214, c4d7bb0 and 94091cd, every one of
+// them exists since 2020 (6bb50d0, 56204b1, a6b0f83, d1e7040), and `git
+// diff b0a0594 94091cd -- src/exports.cc` removes no line and adds only
+// WASI functions;
 // the one change in src/context.cc (allow_on_headers_stop_iteration_,
 // default false: StopIteration from a headers callback is still turned
 // into StopAllIterationAndWatermark) is not visible to a 0.2.x module.
@@ -69,10 +70,14 @@ const (
 	// args_sizes_get, clock_time_get, random_get, proc_exit, path_open,
 	// fd_prestat_get, fd_prestat_dir_name (exports.h at f199214): a module
 	// importing sched_yield, poll_oneoff or fd_fdstat_set_flags fails to
-	// load. During allocation only proxy_log, fd_write and clock_time_get;
-	// during _initialize only proxy_log, fd_write, args_*, environ_*,
-	// fd_prestat_get, fd_prestat_dir_name, clock_time_get and random_get
-	// (src/wasm.cc startVm at f199214): no fd_fdstat_get.
+	// load. Every pin of that range is the same for a module: exports.h's
+	// lists, src/exports.cc and startVm's list are identical at b0a0594
+	// (Envoy 1.24.0) and f199214. During allocation only proxy_log,
+	// fd_write and clock_time_get; during _initialize only proxy_log,
+	// fd_write, args_*, environ_*, fd_prestat_get, fd_prestat_dir_name,
+	// clock_time_get and random_get (src/wasm.cc startVm at f199214): no
+	// fd_fdstat_get, which Go's syscall init calls (internal/wasmlink
+	// gives plugin.wasm its own).
 	ProfileCppHostPreC4d7bb0
 )
 

@@ -107,16 +107,18 @@ func TestProfileImports(t *testing.T) {
 				}
 				m.Close(t.Context())
 			}
+			var env []asmImport
 			for _, f := range envFunctions {
-				m, err := Compile(t.Context(), assemble([]asmImport{envImport(f.name)}, -1))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := m.Start(t.Context(), Options{VMID: uniqueVMID(t), Profile: tc.profile}); err != nil {
-					t.Errorf("import env.%s: Start = %v", f.name, err)
-				}
-				m.Close(t.Context())
+				env = append(env, envImport(f.name))
 			}
+			m, err := Compile(t.Context(), assemble(env, -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Start(t.Context(), Options{VMID: uniqueVMID(t), Profile: tc.profile}); err != nil {
+				t.Errorf("importing every env function: Start = %v", err)
+			}
+			m.Close(t.Context())
 		})
 	}
 	for _, p := range Profiles {
