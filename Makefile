@@ -11,8 +11,16 @@
 GO          ?= go
 WASM        := plugin.wasm
 # The Go linker's output, before the post-link step (cmd/wasm-wasi) that
-# gives plugin.wasm its own poll_oneoff, sched_yield and fd_fdstat_set_flags.
+# gives plugin.wasm its own poll_oneoff, sched_yield, fd_fdstat_set_flags and
+# fd_fdstat_get.
 RAW_WASM    := build/plugin.raw.wasm
+# The older host profiles (hostcalls/host Profile) under which make test runs
+# the plugin's tests once more (the first run is under the newest,
+# cpp-host-94091cd, Envoy ≥ 1.39): cpp-host-c4d7bb0 is Envoy 1.32.13–1.38,
+# cpp-host-pre-c4d7bb0 Envoy 1.24–1.32.12. The two tests skipped run every
+# profile themselves.
+OLD_PROFILES := cpp-host-c4d7bb0 cpp-host-pre-c4d7bb0
+PROFILE_SKIP := TestWasmLegacyWASISurvivesGC|TestWasmLoadsUnderEveryProfile
 # staticcheck v0.8.2 is release 2026.2.2 (the proxy serves the v0.x tags only).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TOOLS       := $(CURDIR)/build/tools
@@ -37,8 +45,12 @@ build: ## Build plugin.wasm (GOOS=wasip1, c-shared, then cmd/wasm-wasi) and prin
 	$(GO) run ./cmd/wasm-wasi -in $(RAW_WASM) -out $(WASM)
 	@echo "$(WASM): $$(wc -c < $(WASM)) bytes, sha256 $$(sha256sum $(WASM) | cut -d' ' -f1)"
 
-test: build ## Run all tests against the built plugin.wasm, then the race detector on the host and the core.
+test: build ## Run all tests against the built plugin.wasm, the plugin's again under each older host profile, then the race detector on the host and the core.
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+	for p in $(OLD_PROFILES); do \
+		echo "plugin tests under host profile $$p"; \
+		FAIRSHARE_HOST_PROFILE=$$p FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -skip '$(PROFILE_SKIP)' ./plugin/ || exit 1; \
+	done
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -race ./hostcalls/host/ ./hostcalls/host/proxy/ ./fairshare/
 
 run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=, REPLICAS=).

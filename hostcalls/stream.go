@@ -8,9 +8,16 @@ package hostcalls
 // callback's action, when the running callback returns; close resets it.
 // Both act on the effective context. Results (Envoy): OK for 0..2, also
 // when nothing is paused or no HTTP stream is effective (then nothing
-// happens), and for a continue made in the very callback that returns the
-// pause (which it does not undo); continue UPSTREAM is UNIMPLEMENTED;
-// BAD_ARGUMENT above 3.
+// happens); continue UPSTREAM is UNIMPLEMENTED; BAD_ARGUMENT above 3.
+// Never continue a stream from its own callback (on_request_* for the
+// request, on_response_* for the response): cpp-host runs the continue
+// when the callback returns, before Envoy records the callback's result,
+// so a debug Envoy aborts ("Attempting to continue iteration while the
+// IterationState is already Continue", filter_manager.cc commonContinue)
+// and a release one resumes nothing and then pauses the stream as the
+// callback returned, with no continue pending: the request hangs. The
+// call still answers OK. Return Continue instead, or continue from a
+// later callback (a tick, on_queue_ready, an http_call answer).
 //
 // proxy_set_effective_context(context_id) → status
 //

@@ -408,7 +408,8 @@ func fastAPIJSON(ct string) bool {
 func TestWasmRewriteRefusedIs500AndLeaksNothing(t *testing.T) {
 	var refuse atomic.Bool
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: 1, PluginName: pluginName, VMID: t.Name(), PluginConfig: []byte(flowConfig),
+		Profile: hostProfile,
+		VMs:     1, PluginName: pluginName, VMID: t.Name(), PluginConfig: []byte(flowConfig),
 		Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)),
 		BufferFault: func(_ int, bt hostcalls.BufferType) hostcalls.Status {
 			if refuse.Load() && bt == hostcalls.BufferHTTPRequestBody {
@@ -420,6 +421,7 @@ func TestWasmRewriteRefusedIs500AndLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noHostErrors(t, h)
 	defer h.Close(context.Background())
 	// Admitted at once: the body cannot be rewritten, so the client's
 	// priority must not go: 500, and the grant released.

@@ -55,13 +55,15 @@ func startReplica(t *testing.T, url, replica string, vms int) *host.Host {
 func startReplicaConfig(t *testing.T, url, replica string, vms int, cfg string) *host.Host {
 	t.Helper()
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
+		Profile: hostProfile,
+		VMs:     vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
 		PluginConfig: []byte(cfg), Clusters: map[string]string{"etcd": url},
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", replica, err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
+	noHostErrors(t, h)
 	return h
 }
 

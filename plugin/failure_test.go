@@ -80,13 +80,15 @@ func startFaulty(t testing.TB, cfg string, vms int, prefix string) (*host.Host, 
 	f := &faults{prefix: prefix}
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
+		Profile: hostProfile,
+		VMs:     vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
 		Clock: clock, Seed: 11, SharedDataFault: f.hook,
 	})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
+	noHostErrors(t, h)
 	return h, f
 }
 

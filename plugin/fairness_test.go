@@ -50,12 +50,13 @@ func newVTRun(t *testing.T, withPlugin bool, seed uint64) *vtRun {
 	r := &vtRun{t: t, sim: vllmsim.NewSim(vtEngine(), 1, seed), team: map[string]string{}}
 	if withPlugin {
 		r.clock = host.NewVirtualClock(vllmsim.SimEpoch)
-		h, err := compiled(t).Start(context.Background(), host.Options{VMs: 2, PluginName: pluginName,
+		h, err := compiled(t).Start(context.Background(), host.Options{Profile: hostProfile, VMs: 2, PluginName: pluginName,
 			VMID: fmt.Sprintf("%s-%p", t.Name(), r), PluginConfig: []byte(vtConfig), Clock: r.clock, Seed: seed})
 		if err != nil {
 			t.Fatalf("start: %v", err)
 		}
 		t.Cleanup(func() { h.Close(context.Background()) })
+		noHostErrors(t, h)
 		r.h = h
 	}
 	return r

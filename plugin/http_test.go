@@ -68,12 +68,14 @@ func startProxy(t *testing.T, cfg string, vms int, ts float64) *proxyEnv {
 	up := httptest.NewServer(e.sim)
 	t.Cleanup(up.Close)
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
+		Profile: hostProfile,
+		VMs:     vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
 	})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
+	noHostErrors(t, h)
 	e.h = h
 	u, _ := url.Parse(up.URL)
 	px := httptest.NewServer(proxy.New(h, u))

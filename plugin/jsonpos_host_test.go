@@ -16,6 +16,7 @@ import (
 func TestWasmConfigSyntaxErrorLogged(t *testing.T) {
 	var logs bytes.Buffer
 	_, err := compiled(t).Start(context.Background(), host.Options{
+		Profile:      hostProfile,
 		PluginName:   pluginName,
 		VMID:         "syntax-error",
 		PluginConfig: []byte("{\n  \"tick\": \"1s\",\n  \"pools\": [}\n"),

@@ -57,11 +57,12 @@ func TestWasmReconfigureKeepsUsageAndInFlight(t *testing.T) {
 func TestWasmDeadVMLeaksNoSlot(t *testing.T) {
 	cfg := strings.Replace(testConfig, `"tick": "1s"`, `"tick": "1s", "holder_timeout": "3s", "request_timeout": "20s"`, 1)
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	opts := host.Options{VMs: 1, PluginName: pluginName, VMID: "dead-vm-" + t.Name(), PluginConfig: []byte(cfg), Clock: clock, Seed: 3}
+	opts := host.Options{Profile: hostProfile, VMs: 1, PluginName: pluginName, VMID: "dead-vm-" + t.Name(), PluginConfig: []byte(cfg), Clock: clock, Seed: 3}
 	alive, err := compiled(t).Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	noHostErrors(t, alive)
 	defer alive.Close(context.Background())
 	opts.Seed = 4
 	dying, err := compiled(t).Start(context.Background(), opts)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
 // The tests below keep plugin.wasm away from the WASI call poll_oneoff,
@@ -98,22 +100,51 @@ func TestPluginStartsNoTimerGoroutineOrFile(t *testing.T) {
 	}
 }
 
-// TestWasmLegacyWASISurvivesGC: under the WASI of Envoy 1.33–1.38
-// (poll_oneoff answers ENOSYS) one VM of the built plugin schedules and
-// releases requests whose bodies add up to more than 4 GiB, more than a
-// 32-bit Wasm memory can hold, so the collector ran many times; a single
-// poll_oneoff would have killed the VM. Bodies of 1 KiB to 7 MiB, with
-// requests held open across collections, make the heap grow and shrink.
+// TestWasmLegacyWASISurvivesGC: under the cpp-host of Envoy 1.32.13–1.38
+// (host.ProfileCppHostC4d7bb0), where poll_oneoff answers ENOSYS and a
+// single call kills a Go module ("fatal error: poll_oneoff failed"), one
+// VM schedules and releases requests whose bodies add up to more than
+// 4 GiB, more than a 32-bit Wasm memory can hold, so the collector ran
+// many times. First the plugin as the Go linker wrote it (wasmbuild.Raw),
+// which still imports the host's poll_oneoff: it survives only because no
+// code of the plugin sets up the runtime's poller (see
+// TestPluginStartsNoTimerGoroutineOrFile), so this guards that discipline
+// (the gc test module of hostcalls/host, which arms a timer, dies there:
+// TestLegacyWASIKillsGoOnGC). Then the module as it ships, through the
+// post-link step, under that profile and the newest. Bodies of 1 KiB to
+// 7 MiB, with requests held open across collections, make the heap grow
+// and shrink.
 func TestWasmLegacyWASISurvivesGC(t *testing.T) {
+	raw, err := host.Compile(context.Background(), wasmbuild.Raw(t, wasmbuild.PluginPackage))
+	if err != nil {
+		t.Fatalf("compile the linker's plugin.wasm: %v", err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	if sent, err := gcLoad(t, raw, host.ProfileCppHostC4d7bb0); err != nil {
+		t.Errorf("%s, the linker's module (host poll_oneoff): after %d MiB: %v", host.ProfileCppHostC4d7bb0, sent>>20, err)
+	}
+	for _, p := range []host.Profile{host.ProfileCppHostC4d7bb0, host.ProfileCppHost94091cd} {
+		if sent, err := gcLoad(t, compiled(t), p); err != nil {
+			t.Errorf("%s: after %d MiB: %v", p, sent>>20, err)
+		}
+	}
+}
+
+// gcLoad starts m under profile p and pushes more than 4 GiB of request
+// bodies through one VM (see TestWasmLegacyWASISurvivesGC); it returns the
+// bytes sent and the VM's failure, or nil once every request is released
+// and the pools are idle.
+func gcLoad(t *testing.T, m *host.Module, p host.Profile) (int64, error) {
+	t.Helper()
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: 1, PluginName: pluginName, VMID: "legacy-wasi-gc", PluginConfig: []byte(testConfig), Clock: clock, Seed: 7,
-		WASI: host.WASILegacy, BufferLimit: 8 << 20,
+	h, err := m.Start(context.Background(), host.Options{
+		VMs: 1, PluginName: pluginName, VMID: "legacy-wasi-gc-" + p.String() + fmt.Sprintf("-%p", m), PluginConfig: []byte(testConfig), Clock: clock, Seed: 7,
+		Profile: p, BufferLimit: 8 << 20,
 	})
 	if err != nil {
-		t.Fatalf("start under the legacy WASI: %v", err)
+		t.Fatalf("start under %s: %v", p, err)
 	}
-	t.Cleanup(func() { h.Close(context.Background()) })
+	defer h.Close(context.Background())
 	pad := strings.Repeat("x", 7<<20)
 	var sent int64
 	var open []*host.Stream
@@ -126,10 +157,10 @@ func TestWasmLegacyWASISurvivesGC(t *testing.T) {
 		sent += int64(len(body))
 		s := request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", []string{"a", "b", "c"}[i%3]}}, body)
 		if err := h.VMs()[0].Failed(); err != nil {
-			t.Fatalf("request %d (%d MiB sent): the VM died: %v", i, sent>>20, err)
+			return sent, fmt.Errorf("request %d: the VM died: %w (log: %s)", i, err, lastLogs(h))
 		}
 		if lr := s.LocalReply(); lr != nil {
-			t.Fatalf("request %d: local reply %d %s", i, lr.Status, lr.Body)
+			t.Fatalf("%s: request %d: local reply %d %s", p, i, lr.Status, lr.Body)
 		}
 		open = append(open, s)
 		if len(open) > 8 {
@@ -145,7 +176,23 @@ func TestWasmLegacyWASISurvivesGC(t *testing.T) {
 	}
 	h.Advance(time.Second)
 	if err := h.VMs()[0].Failed(); err != nil {
-		t.Fatalf("after %d MiB: the VM died: %v", sent>>20, err)
+		return sent, fmt.Errorf("at the end: the VM died: %w (log: %s)", err, lastLogs(h))
 	}
 	checkIdle(t, h, "small", "rest")
+	return sent, nil
+}
+
+// lastLogs returns the guest's "fatal error" line if it logged one, else
+// its last log message.
+func lastLogs(h *host.Host) string {
+	logs := h.Logs()
+	for _, l := range logs {
+		if strings.HasPrefix(l.Message, "fatal error") {
+			return l.Message
+		}
+	}
+	if len(logs) == 0 {
+		return ""
+	}
+	return logs[len(logs)-1].Message
 }

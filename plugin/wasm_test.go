@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,12 @@ import (
 // host (hostcalls/host), driving HTTP streams event by event as Envoy does.
 
 const pluginName = "fairshare-test"
+
+// hostProfile is the host profile (the cpp-host, and so the Envoy
+// releases, emulated) the wasm tests run under: $FAIRSHARE_HOST_PROFILE
+// (a host.Profile's String; make test runs the tests once more for each
+// older profile), else the newest.
+var hostProfile, hostProfileErr = host.ParseProfile(os.Getenv("FAIRSHARE_HOST_PROFILE"))
 
 var (
 	moduleOnce sync.Once
@@ -64,18 +71,36 @@ const testConfig = `{
   ]
 }`
 
-// start starts the plugin on vms VMs on a virtual clock.
+// start starts the plugin on vms VMs on a virtual clock, under
+// hostProfile. At the end of the test it fails on any host error (a call
+// Envoy would assert on, Host.HostErrors) and closes the host.
 func start(t testing.TB, cfg string, vms int) (*host.Host, *host.VirtualClock) {
 	t.Helper()
+	if hostProfileErr != nil {
+		t.Fatalf("FAIRSHARE_HOST_PROFILE: %v", hostProfileErr)
+	}
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	h, err := compiled(t).Start(context.Background(), host.Options{
 		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg), Clock: clock, Seed: 7,
+		Profile: hostProfile,
 	})
 	if err != nil {
-		t.Fatalf("start: %v", err)
+		t.Fatalf("start under %s: %v", hostProfile, err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
+	noHostErrors(t, h)
 	return h, clock
+}
+
+// noHostErrors makes t fail at its end on any host error of h (a call on
+// which Envoy asserts, such as a continue_stream from the stream's own
+// callback: host.Host.HostErrors).
+func noHostErrors(t testing.TB, h *host.Host) {
+	t.Cleanup(func() {
+		for _, e := range h.HostErrors() {
+			t.Errorf("host error under %s: %v", hostProfile, e)
+		}
+	})
 }
 
 // pool decodes a pool record from the host's shared data.
@@ -429,6 +454,7 @@ func TestWasmStatus(t *testing.T) {
 
 func TestWasmBadConfigFailsStart(t *testing.T) {
 	_, err := compiled(t).Start(context.Background(), host.Options{
+		Profile:      hostProfile,
 		PluginName:   pluginName,
 		PluginConfig: []byte(`{"tick":"soon","pools":[{"name":"a.b","capacity":0,"models":["m"],"teams":{"x":{"share":2}}}]}`),
 	})

@@ -1,7 +1,7 @@
 // Command wasm-wasi is the post-link step of make build: it replaces the
-// wasi_snapshot_preview1 imports that older proxy-wasm hosts lack with
-// functions defined in the module (internal/wasmlink) and writes the
-// result.
+// wasi_snapshot_preview1 imports that older proxy-wasm hosts lack (or
+// forbid during _initialize) with functions defined in the module
+// (internal/wasmlink) and writes the result.
 //
 //	go run ./cmd/wasm-wasi -in build/plugin.raw.wasm -out plugin.wasm
 package main

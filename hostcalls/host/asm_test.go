@@ -79,6 +79,25 @@ func bytesOf(ts []api.ValueType) [][]byte {
 // assemble builds the module; mallocCalls ≥ 0 makes malloc call that
 // import (with zero arguments) before allocating.
 func assemble(imports []asmImport, mallocCalls int) []byte {
+	return assembleInit(imports, mallocCalls, -1)
+}
+
+// zeroArgs returns the instructions that push a zero for each parameter.
+func zeroArgs(params []api.ValueType) []byte {
+	var b []byte
+	for _, p := range params {
+		if p == api.ValueTypeI64 {
+			b = append(b, 0x42, 0x00)
+		} else {
+			b = append(b, 0x41, 0x00)
+		}
+	}
+	return b
+}
+
+// assembleInit is assemble with, for initCalls ≥ 0, an _initialize export
+// that calls that import (with zero arguments).
+func assembleInit(imports []asmImport, mallocCalls, initCalls int) []byte {
 	var types, imps, funcs, exports, codes [][]byte
 	for i, im := range imports {
 		types = append(types, functype(im.params, im.results))
@@ -112,6 +131,15 @@ func assemble(imports []asmImport, mallocCalls int) []byte {
 	// global.get 0; global.get 0; local.get 0; i32.add; global.set 0
 	malloc = append(malloc, 0x23, 0x00, 0x23, 0x00, 0x20, 0x00, 0x6a, 0x24, 0x00)
 	addFunc("malloc", []api.ValueType{i32}, []api.ValueType{i32}, malloc)
+	if initCalls >= 0 {
+		im := imports[initCalls]
+		body := append(zeroArgs(im.params), 0x10)
+		body = append(body, uleb(uint64(initCalls))...)
+		for range im.results {
+			body = append(body, 0x1a)
+		}
+		addFunc("_initialize", nil, nil, body)
+	}
 	for i, im := range imports {
 		var body []byte
 		for j := range im.params {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,15 +89,21 @@ func TestConformanceMetrics(t *testing.T) {
 }
 
 // TestConformanceGCLegacy: the conformance module's gc step, as the
-// linker wrote the module, dies under the legacy WASI; it survives under
-// the fixed one, and under the legacy one once through the post-link step.
+// linker wrote the module, dies under ProfileCppHostC4d7bb0 and does not
+// load under ProfileCppHostPreC4d7bb0 (a missing import); through the
+// post-link step it survives under every profile.
 func TestConformanceGCLegacy(t *testing.T) {
 	script := `{"on":{"configure":[{"call":"gc","n":20}]}}`
-	if _, err := rawModule(t, conformancePkg).Start(t.Context(), Options{VMID: uniqueVMID(t), WASI: WASILegacy, PluginConfig: []byte(script)}); err == nil {
-		t.Fatal("legacy WASI: 20 GCs in on_configure survived")
+	if _, err := rawModule(t, conformancePkg).Start(t.Context(), Options{VMID: uniqueVMID(t), Profile: ProfileCppHostC4d7bb0, PluginConfig: []byte(script)}); err == nil {
+		t.Fatalf("%s: 20 GCs in on_configure survived", ProfileCppHostC4d7bb0)
 	}
-	conformanceRun(t, script, Options{WASI: WASIFixed})
-	conformanceRun(t, script, Options{WASI: WASILegacy})
+	_, err := rawModule(t, conformancePkg).Start(t.Context(), Options{VMID: uniqueVMID(t), Profile: ProfileCppHostPreC4d7bb0, PluginConfig: []byte(script)})
+	if err == nil || !strings.Contains(err.Error(), "Failed to load Wasm module due to a missing import: wasi_snapshot_preview1.") {
+		t.Errorf("%s: Start = %v, want a missing import", ProfileCppHostPreC4d7bb0, err)
+	}
+	for _, p := range Profiles {
+		conformanceRun(t, script, Options{Profile: p})
+	}
 }
 
 // TestConformanceQueueAcrossVMs: every VM registers queue "q" in

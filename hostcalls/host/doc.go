@@ -40,10 +40,33 @@
 // allocation, restricted callbacks during allocation and _initialize).
 //
 // The WASI is the host's own wasi_snapshot_preview1 (and wasi_unstable)
-// with the functions cpp-host provides, in two behaviours: WASILegacy
-// (Envoy 1.33–1.38: poll_oneoff answers ENOSYS, which kills a Go guest at
-// a garbage collection) and WASIFixed (Envoy ≥ 1.39). The clocks read the
-// host Clock, so a VirtualClock drives a Go guest's time.Now.
+// with the functions cpp-host provides. The clocks read the host Clock, so
+// a VirtualClock drives a Go guest's time.Now.
+//
+// # Profiles
+//
+// Options.Profile picks the proxy-wasm-cpp-host, and so the Envoy
+// releases, emulated where the shipped hosts differ (profile.go has each
+// fact with its file and commit):
+//
+//	ProfileCppHost94091cd     Envoy ≥ 1.39 (the zero value): every WASI function the
+//	                          host has, poll_oneoff succeeds, the long _initialize list
+//	ProfileCppHostC4d7bb0     Envoy 1.32.13–1.38: 18 WASI functions, poll_oneoff
+//	                          ENOSYS (kills a Go guest at a GC), sched_yield 0,
+//	                          fd_fdstat_set_flags ENOSYS
+//	ProfileCppHostPreC4d7bb0  Envoy 1.24–1.32.12: the 15 WASI functions only; a module
+//	                          importing another fails to load ("Failed to load Wasm
+//	                          module due to a missing import: wasi_snapshot_preview1.
+//	                          sched_yield"); _initialize may not call fd_fdstat_get
+//
+// What differs: the WASI functions a module may import (anything else is
+// refused at Start with cpp-host's message), poll_oneoff's answer, and
+// the host functions V8 lets a guest call during _initialize and during
+// its allocator (a call outside the list traps with restricted_callback,
+// as Envoy's default engine does; WAMR and Wasmtime do not check). The
+// env (proxy_*) functions are the same under every profile: cpp-host's
+// lists of them are identical at f199214, c4d7bb0 and 94091cd and none of
+// their implementations changed in a way a 0.2.x module can see.
 //
 // # Holding a request
 //
@@ -55,9 +78,11 @@
 // with Envoy's status: an id that is not a live context of this VM
 // (BAD_ARGUMENT), a write to a body that is not held (BAD_ARGUMENT), a
 // header change after the headers continued (BAD_ARGUMENT); what Envoy
-// ignores is ignored (a continue from the callback that returns the stop,
-// a continue or local reply with no stream effective: OK, nothing done,
-// noted in the transcript). A shared queue notifies the VM that registered
+// ignores is ignored (a continue or local reply with no stream effective:
+// OK, nothing done, noted in the transcript). A continue from a callback
+// of the same stream and direction, on which a debug Envoy aborts and a
+// release one leaves the stream paused for good, is a fatal host error
+// (Host.HostErrors, ErrContinueInOwnCallback) and resumes nothing. A shared queue notifies the VM that registered
 // it last, after the enqueuing callback returns. FLOW-NOTES.md lists the
 // facts with their places in Envoy's and cpp-host's source.
 //
@@ -76,8 +101,8 @@
 // each documented with its parameters, its results and, where it reads or
 // writes guest memory, a picture of that memory. They are registered from
 // one table, functions.go: envFunctions (module "env") and wasiFunctions
-// (wasi_snapshot_preview1 and wasi_unstable; wasiFixedOnly and
-// wasiProvides say which of them WASILegacy lacks). Compile
+// (wasi_snapshot_preview1 and wasi_unstable; wasiProvides in profile.go
+// says which of them each Profile has). Compile
 // instantiates the host modules from the tables (module.go: wrap finds the
 // calling VM and enforces the restricted callbacks). One file per family:
 //
@@ -100,7 +125,8 @@
 // The rest: module.go (Module, Compile, the host modules), host.go (Host,
 // Start, Reconfigure, Close, the VMs' lifecycle), vm.go (VM: calls into
 // the guest, the allocator, the transcript, guest-memory helpers),
-// options.go (Options), stream.go and stream_state.go (Stream: the filter
+// options.go (Options), profile.go (Profile: what differs between the
+// cpp-hosts Envoy ships, and the lists that say so), stream.go and stream_state.go (Stream: the filter
 // chain's events and what they did), serve.go (what a front end uses:
 // EnterServe, ExitServe, PickStream). The local proxy is package
 // hostcalls/host/proxy; it uses only this package's exported API.

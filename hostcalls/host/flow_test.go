@@ -1,7 +1,9 @@
 package host
 
 import (
+	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,11 +183,17 @@ func TestStreamOfAnotherVM(t *testing.T) {
 	equal(t, "resumed by its own VM", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, `{"priority":1}`})
 }
 
-// TestContinueInOwnCallbackHolds: proxy_continue_stream called from the
-// body callback that returns StopIterationAndBuffer resumes nothing
-// (Envoy runs the continue before the stop is recorded): the request stays
-// held until a later callback resumes it.
-func TestContinueInOwnCallbackHolds(t *testing.T) {
+// TestContinueInOwnCallbackIsAHostError: a module that calls
+// proxy_continue_stream from the body callback that returns
+// StopIterationAndBuffer is caught: the call answers OK, as cpp-host
+// does, but it is a host error (HostErrors: ErrContinueInOwnCallback,
+// and a critical log line) because Envoy asserts on it in a debug build;
+// as in a release build it resumes nothing, so the request stays held
+// with no continue pending, until a later callback (here a tick) resumes
+// it. The same call in on_request_headers returning Continue is caught
+// too (the filter is not stopped: the assertion fires), and the request
+// goes on with the callback's Continue.
+func TestContinueInOwnCallbackIsAHostError(t *testing.T) {
 	h := flowHost(t, `{"on":{
 		"configure":[{"call":"set_tick_period_milliseconds","n":10}],
 		"request_body":[{"call":"continue_stream","stream":"request"}],
@@ -193,12 +201,34 @@ func TestContinueInOwnCallbackHolds(t *testing.T) {
 		"return":{"request_body":1}}`, Options{Transcript: true})
 	s := h.NewStream(0)
 	s.RequestHeaders(postReq, false)
+	equal(t, "no host error before", len(h.HostErrors()), 0)
 	equal(t, "body", s.RequestBody([]byte("abcd"), true), StopIterationAndBuffer)
 	equal(t, "log", messages(h, 0, "continue_stream"), []string{`continue_stream(stream=request) -> status=OK`})
-	equal(t, "still held", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{false, ""})
-	equal(t, "transcript note", grep(h.Transcript(0), "own callback"), []string{"(proxy_continue_stream during the stream's own callback: no effect)"})
+	equal(t, "stuck", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{false, ""})
+	errs := h.HostErrors()
+	if len(errs) != 1 || !errors.Is(errs[0], ErrContinueInOwnCallback) {
+		t.Fatalf("HostErrors = %v, want one ErrContinueInOwnCallback", errs)
+	}
+	critical := 0
+	for _, l := range h.Logs() {
+		if l.Level == hostcalls.LogLevelCritical && strings.Contains(l.Message, "Attempting to continue iteration while the IterationState is already Continue") {
+			critical++
+		}
+	}
+	equal(t, "critical log lines", critical, 1)
+	equal(t, "transcript note", grep(h.Transcript(0), "own callback"), []string{"(proxy_continue_stream during the stream's own callback: host error, dropped)"})
 	tickVM(t, h, 0)
 	equal(t, "resumed from the tick", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, "abcd"})
+	equal(t, "the tick's continue is no host error", len(h.HostErrors()), 1)
+
+	h = flowHost(t, `{"on":{"request_headers":[{"call":"continue_stream","stream":"request"}]}}`, Options{})
+	s = h.NewStream(0)
+	equal(t, "headers", s.RequestHeaders(postReq, false), Continue)
+	if errs := h.HostErrors(); len(errs) != 1 || !errors.Is(errs[0], ErrContinueInOwnCallback) {
+		t.Fatalf("headers: HostErrors = %v, want one ErrContinueInOwnCallback", errs)
+	}
+	s.RequestBody([]byte("abcd"), true)
+	equal(t, "headers: the request goes on", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, "abcd"})
 }
 
 // TestLocalReplyFromTick: a held request answered from a tick (429 with

@@ -1,8 +1,6 @@
 package host
 
 import (
-	"slices"
-
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls"
@@ -107,10 +105,10 @@ var envFunctions = [...]hostFunction{
 
 // wasiFunctions is the WASI of the host (wasi.go), exported under both
 // wasi_snapshot_preview1 and wasi_unstable: every function some WASI
-// behaviour provides. Which of them a Host accepts as imports is
-// wasiProvides(Options.WASI, name); a behaviour that answers a function
-// differently picks the variant inside that function (poll_oneoff:
-// pollOneoffNosys or pollOneoffFixed). Every row is a plain value, so
+// profile provides. Which of them a Host accepts as imports is
+// wasiProvides(Options.Profile, name) (profile.go); a profile that answers
+// a function differently picks the variant inside that function
+// (poll_oneoff: pollOneoffNosys or pollOneoffFixed). Every row is a plain value, so
 // another set of WASI functions is a subset of this table, or a copy with
 // one row's fn replaced (e.g. poll_oneoff by pollOneoffNosys).
 var wasiFunctions = [...]hostFunction{
@@ -134,20 +132,6 @@ var wasiFunctions = [...]hostFunction{
 	{name: "sched_yield", params: nil, results: ret32, fn: schedYield},
 	{name: "poll_oneoff", params: i32s(4), results: ret32, fn: pollOneoff},
 	{name: "proc_exit", params: i32s(1), results: nil, fn: procExit},
-}
-
-// wasiFixedOnly are the functions of wasiFunctions that WASIFixed
-// (cpp-host ≥ 94091cd) adds: a module importing one of them fails to load
-// with WASILegacy, as it would on Envoy 1.33–1.38.
-var wasiFixedOnly = [...]string{"clock_res_get", "fd_pwrite"}
-
-// wasiProvides reports whether the WASI behaviour mode provides the
-// function name.
-func wasiProvides(mode WASI, name string) bool {
-	if _, ok := lookup(wasiFunctions[:], name); !ok {
-		return false
-	}
-	return mode != WASILegacy || !slices.Contains(wasiFixedOnly[:], name)
 }
 
 // lookup returns the row of fns named name (a linear scan: it runs when a

@@ -29,8 +29,9 @@ type Host struct {
 	retired []*VM
 	closed  bool
 
-	logMu sync.Mutex
-	logs  []LogEntry
+	logMu   sync.Mutex
+	logs    []LogEntry
+	hostErr []error // HostErrors, under logMu
 
 	stop    chan struct{}
 	ticks   sync.WaitGroup
@@ -57,12 +58,12 @@ const maxLogs = 20000
 // Envoy validates a configuration) and then opts.VMs worker VMs, each
 // running _initialize, proxy_on_context_create(root, 0),
 // proxy_on_vm_start(root, len(VMConfig)) and proxy_on_configure(root,
-// len(PluginConfig)). It fails if an import is missing for the chosen WASI
-// behaviour, if a call traps, or if on_vm_start or on_configure returns
+// len(PluginConfig)). It fails if an import is missing for the chosen
+// Profile, if a call traps, or if on_vm_start or on_configure returns
 // false. With a RealClock each worker VM gets a tick goroutine.
 func (m *Module) Start(ctx context.Context, opts Options) (*Host, error) {
 	opts.defaults()
-	if err := m.checkImports(opts.WASI); err != nil {
+	if err := m.checkImports(opts.Profile); err != nil {
 		return nil, err
 	}
 	h := &Host{m: m, opts: opts, metrics: newMetricStore(), stop: make(chan struct{})}
@@ -355,6 +356,31 @@ func slogLevel(l hostcalls.LogLevel) slog.Level {
 		return slog.LevelWarn
 	}
 	return slog.LevelError
+}
+
+// hostError records a fatal host error: something a module did that
+// Envoy answers with an ASSERT (an abort in a debug build) and a release
+// build with a broken stream. It is logged at critical level ("host: "
+// + err) and kept for HostErrors; the caller leaves the stream as a
+// release build would.
+func (h *Host) hostError(vm int, err error) {
+	h.addLog(hostcalls.LogLevelCritical, vm, "host: "+err.Error())
+	h.logMu.Lock()
+	h.hostErr = append(h.hostErr, err)
+	h.logMu.Unlock()
+}
+
+// HostErrors returns the fatal host errors recorded so far, oldest first:
+// calls a debug build of Envoy aborts on (ASSERT) and a release build
+// answers by leaving the stream stuck, which the host records instead of
+// aborting (each is also a critical "host: ..." log line). Today one:
+// proxy_continue_stream made inside the callback of the same stream and
+// direction (ErrContinueInOwnCallback). A test of a module that must run
+// on Envoy checks that there are none.
+func (h *Host) HostErrors() []error {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return append([]error(nil), h.hostErr...)
 }
 
 // Logs returns a copy of the captured guest log (the most recent

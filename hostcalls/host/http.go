@@ -80,11 +80,16 @@ func proxySendLocalResponse(vm *VM, mod api.Module, stack []uint64) {
 // callback is the one passed on. Resuming works from any later callback
 // with the stream effective: a tick, on_queue_ready, an http_call answer,
 // another stream's callback. It has no effect (still OK) when the
-// direction is not stopped, when no HTTP stream is effective, or when it
-// is called from a callback of that same stream and direction: Envoy runs
-// the continue before the filter's stop is recorded, so a request held by
-// the callback that called continue stays held (debug builds of Envoy
-// assert). The transcript notes each of these. Results, as cpp-host and
+// direction is not stopped or when no HTTP stream is effective; the
+// transcript notes these. Called from a callback of that same stream and
+// direction it is a fatal host error (ErrContinueInOwnCallback, recorded
+// in Host.HostErrors and logged at critical level): Envoy runs the
+// continue before the filter's result is recorded, so a debug build
+// aborts on its ASSERT "Attempting to continue iteration while the
+// IterationState is already Continue" (filter_manager.cc commonContinue)
+// and a release build resumes nothing and then pauses the stream as the
+// callback returned, with no continue pending; the host drops the
+// continue likewise, and a request the callback held stays held. Results, as cpp-host and
 // Envoy give them: OK for 0, 1 and DOWNSTREAM (2, which an HTTP filter
 // has nothing to resume); UNIMPLEMENTED for UPSTREAM (3); BAD_ARGUMENT
 // for anything above. No memory is touched.

@@ -161,19 +161,19 @@ func TestClockMemory(t *testing.T) {
 	equal(t, "cputime clock", callIn(t, h, nil, "clock_time_get", 2, 0, 200), uint32(errnoInval))
 }
 
-// TestPollOneoffMemory: legacy answers ENOSYS and writes nothing; fixed
-// answers 0 with nevents=0.
+// TestPollOneoffMemory: c4d7bb0 answers ENOSYS and writes nothing;
+// 94091cd answers 0 with nevents=0.
 func TestPollOneoffMemory(t *testing.T) {
 	for _, tc := range []struct {
-		mode    WASI
+		profile Profile
 		errno   uint32
 		nevents []byte
 	}{
-		{WASILegacy, errnoNosys, []byte{0xff, 0xff, 0xff, 0xff}},
-		{WASIFixed, 0, []byte{0, 0, 0, 0}},
+		{ProfileCppHostC4d7bb0, errnoNosys, []byte{0xff, 0xff, 0xff, 0xff}},
+		{ProfileCppHost94091cd, 0, []byte{0, 0, 0, 0}},
 	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
-			h, mem := asmHost(t, []asmImport{wasiImport("poll_oneoff")}, -1, Options{WASI: tc.mode})
+		t.Run(tc.profile.String(), func(t *testing.T) {
+			h, mem := asmHost(t, []asmImport{wasiImport("poll_oneoff")}, -1, Options{Profile: tc.profile})
 			write(t, mem, 300, []byte{0xff, 0xff, 0xff, 0xff})
 			equal(t, "errno", callIn(t, h, nil, "poll_oneoff", 0, 0, 1, 300), tc.errno)
 			equal(t, "nevents", memAt(t, mem, 300, 4), tc.nevents)
@@ -183,23 +183,23 @@ func TestPollOneoffMemory(t *testing.T) {
 
 // TestRestrictedCallbackDuringAllocation: while the guest's allocator
 // runs, only proxy_log, fd_write and clock_time_get are allowed (and
-// poll_oneoff with the fixed WASI); anything else traps with
+// poll_oneoff from cpp-host 94091cd); anything else traps with
 // restricted_callback and fails the VM.
 func TestRestrictedCallbackDuringAllocation(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		inMalloc asmImport
-		mode     WASI
+		profile  Profile
 		trap     bool
 	}{
-		{"poll_oneoff legacy", wasiImport("poll_oneoff"), WASILegacy, true},
-		{"poll_oneoff fixed", wasiImport("poll_oneoff"), WASIFixed, false},
-		{"proxy_log", envImport(hostcalls.ProxyLog), WASILegacy, false},
-		{"set_tick_period", envImport(hostcalls.ProxySetTickPeriod), WASIFixed, true},
+		{"poll_oneoff c4d7bb0", wasiImport("poll_oneoff"), ProfileCppHostC4d7bb0, true},
+		{"poll_oneoff 94091cd", wasiImport("poll_oneoff"), ProfileCppHost94091cd, false},
+		{"proxy_log", envImport(hostcalls.ProxyLog), ProfileCppHostPreC4d7bb0, false},
+		{"set_tick_period", envImport(hostcalls.ProxySetTickPeriod), ProfileCppHost94091cd, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			imports := append([]asmImport{tc.inMalloc}, sharedImports()...)
-			h, mem := asmHost(t, imports, 0, Options{WASI: tc.mode})
+			h, mem := asmHost(t, imports, 0, Options{Profile: tc.profile})
 			h.SetSharedData("k", []byte("v"), 0)
 			write(t, mem, 16, []byte("k"))
 			vm := h.VMs()[0]

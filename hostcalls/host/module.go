@@ -81,21 +81,24 @@ func (m *Module) Close(ctx context.Context) error {
 // checkImports reports an import the emulated Envoy does not provide, as
 // Envoy does when loading ("Failed to load Wasm module due to a missing
 // import"): env imports must be in envFunctions, WASI imports in the set
-// of wasiFunctions that mode provides (wasiProvides).
-func (m *Module) checkImports(mode WASI) error {
+// of wasiFunctions that profile p provides (wasiProvides). The message is
+// cpp-host's (src/v8/v8.cc, src/wamr/wamr.cc, src/wasmtime/wasmtime.cc:
+// "Failed to load Wasm module due to a missing import: " + module + "." +
+// name, at f199214, c4d7bb0 and 94091cd).
+func (m *Module) checkImports(p Profile) error {
 	for _, d := range m.imports {
 		mod, name, _ := d.Import()
 		switch mod {
 		case hostcalls.HostModule:
 			if _, ok := lookup(envFunctions[:], name); !ok {
-				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s", mod, name)
+				return fmt.Errorf("host: Failed to load Wasm module due to a missing import: %s.%s", mod, name)
 			}
 		case wasiModule, wasiUnstable:
-			if !wasiProvides(mode, name) {
-				return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s (%s WASI)", mod, name, mode)
+			if !wasiProvides(p, name) {
+				return fmt.Errorf("host: Failed to load Wasm module due to a missing import: %s.%s (profile %s, %s)", mod, name, p, p.Envoy())
 			}
 		default:
-			return fmt.Errorf("host: failed to load Wasm module due to a missing import: %s.%s", mod, name)
+			return fmt.Errorf("host: Failed to load Wasm module due to a missing import: %s.%s", mod, name)
 		}
 	}
 	return nil

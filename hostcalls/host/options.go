@@ -6,28 +6,6 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// WASI selects which proxy-wasm-cpp-host WASI behaviour the host emulates.
-type WASI int
-
-const (
-	// WASIFixed is cpp-host ≥ 94091cd (Envoy ≥ 1.39 [inferred]): poll_oneoff
-	// answers success with nevents=0 and is allowed during allocation;
-	// clock_res_get and fd_pwrite exist. The zero value.
-	WASIFixed WASI = iota
-	// WASILegacy is cpp-host c4d7bb0…beb8a4e (Envoy 1.33–1.38): poll_oneoff
-	// answers ENOSYS (52), which makes Go's runtime throw "poll_oneoff
-	// failed" at a garbage collection once its poller is set up.
-	WASILegacy
-)
-
-// String returns "fixed" or "legacy".
-func (w WASI) String() string {
-	if w == WASILegacy {
-		return "legacy"
-	}
-	return "fixed"
-}
-
 // Balance selects how PickStream (the proxy) picks a VM for a request.
 type Balance int
 
@@ -45,7 +23,7 @@ const (
 const DefaultBufferLimit = 1 << 20
 
 // Options configures Module.Start. The zero value starts one worker VM with
-// empty configurations, the WASIFixed behaviour and the real clock.
+// empty configurations, ProfileCppHost94091cd and the real clock.
 type Options struct {
 	// VMs is the number of worker VMs (Envoy's --concurrency); 0 means 1.
 	// A canary VM is also started, configured and discarded before them.
@@ -68,8 +46,11 @@ type Options struct {
 	Env map[string]string
 	// Clock is the time source; nil means RealClock{}.
 	Clock Clock
-	// WASI selects the legacy or fixed WASI behaviour.
-	WASI WASI
+	// Profile selects the cpp-host (and so the Envoy releases) emulated
+	// where they differ: the WASI functions, poll_oneoff, the calls allowed
+	// during _initialize and allocation (profile.go). The zero value is
+	// ProfileCppHost94091cd (Envoy ≥ 1.39).
+	Profile Profile
 	// Seed, if non-zero, makes random_get deterministic (a per-VM stream
 	// derived from Seed and the VM index); 0 uses crypto/rand.
 	Seed uint64

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -203,19 +205,45 @@ func (s *Stream) call(id callbackID, def uint64, args ...uint64) (uint64, error)
 	return r, err
 }
 
+// ErrContinueInOwnCallback is the host error (Host.HostErrors) of a
+// proxy_continue_stream made inside a filter callback of the same stream
+// and direction (on_request_headers/body/trailers resuming the request,
+// on_response_* the response). cpp-host defers the continue only until
+// the VM call returns (addAfterVmCallAction, src/context.cc), so Envoy
+// runs continueDecoding/continueEncoding (filter_manager.cc
+// commonContinue) before the filter's result is recorded. When the filter
+// is not yet stopped, a debug build aborts on ASSERT(!canIterate(),
+// "Attempting to continue iteration while the IterationState is already
+// Continue"); a release build resumes nothing, then records the pause the
+// callback returns, and the stream stays paused with no continue pending:
+// it hangs until a timeout. (Already stopped by an earlier callback, the
+// buffered data is passed on and the returned pause stops the filter
+// again: stuck as well.) The host records the error and drops the
+// continue, leaving the stream as a release build does.
+var ErrContinueInOwnCallback = errors.New("proxy_continue_stream inside the stream's own callback: Envoy asserts \"Attempting to continue iteration while the IterationState is already Continue\" (debug) or leaves the stream paused with no continue pending (release)")
+
 // callDir runs one of direction d's filter callbacks. A
-// proxy_continue_stream for d made during it is dropped: Envoy runs the
-// deferred continueDecoding/continueEncoding at the end of the VM call,
-// before the filter's result is recorded, when the filter is not stopped
-// yet, so it resumes nothing and a stop returned by the callback holds.
+// proxy_continue_stream for d made during it is a host error
+// (ErrContinueInOwnCallback) and is dropped, so a stop returned by the
+// callback holds with nothing to resume it, as in a release build of
+// Envoy.
 func (s *Stream) callDir(d *direction, id callbackID, args ...uint64) (uint64, error) {
 	pending := d.continuePending
 	r, err := s.call(id, 0, args...)
 	if d.continuePending && !pending {
 		d.continuePending = false
-		s.vm.trace("(proxy_continue_stream during the stream's own callback: no effect)")
+		s.vm.trace("(proxy_continue_stream during the stream's own callback: host error, dropped)")
+		s.h.hostError(s.vm.index, fmt.Errorf("stream %d %s: %w", s.id, dirName(d), ErrContinueInOwnCallback))
 	}
 	return r, err
+}
+
+// dirName is "request" or "response".
+func dirName(d *direction) string {
+	if d.resp {
+		return "response"
+	}
+	return "request"
 }
 
 func (s *Stream) dir(resp bool) *direction {

@@ -120,30 +120,20 @@ func (e *restrictedError) Error() string {
 	return fmt.Sprintf("restricted_callback: %s is not allowed during %s", e.name, e.phase)
 }
 
-var (
-	allocAllowed = map[string]bool{hostcalls.ProxyLog: true, "fd_write": true, "clock_time_get": true}
-	startAllowed = map[string]bool{
-		hostcalls.ProxyLog: true, hostcalls.ProxyGetLogLevel: true, "fd_write": true,
-		"args_get": true, "args_sizes_get": true, "environ_get": true, "environ_sizes_get": true,
-		"clock_time_get": true, "clock_res_get": true, "random_get": true,
-		"fd_fdstat_get": true, "fd_fdstat_set_flags": true, "fd_prestat_get": true, "fd_prestat_dir_name": true,
-		"sched_yield": true, "proc_exit": true,
-	}
-)
-
 // checkRestricted traps (panics, which wazero turns into the call's error)
 // when a host function is called where cpp-host forbids it: during the
 // guest's allocator only proxy_log, fd_write and clock_time_get (plus
-// poll_oneoff with WASIFixed); during _initialize only logging, args,
-// environ, clocks, random, fdstat and prestat.
+// poll_oneoff from 94091cd); during _initialize only logging, args,
+// environ, clocks, random and prestat, and more with each newer cpp-host
+// (allowedDuringAlloc, allowedDuringStart: the lists of Options.Profile).
 func (vm *VM) checkRestricted(name string) {
-	if vm.inAlloc && !allocAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
+	if vm.inAlloc && !allowedDuringAlloc(vm.h.opts.Profile, name) {
 		if vm.tracing {
 			vm.trace("==> %s(...) during allocation", name)
 		}
 		panic(&restrictedError{name, "memory allocation"})
 	}
-	if vm.inStart && !startAllowed[name] && !(name == "poll_oneoff" && vm.h.opts.WASI == WASIFixed) {
+	if vm.inStart && !allowedDuringStart(vm.h.opts.Profile, name) {
 		if vm.tracing {
 			vm.trace("==> %s(...) during _initialize", name)
 		}

@@ -44,12 +44,14 @@ func errno(vm *VM, stack []uint64, e uint32) {
 // (Options.Env), args_get/args_sizes_get (no arguments), clock_time_get
 // (realtime and monotonic both read the host Clock), random_get (≤ 64 KiB;
 // deterministic when Options.Seed is set), fd_fdstat_get (fds 1 and 2: a
-// character device with the fd_write right; others EBADF), sched_yield
+// filetype 0 (unknown) with the fd_write right; others EBADF), sched_yield
 // (0). Stubs: fd_read, fd_prestat_dir_name, fd_fdstat_set_flags → ENOSYS;
 // fd_prestat_get → EBADF; path_open → ENOENT; fd_seek, fd_close → 0;
-// proc_exit logs. poll_oneoff → ENOSYS (WASILegacy) or 0 with nevents=0
-// (WASIFixed). WASIFixed adds clock_res_get and fd_pwrite
-// (wasiFixedOnly); the ~25 further file and socket stubs of cpp-host ≥
+// proc_exit logs. poll_oneoff → ENOSYS (ProfileCppHostC4d7bb0) or 0 with
+// nevents=0 (ProfileCppHost94091cd). Which functions a module may import
+// is the Profile's (wasiProvides): ProfileCppHostPreC4d7bb0 lacks
+// sched_yield, poll_oneoff and fd_fdstat_set_flags, only
+// ProfileCppHost94091cd has clock_res_get and fd_pwrite; the ~25 further file and socket stubs of cpp-host ≥
 // 94091cd are not provided (a module importing them fails to load, as it
 // would on older Envoy). Every function's transcript lines need
 // Options.TranscriptWASI too.
@@ -145,7 +147,7 @@ func clockTimeGet(vm *VM, mod api.Module, stack []uint64) {
 	errno(vm, stack, errnoSuccess)
 }
 
-// clockResGet is clock_res_get(id, res_ptr) → errno (WASIFixed only):
+// clockResGet is clock_res_get(id, res_ptr) → errno (ProfileCppHost94091cd only):
 // nanosecond resolution for clocks 0 and 1. 0; EINVAL: another clock, or
 // out of range.
 //
@@ -205,17 +207,19 @@ func fdWrite(vm *VM, mod api.Module, stack []uint64) {
 }
 
 // fdPwrite is fd_pwrite(fd, iovs_ptr, iovs_len, i64 offset, nwritten_ptr)
-// → errno (WASIFixed only): fd_write, the offset ignored.
+// → errno (ProfileCppHost94091cd only): fd_write, the offset ignored.
 func fdPwrite(vm *VM, mod api.Module, stack []uint64) {
 	writeFd(vm, mod, stack, uint32(stack[4]))
 }
 
 // fdFdstatGet is fd_fdstat_get(fd, buf_ptr) → errno: fds 1 and 2 are a
-// character device with the fd_write right. 0; EBADF: another fd;
+// filetype 0 (unknown, as cpp-host writes it: three words 0, 64, 0 in
+// src/exports.cc at f199214 and 94091cd alike) with the fd_write right.
+// 0; EBADF: another fd;
 // EINVAL: out of range.
 //
 //	buf_ptr (24 bytes)
-//	[ filetype u8 = 2 | pad | flags u16 = 0 | pad | rights_base u64le = 64 | rights_inheriting u64le = 0 ]
+//	[ filetype u8 = 0 | pad | flags u16 = 0 | pad | rights_base u64le = 64 | rights_inheriting u64le = 0 ]
 func fdFdstatGet(vm *VM, mod api.Module, stack []uint64) {
 	fd := uint32(stack[0])
 	if vm.tracing {
@@ -226,7 +230,6 @@ func fdFdstatGet(vm *VM, mod api.Module, stack []uint64) {
 		return
 	}
 	var st [24]byte
-	st[0] = 2 // character device
 	binary.LittleEndian.PutUint64(st[8:], 64)
 	if !mod.Memory().Write(uint32(stack[1]), st[:]) {
 		errno(vm, stack, errnoInval)
@@ -290,17 +293,20 @@ func procExit(vm *VM, _ api.Module, stack []uint64) {
 }
 
 // pollOneoff is poll_oneoff(in_ptr, out_ptr, nsubscriptions, nevents_ptr)
-// → errno as the Host's WASI behaviour has it: pollOneoffNosys with
-// WASILegacy, pollOneoffFixed with WASIFixed.
+// → errno as the Host's profile has it: pollOneoffNosys with
+// ProfileCppHostC4d7bb0, pollOneoffFixed with ProfileCppHost94091cd
+// (ProfileCppHostPreC4d7bb0 has no poll_oneoff: a module importing it
+// does not load).
 func pollOneoff(vm *VM, mod api.Module, stack []uint64) {
-	if vm.h.opts.WASI == WASILegacy {
+	if vm.h.opts.Profile == ProfileCppHostC4d7bb0 {
 		pollOneoffNosys(vm, mod, stack)
 		return
 	}
 	pollOneoffFixed(vm, mod, stack)
 }
 
-// pollOneoffNosys is poll_oneoff of Envoy 1.33–1.38 (WASILegacy): ENOSYS
+// pollOneoffNosys is poll_oneoff of Envoy 1.32.13–1.38
+// (ProfileCppHostC4d7bb0, src/exports.cc at c4d7bb0): ENOSYS
 // (52), nothing written — Go's runtime then throws "poll_oneoff failed".
 func pollOneoffNosys(vm *VM, _ api.Module, stack []uint64) {
 	if vm.tracing {
@@ -309,7 +315,7 @@ func pollOneoffNosys(vm *VM, _ api.Module, stack []uint64) {
 	errno(vm, stack, errnoNosys)
 }
 
-// pollOneoffFixed is poll_oneoff of Envoy ≥ 1.39 (WASIFixed): no event,
+// pollOneoffFixed is poll_oneoff of Envoy ≥ 1.39 (ProfileCppHost94091cd): no event,
 // at once. 0; EINVAL: out of range.
 //
 //	nevents_ptr

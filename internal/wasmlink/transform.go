@@ -58,8 +58,8 @@ type module struct {
 }
 
 // Transform returns wasm with every wasi_snapshot_preview1 function import
-// outside HostWASI replaced by a function defined in the module (see
-// replacements). With no such import it returns a copy of wasm, having
+// outside HostWASI, and fd_fdstat_get, replaced by a function defined in
+// the module (see replacements). With no such import it returns a copy of wasm, having
 // decoded only its section layout, types and imports. It fails on a WASI
 // import it has no replacement for, on a replaced import whose type is not
 // WASI's, on a module without a 32-bit memory 0 (the replacements use it),
@@ -336,10 +336,13 @@ func limits(r *reader) error {
 func (m *module) plan() (replaced map[int]bool, err error) {
 	replaced = map[int]bool{}
 	for i, im := range m.imports {
-		if im.kind != 0 || im.module != WASIModule || slices.Contains(HostWASI, im.name) {
+		if im.kind != 0 || im.module != WASIModule {
 			continue
 		}
 		rep, ok := replacements[im.name]
+		if !ok && slices.Contains(HostWASI, im.name) {
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("wasmlink: import %s.%s: not exported by every proxy-wasm host, and the step has no replacement for it", im.module, im.name)
 		}

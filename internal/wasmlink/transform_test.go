@@ -130,6 +130,19 @@ func lastModule() []byte {
 	)
 }
 
+// fdstatModule imports fd_fdstat_get, which every host exports and the
+// step replaces all the same, and exports stat(fd, ptr) calling it.
+func fdstatModule() []byte {
+	return wasmModule(
+		types(),
+		sec(2, vec(funcImport(wasi, "fd_fdstat_get", tTwo))),
+		sec(3, vec(u32(tTwo))),
+		sec(5, vec([]byte{0x00, 0x01})),
+		sec(7, vec(export("memory", 2, 0), export("stat", 0, 1))),
+		sec(10, vec(body(cat(localGet(0), localGet(1), call(0), end)))),
+	)
+}
+
 // keptModule imports only functions every host exports.
 func keptModule() []byte {
 	return wasmModule(
@@ -284,6 +297,47 @@ func TestTransform(t *testing.T) {
 				}
 				if !slices.Equal(rec.calls, []string{"note 8"}) {
 					t.Errorf("host calls %q, want [note 8]", rec.calls)
+				}
+			},
+		},
+		{
+			name:        "fd_fdstat_get",
+			wasm:        fdstatModule(),
+			wantImports: nil,
+			check: func(t *testing.T, m api.Module, rec *recorder) {
+				mem := m.Memory()
+				stat := cat([]byte{0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 8))
+				untouched := bytes.Repeat([]byte{0xff}, 24)
+				for _, c := range []struct {
+					fd, ptr uint32
+					want    uint64
+					mem     []byte
+				}{
+					{1, 100, 0, stat},
+					{2, 200, 0, stat},
+					{0, 300, 8, untouched},
+					{3, 400, 8, untouched},
+					{1, 65536 - 24, 0, stat},
+				} {
+					mem.Write(c.ptr, untouched)
+					if got := callExport(t, m, "stat", uint64(c.fd), uint64(c.ptr)); got[0] != c.want {
+						t.Errorf("stat(fd=%d, %d) = %d, want %d", c.fd, c.ptr, got[0], c.want)
+					}
+					if got, _ := mem.Read(c.ptr, 24); !bytes.Equal(got, c.mem) {
+						t.Errorf("stat(fd=%d, %d): memory % x, want % x", c.fd, c.ptr, got, c.mem)
+					}
+				}
+				// Across the end of memory: nothing written, and 0 as
+				// cpp-host answers (it ignores setMemory's failure).
+				mem.Write(65536-23, untouched[:23])
+				if got := callExport(t, m, "stat", 1, 65536-23); got[0] != 0 {
+					t.Errorf("stat(fd=1, end-23) = %d, want 0", got[0])
+				}
+				if got, _ := mem.Read(65536-23, 23); !bytes.Equal(got, untouched[:23]) {
+					t.Errorf("stat(fd=1, end-23): memory % x, want it untouched", got)
+				}
+				if len(rec.calls) != 0 {
+					t.Errorf("host calls %q, want none", rec.calls)
 				}
 			},
 		},

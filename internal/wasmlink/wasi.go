@@ -2,7 +2,10 @@
 // replaces the wasi_snapshot_preview1 imports that older proxy-wasm hosts
 // do not export with functions defined inside the module, so that the
 // module instantiates on every proxy-wasm-cpp-host since it first exported
-// WASI, and so that poll_oneoff can no longer fail.
+// WASI, and so that poll_oneoff can no longer fail. It also replaces
+// fd_fdstat_get, which every host exports but which Go's runtime calls
+// during _initialize, where cpp-host before c4d7bb0 does not let V8 call
+// it (see replacements).
 //
 // The step is deterministic (the same input gives the same bytes), keeps
 // every export (name, kind, index and code), and changes nothing but the
@@ -22,8 +25,9 @@ const WASIModule = "wasi_snapshot_preview1"
 // "feat(go-sdk): add wasi hostcalls used by the Go SDK"), which added
 // fd_fdstat_set_flags, sched_yield and poll_oneoff: FOR_ALL_WASI_FUNCTIONS
 // in include/proxy-wasm/exports.h at c4d7bb0's parent. c4d7bb0, 94091cd
-// and 52a0291 (the newest commit checked) export them too. These are the
-// imports the step keeps.
+// and 52a0291 (the newest commit checked) export them too. The step keeps
+// these imports, except those it replaces all the same (fd_fdstat_get:
+// see replacements).
 var HostWASI = []string{
 	"fd_write", "fd_read", "fd_seek", "fd_close", "fd_fdstat_get",
 	"environ_get", "environ_sizes_get", "args_get", "args_sizes_get",
@@ -34,6 +38,7 @@ var HostWASI = []string{
 // WASI errno values written by the replacements (wasi-libc api.h).
 const (
 	errnoSuccess = 0
+	errnoBadf    = 8
 	errnoFault   = 21
 	errnoNosys   = 52
 )
@@ -69,6 +74,18 @@ const (
 //   - fd_fdstat_set_flags(fd, flags): 52 (ENOSYS), unchanged since
 //     c4d7bb0 ("none of these flags have any effect in Proxy-Wasm"). Go's
 //     syscall package then leaves stdio blocking and out of its poller.
+//   - fd_fdstat_get(fd, stat_ptr): for fds 1 and 2, the 24 bytes at
+//     stat_ptr become three little-endian words 0, 64, 0 (filetype 0,
+//     flags 0, fs_rights_base FD_WRITE, fs_rights_inheriting 0) and the
+//     answer is 0; for any other fd 8 (EBADF) and nothing written. If the
+//     24 bytes are not inside memory nothing is written and the answer is
+//     still 0 (cpp-host ignores setMemory's failure). Unchanged since
+//     56204b1 (2020). Every host exports it, but Go's syscall package init
+//     (SetNonblock on fds 0–2) calls it during _initialize, and
+//     WasmBase::startVm (src/wasm.cc) lets V8 call it there only from
+//     c4d7bb0 on ("Go runtime initialization"): before, on Envoy ≤
+//     1.32.12, the host call traps with restricted_callback and the
+//     module never starts. Defined in the module, it is no host call.
 var replacements = map[string]replacement{
 	"poll_oneoff": {
 		params:  []byte{i32, i32, i32, i32},
@@ -99,5 +116,29 @@ var replacements = map[string]replacement{
 		params:  []byte{i32, i32},
 		results: []byte{i32},
 		body:    []byte{0x00, 0x41, errnoNosys, 0x0b},
+	},
+	"fd_fdstat_get": {
+		params:  []byte{i32, i32},
+		results: []byte{i32},
+		body: []byte{
+			0x00,       // no locals
+			0x02, 0x40, // block
+			0x20, 0x00, 0x41, 0x01, 0x46, 0x0d, 0x00, // local.get 0 (fd); i32.const 1; i32.eq; br_if 0
+			0x20, 0x00, 0x41, 0x02, 0x46, 0x0d, 0x00, // local.get 0; i32.const 2; i32.eq; br_if 0
+			0x41, errnoBadf, 0x0f, // i32.const 8 (EBADF); return
+			0x0b,             // end (block)
+			0x20, 0x01, 0xad, // local.get 1 (stat_ptr); i64.extend_i32_u
+			0x42, 0x18, 0x7c, // i64.const 24; i64.add
+			0x3f, 0x00, 0xad, // memory.size 0; i64.extend_i32_u
+			0x42, 0x10, 0x86, // i64.const 16; i64.shl (bytes in memory)
+			0x58,       // i64.le_u: the 24 bytes are inside memory
+			0x04, 0x40, // if
+			0x20, 0x01, 0x42, 0x00, 0x37, 0x03, 0x00, // local.get 1; i64.const 0; i64.store align=8 offset=0
+			0x20, 0x01, 0x42, 0xc0, 0x00, 0x37, 0x03, 0x08, // local.get 1; i64.const 64; i64.store offset=8
+			0x20, 0x01, 0x42, 0x00, 0x37, 0x03, 0x10, // local.get 1; i64.const 0; i64.store offset=16
+			0x0b,               // end (if)
+			0x41, errnoSuccess, // i32.const 0
+			0x0b, // end (function)
+		},
 	},
 }
