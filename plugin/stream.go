@@ -65,6 +65,7 @@ type httpContext struct {
 	status            int    // response status, 0 until the response headers
 	resp              []byte // bounded copy of a JSON response
 	overflow          bool   // resp exceeded max_response_bytes
+	engine            uint8  // the engine-refusal check of the response (engine.go)
 }
 
 // NewHttpContext implements types.PluginContext: a stream context the host
