@@ -1,8 +1,11 @@
 package plugin_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
 	"github.com/tidwall/gjson"
 )
 
@@ -220,4 +224,88 @@ func TestWasmEngineAutoOtherErrorsDoNotSwitch(t *testing.T) {
 	if v := h.Metrics()["fairshare.pool.p.engine_priority_refused_total"].Value; v != 0 {
 		t.Errorf("engine_priority_refused_total %d, want 0", v)
 	}
+}
+
+// engineHTTPConfig is httpConfig with flow control, and engine_priority
+// mode unless "".
+func engineHTTPConfig(mode string) string {
+	cfg := strings.Replace(httpConfig, `"tick": "100ms",`, `"tick": "100ms", "max_queue_time": "30s",`, 1)
+	if mode != "" {
+		cfg = strings.Replace(cfg, `"models":`, `"engine_priority": "`+mode+`", "models":`, 1)
+	}
+	return cfg
+}
+
+// TestHTTPEngineAutoAgainstVLLMV0: through real HTTP, in front of the
+// simulator run as vLLM V0 under FCFS (400 on any non-zero priority), the
+// default engine_priority "auto" turns the first refusal into the
+// plugin's error and no later request, on any VM, is refused.
+func TestHTTPEngineAutoAgainstVLLMV0(t *testing.T) {
+	e := startProxyWith(t, engineHTTPConfig(""), 2, 0.01, func(c *vllmsim.EngineConfig, o *vllmsim.ServerOptions) {
+		c.Policy = vllmsim.FCFS
+		o.LegacyV0PriorityError = true
+	})
+	ctx := context.Background()
+	post := func(team, class string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/v1/completions", strings.NewReader(completions(1, 4, false, "")))
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("x-team", team)
+		req.Header.Set("x-request-class", class)
+		resp, err := e.httpc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// A batch request within share goes at priority 1: refused.
+	status, body := post("a", "batch")
+	if status != 400 || !strings.Contains(body, "--scheduling-policy priority") || !strings.Contains(body, `"param":"priority"`) {
+		t.Fatalf("first request: %d %s, want the plugin's 400 naming --scheduling-policy priority", status, body)
+	}
+	for i := range 12 {
+		team, class := []string{"a", "b", "r", "nobody"}[i%4], []string{"interactive", "batch"}[i%2]
+		if status, body := post(team, class); status != 200 {
+			t.Fatalf("request %d (%s, %s) after the switch: %d %s, want 200", i, team, class, status, body)
+		}
+	}
+	for _, r := range e.records() {
+		if r.Priority != 0 {
+			t.Errorf("the engine received priority %d after the switch", r.Priority)
+		}
+	}
+	if v := e.h.Metrics()["fairshare.pool.llama.engine_priority_refused_total"].Value; v != 1 {
+		t.Errorf("engine_priority_refused_total %d, want 1", v)
+	}
+	e.waitIdle(t, "llama")
+}
+
+// TestHTTPEngineOffAgainstVLLMV1FCFS: with engine_priority "off" in front
+// of the simulator run as vLLM V1 under FCFS, the engine receives no
+// priority at all, not even a client's.
+func TestHTTPEngineOffAgainstVLLMV1FCFS(t *testing.T) {
+	e := startProxyWith(t, engineHTTPConfig("off"), 2, 0.01, func(c *vllmsim.EngineConfig, o *vllmsim.ServerOptions) {
+		c.Policy = vllmsim.FCFS
+		o.LegacyV0PriorityError = true // any priority that reached it would be refused
+	})
+	ctx := context.Background()
+	for i := range 8 {
+		resp := e.post(ctx, t, "/v1/completions", []string{"a", "b", "nobody"}[i%3], completions(1, 4, i%2 == 1, `,"priority":-3`))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	recs := e.records()
+	if len(recs) != 8 {
+		t.Fatalf("%d engine records, want 8", len(recs))
+	}
+	for _, r := range recs {
+		if r.Priority != 0 {
+			t.Errorf("the engine received priority %d with engine_priority off", r.Priority)
+		}
+	}
+	e.waitIdle(t, "llama")
 }
