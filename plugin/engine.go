@@ -78,11 +78,12 @@ func checkEngineModes(ps *problems, c *config) {
 	}
 }
 
-// refusalText is what vLLM V0 answers (400) to a request with a non-zero
+// refusalText is what vLLM V0 answers to a request with a non-zero
 // priority when it runs without --scheduling-policy priority
-// (vllm/engine/llm_engine.py, LLMEngine.add_request; async_llm_engine.py,
-// add_request_async: ValueError "Got priority {priority} but Priority
-// scheduling is not enabled.", which the OpenAI server answers 400).
+// (vllm/engine/async_llm_engine.py, add_request_async, at vllm-project/vllm
+// 9700a6a: ValueError "Got priority {priority} but Priority scheduling is
+// not enabled.", which the OpenAI server turns into an error response, 400
+// for a JSON response; a stream may carry it in its first event instead).
 var refusalText = []byte("Priority scheduling is not enabled")
 
 // engineState is a pool's engine priority as this VM knows it.
