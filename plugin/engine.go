@@ -132,6 +132,10 @@ func (pc *pluginContext) startEngine(ps *poolState) {
 		e.off = pc.engineMarked(ps)
 	}
 	pc.engineGauge(ps)
+	// The refusal counter exists from the start, at 0, so that a rate
+	// over it is defined before the first refusal.
+	pc.met.buf = appendPoolMetric(pc.met.buf[:0], ps.cfg.name, mEngineRefused)
+	pc.met.id(counterKind)
 }
 
 // engineMarked reports whether the pool's engine is marked as refusing
