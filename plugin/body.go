@@ -292,7 +292,7 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 	var pr [24]byte
 	var edits [8]edit
 	var ins [insertMax]byte
-	es := r.edits(edits[:0], ins[:0], strconv.AppendInt(pr[:0], int64(priority), 10), addUsage)
+	es := r.edits(edits[:0], ins[:0], r.priorityValue(pr[:0], body, priority), addUsage)
 	grow := 0
 	for _, e := range es {
 		grow += len(e.val) - (e.end - e.at)
@@ -314,9 +314,23 @@ func (r *request) rewrite(dst, body []byte, priority int, addUsage bool) []byte 
 // stream_options members.
 const insertMax = len(`"priority":-9223372036854775808,"stream_options":{"include_usage":true},`)
 
+// priorityValue returns the digits of priority appended to dst, or, for
+// noPriority, nil after removing every priority member from body in place
+// (strip), so that edits writes none.
+func (r *request) priorityValue(dst, body []byte, priority int) []byte {
+	if priority != noPriority {
+		return strconv.AppendInt(dst, int64(priority), 10)
+	}
+	if r.strip(body) && skipWS(body, r.open+1) < len(body) && body[skipWS(body, r.open+1)] == '}' {
+		r.empty = true // only priorities: nothing is left to separate
+	}
+	r.priorities = spans{}
+	return nil
+}
+
 // edits appends to es, in order of position, the edits that rewrite makes
-// to the body r was read from; pv is the priority's digits and ins the
-// memory for the inserted members.
+// to the body r was read from; pv is the priority's digits (nil: no
+// priority is written) and ins the memory for the inserted members.
 func (r *request) edits(es []edit, ins, pv []byte, addUsage bool) []edit {
 	for i := range r.priorities.len() {
 		p := r.priorities.at(i)
@@ -331,7 +345,7 @@ func (r *request) edits(es []edit, ins, pv []byte, addUsage bool) []edit {
 		}
 	}
 	insert := ins[:0]
-	if r.priorities.len() == 0 {
+	if r.priorities.len() == 0 && pv != nil {
 		insert = append(insert, `"priority":`...)
 		insert = append(insert, pv...)
 	}
@@ -406,7 +420,7 @@ func (r *request) send(scratch []byte, tmp *editScratch, body []byte, priority i
 		tmp = new(editScratch)
 	}
 	var edits [8]edit
-	es := r.edits(edits[:0], tmp.ins[:0], strconv.AppendInt(tmp.pr[:0], int64(priority), 10), addUsage)
+	es := r.edits(edits[:0], tmp.ins[:0], r.priorityValue(tmp.pr[:0], body, priority), addUsage)
 	w := pieceWriter{pending: scratch[:0], replace: replace, add: add}
 	last := 0
 	for _, e := range es {

@@ -187,6 +187,9 @@ type poolConfig struct {
 	kvTokens int64 // KV capacity in tokens; 0: sequences only
 	models   []string
 	teams    []fairshare.TeamConfig
+	// engine is engine_priority: whether the pool's priorities are
+	// written into the body (engine.go).
+	engine engineMode
 }
 
 // coreConfig is the fairshare configuration of pool p under c.
@@ -479,6 +482,7 @@ func parse(data []byte) (config, error) {
 	if !seen["pools"] {
 		ps.add("pools", "required: at least one pool")
 	}
+	checkEngineModes(&ps, &c)
 	if len(ps) > 0 {
 		return c, &configError{ps}
 	}
@@ -754,6 +758,14 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				})
 			case "teams":
 				p.teams = parseTeams(ps, fp, f)
+			case "engine_priority":
+				if s, ok := str(ps, fp, f); ok {
+					m, ok := parseEngineMode(s)
+					if !ok {
+						ps.add(fp, "must be \"auto\", \"on\" or \"off\", got %q", s)
+					}
+					p.engine = m
+				}
 			default:
 				ps.add(fp, "unknown field")
 			}

@@ -111,6 +111,12 @@ func TestParseProblems(t *testing.T) {
 		{"cost", `{"cost":{"prompt_token":-1,"other":1},"pools":[` + pool + `]}`, []string{"cost.prompt_token: must be in [0, 1e6]", "cost.other: unknown field"}},
 		{"header", `{"class_header":"x bad","pools":[` + pool + `]}`, []string{"class_header: must be a header name"}},
 		{"empty models", `{"pools":[{"name":"p","capacity":1,"models":[]}]}`, []string{"pools[0].models: must list at least one model"}},
+		{"engine priority", `{"max_queue_time":"10s","pools":[{"name":"p","capacity":1,"models":["m"],"engine_priority":"maybe"},{"name":"q","capacity":1,"models":["n"],"engine_priority":0}]}`,
+			[]string{`pools[0].engine_priority: must be "auto", "on" or "off", got "maybe"`, "pools[1].engine_priority: must be a string"}},
+		{"engine priority off without holding", `{"pools":[` + pool + `,{"name":"q","capacity":1,"models":["n"],"engine_priority":"off"}]}`,
+			[]string{`pools[1].engine_priority: "off" needs flow control`}},
+		{"engine priority off, queue limit 0", `{"max_queue_time":"10s","queue_limit":0,"pools":[{"name":"q","capacity":1,"models":["n"],"engine_priority":"off"}]}`,
+			[]string{`pools[0].engine_priority: "off" needs flow control`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,5 +218,23 @@ func TestParseFlowControl(t *testing.T) {
 	c, err = parse([]byte(`{"max_queue_time":"0s","queue_limit":64,"batch_aging":"3s","pools":[{"name":"p","capacity":4,"models":["m"]}]}`))
 	if err != nil || c.holding() || c.coreConfig(&c.pools[0]).QueueLimit != 0 || c.coreConfig(&c.pools[0]).BatchAging != 0 {
 		t.Errorf("max_queue_time 0s: holding %v, queue limit %d, batch aging %v (%v)", c.holding(), c.coreConfig(&c.pools[0]).QueueLimit, c.coreConfig(&c.pools[0]).BatchAging, err)
+	}
+}
+
+// TestParseEnginePriority: engine_priority defaults to auto, takes on and
+// off (off with holding), per pool.
+func TestParseEnginePriority(t *testing.T) {
+	c, err := parse([]byte(`{"max_queue_time":"10s","pools":[{"name":"a","capacity":1,"models":["m"]},{"name":"b","capacity":1,"models":["n"],"engine_priority":"on"},{"name":"c","capacity":1,"models":["o"],"engine_priority":"off"},{"name":"d","capacity":1,"models":["p"],"engine_priority":"auto"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engineMode{engineAuto, engineOn, engineOff, engineAuto}
+	for i, p := range c.pools {
+		if p.engine != want[i] {
+			t.Errorf("pool %s: engine %v, want %v", p.name, p.engine, want[i])
+		}
+	}
+	if _, err := parse([]byte(`{"pools":[{"name":"a","capacity":1,"models":["m"],"engine_priority":"on"}]}`)); err != nil {
+		t.Errorf("on without holding: %v, want accepted (the engine enforces)", err)
 	}
 }

@@ -75,6 +75,8 @@
 //	grant.go       the decision through the pool record (arrive) and, next to it, its
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	engine.go      engine_priority: whether the priority is written, the engine's
+//	               refusal read from the response, the pool's switch and its mark
 //	body.go        the request body: inspect (one pass over its members), rewrite, send
 //	response.go    on_response_headers, on_response_body, on_response_trailers, on_done:
 //	               usage read, finish (the release with usage or the best estimate)
@@ -156,8 +158,22 @@
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
-//	pools              (required)          [{name, capacity, kv_tokens, models,
+//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority,
 //	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
+//	                                       engine_priority "auto" (default), "on" or "off": see below
+//
+// A pool's engine_priority says whether the decided priority is written
+// into the body (engine.go): "on" always; "off" never (every priority
+// member removed, as unscheduled "strip" does; reservations and borrowing
+// are then enforced by holding alone, so "off" without flow control is a
+// configuration error at pools[i].engine_priority); "auto" writes it until
+// the engine answers a request with vLLM V0's 400 "Got priority N but
+// Priority scheduling is not enabled.", then writes none for the pool on
+// every VM (a mark in shared data, "<plugin_name>/fairshare/engine/<pool>",
+// read before each write while the pool is in auto; it outlives VM
+// restarts, and deploying "on" clears it), logs it once at critical level
+// and replaces the refused client's body with an error saying what to
+// change.
 //
 // Pool and team names are 1 to 64 characters of [A-Za-z0-9_-] (they are
 // segments of metric names); shares are in (0, 1] and sum to at most 1 per
@@ -181,7 +197,8 @@
 //	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
-//	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity}
+//	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
+//	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total}
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,

@@ -136,7 +136,7 @@ func (h *httpContext) resume(now time.Time, ps *poolState, g fairshare.Grant) {
 		h.reply(errBodyRead, ps.cfg.name)
 		return
 	}
-	out := req.rewrite(pc.body, body, h.prio, h.hide)
+	out := req.rewrite(pc.body, body, h.enginePriority(ps, h.prio), h.hide)
 	if err := hostcalls.ReplaceHttpRequestBody(out); err != nil {
 		hostcalls.LogErrorf("fairshare: replace held request body: %v", err)
 		h.undo(now)

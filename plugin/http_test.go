@@ -55,15 +55,26 @@ func (e *proxyEnv) records() []vllmsim.Record {
 // under the real clock, and the proxy.
 func startProxy(t *testing.T, cfg string, vms int, ts float64) *proxyEnv {
 	t.Helper()
+	return startProxyWith(t, cfg, vms, ts, nil)
+}
+
+// startProxyWith is startProxy with the simulator's configuration and
+// options changed by engine (nil: none).
+func startProxyWith(t *testing.T, cfg string, vms int, ts float64, engine func(*vllmsim.EngineConfig, *vllmsim.ServerOptions)) *proxyEnv {
+	t.Helper()
 	e := &proxyEnv{}
 	ec := vllmsim.TestConfig()
 	ec.MaxNumSeqs = 64
 	ec.NumBlocks = 4096
-	e.sim = vllmsim.NewServer(ec, vllmsim.ServerOptions{TimeScale: ts, OnRecord: func(r vllmsim.Record) {
+	opts := vllmsim.ServerOptions{TimeScale: ts, OnRecord: func(r vllmsim.Record) {
 		e.mu.Lock()
 		e.recs = append(e.recs, r)
 		e.mu.Unlock()
-	}})
+	}}
+	if engine != nil {
+		engine(&ec, &opts)
+	}
+	e.sim = vllmsim.NewServer(ec, opts)
 	t.Cleanup(e.sim.Close)
 	up := httptest.NewServer(e.sim)
 	t.Cleanup(up.Close)

@@ -48,6 +48,9 @@ const (
 	mQueueTimeout = "queue_timeouts_total"    // counter, pool/team: held requests answered 429 at max_queue_time
 	mQueueTime    = "queue_time_ms"           // histogram, pool/team/class: time held before dispatch (latency.go)
 
+	mEngineRefused  = "engine_priority_refused_total" // counter, pool: responses that were the engine's refusal of a priority
+	mEnginePriority = "engine_priority"               // gauge, pool: 1 while priorities are written, 0 once not
+
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
 	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare
 	mClusterFailures  = "cluster_failures_total"  // counter, plugin: syncs that could not reach etcd

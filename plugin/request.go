@@ -234,7 +234,7 @@ func (h *httpContext) decide(size int) types.Action {
 		h.prio = failOpenPriority(h.class)
 		h.borrowing = true
 	}
-	if err := pc.writeBody(&req, body, h.prio, h.hide); err != nil {
+	if err := pc.writeBody(&req, body, h.enginePriority(ps, h.prio), h.hide); err != nil {
 		// The body still holds the client's priority: it must not go.
 		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
 		h.undo(now)

@@ -72,6 +72,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	}
 	h.sse = eventStream(ct)
 	h.responseStarted()
+	h.engineHeaders()
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")
@@ -166,6 +167,9 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) types.Action {
 		default:
 			h.resp = append(h.resp, chunk...)
 		}
+	}
+	if h.engine == engineWatch {
+		h.engineResponse(chunk, eos)
 	}
 	if eos {
 		h.finish(true)

@@ -31,7 +31,11 @@ func (h *httpContext) serveStatus(method string) types.Action {
 	now := time.Now()
 	pools := make([]poolStatus, 0, len(pc.pools))
 	for _, ps := range pc.pools {
-		st := poolStatus{name: ps.cfg.name, capacity: ps.cfg.capacity, models: ps.cfg.models}
+		if ps.eng.mode == engineAuto && !ps.eng.off && pc.engineMarked(ps) {
+			ps.eng.off = true // another VM saw the refusal
+		}
+		st := poolStatus{name: ps.cfg.name, capacity: ps.cfg.capacity, models: ps.cfg.models,
+			engine: ps.eng.mode.String(), engineInForce: ps.engineInForce()}
 		if _, err := pc.rs.load(now, ps.rec); err != nil {
 			st.err = err.Error()
 		} else {
@@ -75,15 +79,19 @@ type poolStatus struct {
 	// whole is the pool's configured capacity when this proxy decides
 	// against a slice of it (the cluster block); 0 otherwise.
 	whole int
-	teams []fairshare.TeamStat
-	err   string // the record could not be read
+	// engine and engineInForce are engine_priority as configured and as
+	// this VM applies it ("on" or "off").
+	engine, engineInForce string
+	teams                 []fairshare.TeamStat
+	err                   string // the record could not be read
 }
 
 // appendStatus appends the JSON status document, in the spirit of Kueue's
 // status.fairSharing:
 //
 //	{"time": RFC 3339, "holder": "hex id of the answering VM",
-//	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight", "error"?,
+//	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
+//	   "engine_priority", "engine_priority_in_force", "error"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
@@ -93,6 +101,10 @@ type poolStatus struct {
 // pool_capacity is present when the proxy shares the pool with others
 // (the cluster block): capacity and every team's reserved are then this
 // proxy's slice, pool_capacity the whole pool's capacity.
+// engine_priority is the pool's configured "auto", "on" or "off";
+// engine_priority_in_force is "on" while the plugin writes priorities for
+// the pool and "off" once it does not (mode off, or auto after the
+// engine refused one).
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -124,6 +136,12 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 		}
 		b = append(b, `],"in_flight":`...)
 		b = strconv.AppendInt(b, int64(p.inFlight), 10)
+		if p.engine != "" {
+			b = append(b, `,"engine_priority":`...)
+			b = gjson.AppendJSONString(b, p.engine)
+			b = append(b, `,"engine_priority_in_force":`...)
+			b = gjson.AppendJSONString(b, p.engineInForce)
+		}
 		if p.err != "" {
 			b = append(b, `,"error":`...)
 			b = gjson.AppendJSONString(b, p.err)

@@ -73,6 +73,7 @@ type httpContext struct {
 	firstSeen           bool
 	ev                  uint8
 	evMid               bool
+	engine              uint8 // the engine-refusal check of the response (engine.go)
 }
 
 // NewHttpContext implements types.PluginContext: a stream context the host

@@ -64,6 +64,8 @@ type poolState struct {
 	rec *record
 	// waiters is the pool's queue length as this VM last saw it.
 	waiters int
+	// eng is the pool's engine priority (engine.go).
+	eng engineState
 	// slots are what a request looks up by its team's name, per entry of
 	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
 	// at the first use (slot).
@@ -188,6 +190,7 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		pc.pools = append(pc.pools, &poolState{cfg: p, rec: newRecord(pc.name, p.name, cfg.coreConfig(p))})
 	}
 	for _, ps := range pc.pools {
+		pc.startEngine(ps)
 		pc.heartbeat(now, ps)
 	}
 	pc.lastBeat = now

@@ -370,3 +370,30 @@ func TestReplicasSameSeedSameResults(t *testing.T) {
 		t.Errorf("no borrower in %s on three proxies: the run does not exercise the slices", s.Name)
 	}
 }
+
+// TestEngineOffHoldsSharesOnFCFS runs S2 through the engine-off column
+// (engine_priority "off", engines under FCFS): no forwarded body carries a
+// priority (the gateway fails the run otherwise) and issue 22's target,
+// read from the scenario file, holds in every mode.
+func TestEngineOffHoldsSharesOnFCFS(t *testing.T) {
+	plugin(t) // compiles the module
+	s := reduced(t, "s2-saturate", 1)
+	rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: []fairbench.NewGateway{fairbench.NewFCFS, wasmgw.New(mod, engineOffOptions())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := fairbench.EngineOffTargets(rep, fairbench.EngineOffColumn)
+	if len(ts) != len(rep.Modes) {
+		t.Fatalf("targets %v, want one per mode", ts)
+	}
+	for _, tg := range ts {
+		if !tg.OK() {
+			t.Error(tg)
+		} else {
+			t.Log(tg)
+		}
+	}
+	if col := rep.Column(fairbench.ModeVLLM, fairbench.EngineOffColumn); col == nil || col.Pool.ServiceRate < 0.97*rep.Column(fairbench.ModeVLLM, "fcfs").Pool.ServiceRate {
+		t.Errorf("engine-off column %+v: want at least 0.97 of FCFS's service", col)
+	}
+}

@@ -118,6 +118,12 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 			return err
 		}
 	}
+	if flow && plugin == "wasm" {
+		fmt.Fprintf(&b, "\n### Without engine priorities (issue 22)\n\n%s\n\n", engineOffSummary)
+		if err := fairbench.WriteEngineOffTargets(&b, reps); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(out, "README.md"), bytes.ReplaceAll(b.Bytes(), []byte("(results/"), []byte("(")), 0o644); err != nil {
 		return err
 	}

@@ -42,6 +42,24 @@ func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []s
 	return plugin, ablations, notes
 }
 
+// engineOffOptions are the options of the fairbench.EngineOffColumn: the
+// `plugin` column's flow control with engine_priority "off", in front of
+// engines under --scheduling-policy fcfs (vLLM's default), so that
+// holding at the gateway alone enforces the reservations.
+func engineOffOptions() wasmgw.Options {
+	p, _, _ := flowOptions()
+	f := *p.Flow
+	f.EnginePriority = "off"
+	return wasmgw.Options{Name: fairbench.EngineOffColumn, Flow: &f, EngineFCFS: true}
+}
+
+// engineOffNote says what the fairbench.EngineOffColumn is, in the
+// ablation tables.
+const engineOffNote = "plugin.wasm with flow control as the `plugin` column and `engine_priority: \"off\"`, in front of vLLM engines under `--scheduling-policy fcfs` (vLLM's default): no forwarded body carries a priority (the run fails otherwise), so only holding at the gateway enforces the reservations. Its borrowing counts are 0: with no priority in the body the benchmark cannot see a request's standing"
+
+// engineOffSummary introduces the engine-off table of the summary.
+const engineOffSummary = "What holding alone buys in front of an engine that ignores priorities: the `" + fairbench.EngineOffColumn + "` column (the `plugin` column's flow control with `engine_priority: \"off\"`, engines under `--scheduling-policy fcfs`) on every scenario, in its ablation table; issue 22's target on the scenarios that set it."
+
 // replicaBound is the overshoot over C of the borrowers in flight, and
 // over a team's reservation of its within-share requests in flight, that
 // the replicas column accepts: the plugin's stated bound without faults
@@ -159,7 +177,9 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 // variable (as make test does). With flow and etcdURL, the ablations end
 // with the replicas columns (plugin-3x, plugin-noflow-3x) on the
 // scenarios that set
-// gateway_replicas, its proxies syncing through the etcd at etcdURL.
+// gateway_replicas, its proxies syncing through the etcd at etcdURL. With
+// flow the last ablation is fairbench.EngineOffColumn (engine_priority
+// "off" in front of FCFS engines).
 func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, error) {
 	switch kind {
 	case "native":
@@ -205,6 +225,7 @@ func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.
 			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},
 				fairbench.Variant{New: replicasNoflowPlugin(mod, etcdURL), Note: replicasNoflowNote, Skip: noReplicas})
 		}
+		vs = append(vs, fairbench.Variant{New: wasmgw.New(mod, engineOffOptions()), Note: engineOffNote})
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, batch_aging %v (the default), kv_tokens, lending limits)",
 			label, queueTime, wasmgw.DefaultDispatchTick, fairbench.NativeBatchAging), nil
 	}

@@ -170,9 +170,46 @@ func FlowTargets(rep *Report, policy string) []Target {
 	return out
 }
 
+// EngineOffColumn is the name of the column of the plugin with
+// engine_priority "off" in front of engines under FCFS.
+const EngineOffColumn = "plugin-off-fcfs"
+
+// EngineOffTargets returns issue 22's target for rep's EngineOffColumn,
+// in every mode the scenario's targets section names it for (none if the
+// column is missing): engine_off_max_share_error_points, every saturated
+// team's share within ±limit points when nothing but holding at the
+// gateway enforces the reservations (S2: 2).
+func EngineOffTargets(rep *Report, policy string) []Target {
+	var out []Target
+	s := rep.Scenario
+	for _, m := range rep.Modes {
+		col := rep.Column(m, policy)
+		b := s.Targets.EngineOffShareError
+		if col == nil || !b.in(m) {
+			continue
+		}
+		lim, atMost := b.limit()
+		out = append(out, Target{Scenario: s.Name, Mode: m, Name: "max share error (points), FCFS engine", Value: 100 * col.MaxShareError(),
+			Limit: lim, AtMost: atMost, Format: "%.1f"})
+	}
+	return out
+}
+
+// WriteEngineOffTargets writes EngineOffTargets of every report as a
+// markdown table, one column: EngineOffColumn.
+func WriteEngineOffTargets(w io.Writer, reps []*Report) error {
+	return writeTargets(w, reps, []string{EngineOffColumn}, EngineOffTargets)
+}
+
 // WriteTargets writes the targets as a markdown table, one row per target
 // of every report, for each named column.
 func WriteTargets(w io.Writer, reps []*Report, policies []string) error {
+	return writeTargets(w, reps, policies, FlowTargets)
+}
+
+// writeTargets writes the targets that targets returns for each report
+// and named column as a markdown table.
+func writeTargets(w io.Writer, reps []*Report, policies []string, targets func(*Report, string) []Target) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| scenario | engine | target | bound |")
 	for _, p := range policies {
@@ -188,7 +225,7 @@ func WriteTargets(w io.Writer, reps []*Report, policies []string) error {
 		var rows []key
 		cells := map[key][]*Target{}
 		for i, p := range policies {
-			ts := FlowTargets(rep, p)
+			ts := targets(rep, p)
 			for k := range ts {
 				t := &ts[k]
 				kk := key{t.Mode, t.Name}

@@ -67,6 +67,36 @@ func TestFlowTargets(t *testing.T) {
 	}
 }
 
+// TestEngineOffTargets: S2's engine-off target, read from its scenario
+// file, is the share error of the engine-off column alone, and its table
+// has that one column.
+func TestEngineOffTargets(t *testing.T) {
+	off := fakeResult(EngineOffColumn, 100, 0, 5, 5)
+	off.Teams[0].SatShare, off.Teams[0].Entitled = 0.53, 0.5 // 3 points off
+	rep := &Report{Scenario: loadTargets(t, "s2-saturate"), Modes: []string{ModeVLLM}, Results: map[string][]*Result{ModeVLLM: {
+		fakeResult("fcfs", 100, 0, 5, 5), fakeResult("plugin", 100, 0, 5, 5)}},
+		Ablations: map[string][]*Result{ModeVLLM: {off}}}
+	ts := EngineOffTargets(rep, EngineOffColumn)
+	if len(ts) != 1 || ts[0].OK() || ts[0].Limit != 2 || ts[0].Value < 2.999 || ts[0].Value > 3.001 {
+		t.Fatalf("EngineOffTargets = %v, want one target of 3 points against at most 2, failing", ts)
+	}
+	if ts := EngineOffTargets(rep, "plugin"); len(ts) != 1 || !ts[0].OK() {
+		t.Errorf("on the plugin column: %v, want one target that holds", ts)
+	}
+	var b strings.Builder
+	if err := WriteEngineOffTargets(&b, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| scenario | engine | target | bound | "+EngineOffColumn+" |") ||
+		!strings.Contains(b.String(), "| s2-saturate | vllm | max share error (points), FCFS engine | <= 2.0 | 3.0 ✗ |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+	rep.Scenario = loadTargets(t, "s1-flood")
+	if ts := EngineOffTargets(rep, EngineOffColumn); len(ts) != 0 {
+		t.Errorf("S1 sets no engine-off target: %v", ts)
+	}
+}
+
 // TestReplicaTargets: the largest share difference (in points, with its
 // team), the alone team's p99 ratio and the borrowers against C + bound;
 // without flow control (bound < 0) no borrowers target.
@@ -158,6 +188,8 @@ func TestTargetsParsedStrictly(t *testing.T) {
 		{`{"jain": {"at_least": 0.99, "modes": ["vlm"]}}`, "targets.jain.modes[0]: must be one of"},
 		{`{"alone_p99_vs_fcfs": {"at_most": 0.2}}`, "targets.alone_p99_vs_fcfs: needs the scenario's \"alone\" team"},
 		{`{"replica_share_difference_points": {"at_most": 2}}`, "targets.replica_share_difference_points: needs the scenario's \"gateway_replicas\""},
+		{`{"engine_off_max_share_error_points": {"at_least": 2}}`, "targets.engine_off_max_share_error_points: must set exactly one of [at_most]"},
+		{`{"engine_off_max_share_error_points": {"at_most": 2, "limit": 1}}`, "targets.engine_off_max_share_error_points.limit: unknown field"},
 	} {
 		_, err := ParseScenario([]byte(fmt.Sprintf(base, c.targets)))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

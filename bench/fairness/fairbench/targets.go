@@ -55,6 +55,12 @@ type Targets struct {
 	// several proxies as a multiple of its p99 on one (at_most; needs
 	// "alone" and "gateway_replicas").
 	ReplicaAloneP99 *Bound `json:"replica_alone_p99_vs_one,omitempty"`
+	// EngineOffShareError bounds, in points, the largest difference
+	// between a saturated team's share of the service and its entitled
+	// share on the EngineOffColumn: the plugin with engine_priority "off"
+	// in front of engines under FCFS, holding at the gateway alone
+	// (at_most).
+	EngineOffShareError *Bound `json:"engine_off_max_share_error_points,omitempty"`
 }
 
 // Bound is the limit of one target. Exactly one of AtMost, AtLeast and
@@ -151,6 +157,7 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 		{"worst_p99_vs_epp", ts.WorstP99VsEPP, []string{atMost}, ""},
 		{"replica_share_difference_points", ts.ReplicaShareDifference, []string{atMost}, "gateway_replicas"},
 		{"replica_alone_p99_vs_one", ts.ReplicaAloneP99, []string{atMost}, "alone"},
+		{"engine_off_max_share_error_points", ts.EngineOffShareError, []string{atMost}, ""},
 	} {
 		if k.b == nil {
 			continue

@@ -72,6 +72,10 @@ type Flow struct {
 	// BatchAging, if not "", is written as batch_aging (else the plugin's
 	// default applies).
 	BatchAging string
+	// EnginePriority, if not "", is written as the pool's engine_priority
+	// ("off": the plugin writes no priority, and the gateway fails a run
+	// in which a forwarded body carries one).
+	EnginePriority string
 }
 
 // tick returns the dispatch tick.
@@ -98,6 +102,9 @@ type Options struct {
 	// configuration: the plugin runs with its default cost weights (the
 	// plugin-cost1 ablation).
 	DefaultCost bool
+	// EngineFCFS runs the engines under --scheduling-policy fcfs (vLLM's
+	// default: the priority is ignored) instead of priority.
+	EngineFCFS bool
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -158,9 +165,14 @@ func New(mod *host.Module, opt Options) fairbench.NewGateway {
 // Name implements fairbench.Gateway.
 func (g *Gateway) Name() string { return g.opt.Name }
 
-// EnginePolicy implements fairbench.Gateway: the plugin needs vLLM's
-// priority scheduler.
-func (g *Gateway) EnginePolicy() string { return fairbench.EnginePriority }
+// EnginePolicy implements fairbench.Gateway: vLLM's priority scheduler,
+// which the plugin's priorities need, unless Options.EngineFCFS.
+func (g *Gateway) EnginePolicy() string {
+	if g.opt.EngineFCFS {
+		return fairbench.EngineFCFS
+	}
+	return fairbench.EnginePriority
+}
 
 // KVTokens returns the KV capacity in tokens of a pool of capacity c in
 // scenario s: num_gpu_blocks × block_size of one engine, times c /
@@ -202,6 +214,9 @@ func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) 
 			return nil, err
 		}
 		fmt.Fprintf(&b, `"kv_tokens":%d,`, kv)
+	}
+	if flow != nil && flow.EnginePriority != "" {
+		fmt.Fprintf(&b, `"engine_priority":%q,`, flow.EnginePriority)
 	}
 	b.WriteString(`"models":["*"],"teams":{`)
 	for i, t := range s.Teams {
@@ -380,9 +395,13 @@ func (g *Gateway) dispatchTick() {
 // submit sends r to the engine with the priority of its forwarded body.
 func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	prio := 0
+	off := g.opt.Flow != nil && g.opt.Flow.EnginePriority == "off"
 	if p := gjson.GetBytes(s.ForwardedRequestBody(), "priority"); p.Exists() {
 		prio = int(p.Int())
-	} else if !g.anyPriority {
+		if off {
+			g.fail(fmt.Errorf("wasmgw: request %d: forwarded body with priority %d under engine_priority \"off\"", r.ID, prio))
+		}
+	} else if !g.anyPriority && !off {
 		g.fail(fmt.Errorf("wasmgw: request %d: forwarded body without priority", r.ID))
 	}
 	r.Borrowing = prio >= 10

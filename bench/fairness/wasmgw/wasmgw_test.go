@@ -251,3 +251,26 @@ func TestEstimateMatchesBody(t *testing.T) {
 		t.Errorf("usage = %s: want prompt_tokens_details.cached_tokens 2048", gjson.GetBytes(r, "usage").Raw)
 	}
 }
+
+// TestEngineOffOptions: Flow.EnginePriority is written as the pool's
+// engine_priority (absent otherwise), and EngineFCFS puts the engines
+// under FCFS.
+func TestEngineOffOptions(t *testing.T) {
+	s := &fairbench.Scenario{Name: "f", Engine: fairbench.EngineSpec{Preset: "demo"}, Teams: []fairbench.TeamSpec{{Name: "a", Share: 1}}}
+	cfg, err := Config(s, 16, &Flow{MaxQueueTime: time.Minute, EnginePriority: "off"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gjson.GetBytes(cfg, "pools.0.engine_priority").String(); got != "off" {
+		t.Errorf("engine_priority %q in %s, want off", got, cfg)
+	}
+	if cfg, _ = Config(s, 16, &Flow{MaxQueueTime: time.Minute}, nil); gjson.GetBytes(cfg, "pools.0.engine_priority").Exists() {
+		t.Errorf("engine_priority written without EnginePriority: %s", cfg)
+	}
+	if p := (&Gateway{opt: Options{EngineFCFS: true}}).EnginePolicy(); p != fairbench.EngineFCFS {
+		t.Errorf("EngineFCFS: policy %q, want %q", p, fairbench.EngineFCFS)
+	}
+	if p := (&Gateway{}).EnginePolicy(); p != fairbench.EnginePriority {
+		t.Errorf("default policy %q, want %q", p, fairbench.EnginePriority)
+	}
+}

@@ -22,6 +22,10 @@ import (
 
 const key = "callfloor/pool"
 
+// engineKey stands for the pool's engine-refusal mark, which the plugin
+// reads before it writes a priority (engine_priority "auto", the default).
+const engineKey = "callfloor/engine"
+
 // head is the body's new start: the priority member after the object's {.
 var head = []byte(`{"priority":0,`)
 
@@ -128,6 +132,7 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 	}
 	pc.update()
 	_ = hostcalls.IncrementMetric(pc.metric, 1)
+	_, _, _ = hostcalls.GetSharedData(engineKey) // missing: priorities are written
 	// As the plugin writes it: a short body joined with the member in one
 	// replace; from 1 KiB, the member replaces the body's start and the
 	// rest is appended from the read buffer (no copy in the module).
