@@ -28,6 +28,13 @@ import (
 //	                            │      client gone (on_log/on_done, or on_delete alone) ─► Cancel
 //	                            └────► QueueFull / TeamQueueFull ─► 429 + Retry-After
 //
+// With hold_headers "on" the stream was already paused at its headers
+// (StopIteration; Envoy's allow_on_headers_stop_iteration delivers the
+// body callbacks all the same): Granted then continues headers and body
+// together, and dispatch resumes both, the decision added to the request
+// headers (decisionHeaders). A stream that gets no body callback within
+// hold_headers_probe is continued by the tick (probe).
+//
 // Only the VM that paused a stream can resume it, so the record's queue
 // names each waiting request's holder, and a VM that frees capacity for
 // another VM's request wakes that VM through the shared queue it
@@ -302,8 +309,8 @@ func (pc *pluginContext) probe(now time.Time) {
 		if !pc.probeWarned {
 			pc.probeWarned = true
 			hostcalls.LogCriticalf("fairshare: hold_headers is \"on\" but no body callback reached a request stopped at its headers within hold_headers_probe (%s): "+
-				"the host holds the body until a continue; set allow_on_headers_stop_iteration: true in the Wasm filter's PluginConfig (Envoy >= 1.35) or hold_headers \"off\"; "+
-				"such requests are continued after hold_headers_probe", pc.cfg.holdHeadersProbe)
+				"the host is holding the body until a continue (set allow_on_headers_stop_iteration: true in the Wasm filter's PluginConfig, Envoy >= 1.35, or hold_headers \"off\"), "+
+				"or the client sent no body for that long; such requests are continued after hold_headers_probe (logged once)", pc.cfg.holdHeadersProbe)
 		}
 	}
 }
