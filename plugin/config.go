@@ -76,6 +76,22 @@ const (
 	// for now, turns holding off: borrowers are forwarded at once at their
 	// borrowing priority. Set it (e.g. "30s") to turn flow control on.
 	DefaultMaxQueueTime = 0
+	// DefaultHoldHeaders is hold_headers: "off" lets a scheduled request's
+	// headers go upstream at once (the body is held); "on" stops them in
+	// on_request_headers until the decision, so a held request has
+	// nothing upstream. "on" needs Envoy ≥ 1.35 with the PluginConfig's
+	// allow_on_headers_stop_iteration: true, which the plugin cannot see
+	// from inside (hold_headers_probe is the safety net).
+	DefaultHoldHeaders = "off"
+	// DefaultHoldHeadersProbe bounds how long a request stopped at its
+	// headers (hold_headers "on") may go without a body callback before
+	// the plugin concludes that the host converted the stop (no
+	// allow_on_headers_stop_iteration), continues it and logs the setting
+	// to fix once at critical level (hold_headers_probe).
+	DefaultHoldHeadersProbe = time.Second
+	// maxStreamIdle is Envoy's default HCM stream_idle_timeout: a held
+	// stream sees no events, so a longer max_queue_time needs it raised.
+	maxStreamIdle = 5 * time.Minute
 	// DefaultBatchAging is how much later than an interactive request a
 	// held batch request of the same standing counts as arrived
 	// (batch_aging; fairshare.Config.BatchAging): it yields to interactive
@@ -164,6 +180,11 @@ type config struct {
 	maxQueueTime   time.Duration
 	queueLimit     int
 	teamQueueLimit int
+	// holdHeaders stops a scheduled request's headers until the decision
+	// (hold_headers "on"); holdHeadersProbe bounds the wait for its first
+	// body callback (the host may convert the stop, flow.go probe).
+	holdHeaders      bool
+	holdHeadersProbe time.Duration
 	// batchAging is how much later a held batch request counts as
 	// arrived (fairshare.Config.BatchAging).
 	batchAging time.Duration
@@ -225,6 +246,16 @@ func (c *config) coreQueueLimit() int {
 		return 0
 	}
 	return c.queueLimit
+}
+
+// warnings are what the plugin can tell of the Envoy settings a
+// configuration needs (README: Flow control): logged at configure time.
+func (c *config) warnings() []string {
+	var w []string
+	if c.holding() && c.maxQueueTime >= maxStreamIdle {
+		w = append(w, fmt.Sprintf("max_queue_time %s is not below Envoy's default stream_idle_timeout (5m): a held stream sees no events, so set the HTTP connection manager's stream_idle_timeout (or the route's idle_timeout) above max_queue_time, and request_timeout to 0 or above it", c.maxQueueTime))
+	}
+	return w
 }
 
 // holding reports whether borrowers that find no room are held.
@@ -321,6 +352,7 @@ func defaultConfig() config {
 		batchAging:       DefaultBatchAging,
 		queueLimit:       DefaultQueueLimit,
 		dispatchTick:     DefaultDispatchTick,
+		holdHeadersProbe: DefaultHoldHeadersProbe,
 	}
 }
 
@@ -428,6 +460,18 @@ func parse(data []byte) (config, error) {
 			c.teamQueueLimit = integer(&ps, key, v, 0, 1<<16, c.teamQueueLimit)
 		case "dispatch_tick":
 			c.dispatchTick = duration(&ps, key, v, time.Millisecond)
+		case "hold_headers":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case "off":
+				case "on":
+					c.holdHeaders = true
+				default:
+					ps.add(key, "must be \"off\" or \"on\", got %q (there is no \"auto\": the plugin cannot see Envoy's allow_on_headers_stop_iteration)", s)
+				}
+			}
+		case "hold_headers_probe":
+			c.holdHeadersProbe = duration(&ps, key, v, time.Millisecond)
 		case "batch_aging":
 			c.batchAging = duration(&ps, key, v, 0)
 		case "status_public":
@@ -478,6 +522,9 @@ func parse(data []byte) (config, error) {
 				ps.add("status_path", "must differ from every entry of paths, got %q", p)
 			}
 		}
+	}
+	if c.holdHeaders && !c.holding() {
+		ps.add("hold_headers", "\"on\" needs flow control (max_queue_time > 0 and queue_limit > 0): without it no request is held")
 	}
 	if !seen["pools"] {
 		ps.add("pools", "required: at least one pool")

@@ -238,3 +238,34 @@ func TestParseEnginePriority(t *testing.T) {
 		t.Errorf("on without holding: %v, want accepted (the engine enforces)", err)
 	}
 }
+
+// TestParseHoldHeaders: hold_headers is "off" (default) or "on", with no
+// "auto" (the plugin cannot see Envoy's allow_on_headers_stop_iteration);
+// "on" needs flow control; hold_headers_probe defaults to a second.
+func TestParseHoldHeaders(t *testing.T) {
+	const pools = `"pools":[{"name":"p","capacity":2,"models":["m"],"teams":{"a":{"share":0.5}}}]}`
+	c, err := parse([]byte(`{"max_queue_time":"10s","hold_headers":"on",` + pools))
+	if err != nil || !c.holdHeaders || c.holdHeadersProbe != DefaultHoldHeadersProbe {
+		t.Fatalf("on: %+v %v", c.holdHeaders, err)
+	}
+	if c, err := parse([]byte(`{` + pools)); err != nil || c.holdHeaders {
+		t.Fatalf("default: %v %v", c.holdHeaders, err)
+	}
+	for in, want := range map[string]string{
+		`"hold_headers":"auto",`:                           `hold_headers: must be "off" or "on", got "auto"`,
+		`"hold_headers":"on",`:                             `hold_headers: "on" needs flow control`,
+		`"hold_headers":"on","max_queue_time":"0s",`:       `hold_headers: "on" needs flow control`,
+		`"max_queue_time":"1s","hold_headers_probe":"0s",`: `hold_headers_probe`,
+	} {
+		_, err := parse([]byte(`{` + in + pools))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+	if w := (&config{maxQueueTime: 5 * time.Minute, queueLimit: 1}).warnings(); len(w) != 1 || !strings.Contains(w[0], "stream_idle_timeout") {
+		t.Errorf("warnings for 5m = %q", w)
+	}
+	if w := (&config{maxQueueTime: 4 * time.Minute, queueLimit: 1}).warnings(); len(w) != 0 {
+		t.Errorf("warnings for 4m = %q", w)
+	}
+}

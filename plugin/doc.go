@@ -37,7 +37,13 @@
 // Flow control (flow.go; max_queue_time > 0): a borrower that finds no
 // room is held, its stream paused with its body buffered, and dispatched
 // by its own VM in the pool's standing order when capacity frees, its
-// priority decided then; see flow.go's picture.
+// priority decided then; see flow.go's picture. With hold_headers "on"
+// on_request_headers returns Pause for every scheduled request, so under
+// Envoy's allow_on_headers_stop_iteration the headers wait for the
+// decision too (nothing upstream while held; the decision also goes into
+// x-fairshare-team, -pool and -priority request headers); a stream that
+// gets no body callback within hold_headers_probe (the host converted the
+// pause) is continued by the tick and decided as without it.
 //
 // Every other request with a body that vLLM could read as JSON is buffered
 // and its top-level "priority" blanked out in place (unscheduled "strip")
@@ -140,6 +146,9 @@
 //	max_queue_time     "0s"                hold borrowers that find no room this long ("0s": off)
 //	queue_limit        1024                held requests per pool (429 beyond)
 //	team_queue_limit   0                   held requests per team (0: no limit)
+//	hold_headers       "off"               "on": stop the headers until the decision, nothing upstream
+//	                                       while held (Envoy >= 1.35 allow_on_headers_stop_iteration)
+//	hold_headers_probe "1s"                "on", no body callback this long: continued, logged critical
 //	dispatch_tick      "20ms"              tick period while holding is on
 //	batch_aging        "2s"                a held batch request counts as arrived this much later
 //	                                       than an interactive one ("0s": interactive always first)

@@ -28,6 +28,13 @@ import (
 //	                            │      client gone (on_log/on_done, or on_delete alone) ─► Cancel
 //	                            └────► QueueFull / TeamQueueFull ─► 429 + Retry-After
 //
+// With hold_headers "on" the stream was already paused at its headers
+// (StopIteration; Envoy's allow_on_headers_stop_iteration delivers the
+// body callbacks all the same): Granted then continues headers and body
+// together, and dispatch resumes both, the decision added to the request
+// headers (decisionHeaders). A stream that gets no body callback within
+// hold_headers_probe is continued by the tick (probe).
+//
 // Only the VM that paused a stream can resume it, so the record's queue
 // names each waiting request's holder, and a VM that frees capacity for
 // another VM's request wakes that VM through the shared queue it
@@ -147,6 +154,7 @@ func (h *httpContext) resume(now time.Time, ps *poolState, g fairshare.Grant) {
 		pc.body = out[:0]
 	}
 	h.markDispatched(now)
+	h.decisionHeaders()
 	if err := hostcalls.ResumeHttpRequest(); err != nil {
 		hostcalls.LogErrorf("fairshare: resume held request: %v", err)
 	}
@@ -264,4 +272,47 @@ func (h *httpContext) cancel(now time.Time) {
 	// On a failure the request leaves the queue at its deadline all the
 	// same.
 	_ = pc.updatePool(now, ps, "cancel", func(p *fairshare.Pool) { p.Cancel(now, pc.holder, h.reqID) })
+}
+
+// unprobe takes h out of the streams waiting for their first body
+// callback.
+func (pc *pluginContext) unprobe(h *httpContext) {
+	if h.probeAt == 0 {
+		return
+	}
+	h.probeAt = 0
+	if pc.probing[h.ctxID] == h {
+		delete(pc.probing, h.ctxID)
+	}
+}
+
+// probe is the safety net of hold_headers "on": a stream stopped at its
+// headers that has had no body callback for hold_headers_probe is taken
+// to be on a host that converts the stop into StopAllIterationAndWatermark
+// (Envoy < 1.35, or allow_on_headers_stop_iteration not set), under which
+// no body callback comes until a continue. It is continued (its headers go
+// upstream, its body then reaches on_request_body and is decided as with
+// hold_headers "off"), and the setting to fix is logged once at critical
+// level: requests are delayed by the probe, never hung.
+func (pc *pluginContext) probe(now time.Time) {
+	t := now.UnixNano()
+	for id, h := range pc.probing {
+		if h.probeAt > t {
+			continue
+		}
+		pc.unprobe(h)
+		h.headersHeld = false
+		if hostcalls.SetEffectiveContext(id) != nil {
+			continue
+		}
+		if err := hostcalls.ResumeHttpRequest(); err != nil {
+			hostcalls.LogErrorf("fairshare: continue a request stopped at its headers: %v", err)
+		}
+		if !pc.probeWarned {
+			pc.probeWarned = true
+			hostcalls.LogCriticalf("fairshare: hold_headers is \"on\" but no body callback reached a request stopped at its headers within hold_headers_probe (%s): "+
+				"the host is holding the body until a continue (set allow_on_headers_stop_iteration: true in the Wasm filter's PluginConfig, Envoy >= 1.35, or hold_headers \"off\"), "+
+				"or the client sent no body for that long; such requests are continued after hold_headers_probe (logged once)", pc.cfg.holdHeadersProbe)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,14 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		return h.reply(errNotObject, "")
 	}
 	h.state = stBody
+	if pc.cfg.holdHeaders {
+		// Nothing goes upstream until the decision (flow.go probe: the
+		// host may instead hold the body until a continue).
+		h.headersHeld = true
+		h.probeAt = time.Now().Add(pc.cfg.holdHeadersProbe).UnixNano()
+		pc.probing[h.ctxID] = h
+		return types.ActionPause // StopIteration
+	}
 	return types.ActionContinue
 }
 
@@ -149,6 +158,9 @@ func (pc *pluginContext) pooling(path string) bool {
 // OnHttpRequestBody buffers the body up to max_body_bytes and decides at
 // its end.
 func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
+	if h.probeAt != 0 {
+		h.pc.unprobe(h) // the host delivers body callbacks to stopped headers
+	}
 	if h.state != stBody && h.state != stStrip {
 		return types.ActionContinue
 	}
@@ -241,7 +253,21 @@ func (h *httpContext) decide(size int) types.Action {
 		return h.reply(errRewrite, ps.cfg.name)
 	}
 	h.markDispatched(now)
-	return types.ActionContinue
+	h.decisionHeaders()
+	return types.ActionContinue // held headers go with the body
+}
+
+// decisionHeaders adds x-fairshare-team, -pool and -priority to request
+// headers that are still held (hold_headers "on"), for the filters after
+// this one; headers already released can no longer change.
+func (h *httpContext) decisionHeaders() {
+	if !h.headersHeld {
+		return
+	}
+	h.headersHeld = false
+	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.team)
+	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"pool", h.pool.cfg.name)
+	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"priority", strconv.Itoa(h.prio))
 }
 
 // poolFor returns the first pool whose models contain model ("*" matches

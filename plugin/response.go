@@ -202,6 +202,7 @@ func (h *httpContext) OnHttpResponseTrailers(int) types.Action {
 // OnHttpStreamDone releases a grant the response did not end (reset,
 // abort, timeout, local reply), with the best estimate.
 func (h *httpContext) OnHttpStreamDone() {
+	h.pc.unprobe(h)
 	if h.state == stHeld {
 		h.cancel(time.Now())
 		return

@@ -47,6 +47,12 @@ type httpContext struct {
 	grant     fairshare.Grant
 	prio      int
 	borrowing bool
+	// headersHeld: the request headers were stopped in on_request_headers
+	// (hold_headers "on") and not released yet, so the decision can still
+	// go into them. probeAt (unix ns, 0: not probing) is when the stream,
+	// without a body callback by then, is continued (flow.go probe).
+	headersHeld bool
+	probeAt     int64
 
 	pooling bool  // a pooling endpoint: nothing is generated
 	choices int64 // prompts × n: the completions the request asks for
@@ -110,6 +116,7 @@ func (pc *pluginContext) DeleteHttpContext(ctx types.HttpContext) {
 	if !ok || h.pc != pc {
 		return
 	}
+	pc.unprobe(h)
 	switch {
 	case h.state == stHeld:
 		if pc.held[h.reqID] == h {

@@ -52,6 +52,12 @@ type pluginContext struct {
 	queues   map[uint32]uint32
 	wakeQ    uint32
 	lastBeat time.Time
+	// probing holds, by context id, the streams stopped at their headers
+	// (hold_headers "on") that have had no body callback yet (flow.go
+	// probe); probeWarned: the critical line naming Envoy's setting was
+	// logged.
+	probing     map[uint32]*httpContext
+	probeWarned bool
 
 	// cl syncs the pools with the other proxies (cluster.go); nil
 	// without a cluster block.
@@ -158,6 +164,7 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		pc.means = completionMeans{}
 		pc.held = map[uint64]*httpContext{}
 		pc.queues = map[uint32]uint32{}
+		pc.probing = map[uint32]*httpContext{}
 	}
 	if pc.wakeQ == 0 && cfg.holding() {
 		if id, err := hostcalls.RegisterSharedQueue(wakeQueueName(pc.holder)); err != nil {
@@ -167,6 +174,9 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		}
 	}
 	pc.cfg = cfg
+	for _, w := range cfg.warnings() {
+		hostcalls.LogWarn("fairshare: " + w)
+	}
 	if len(pc.means) == 0 {
 		// A new VM: what the others have learnt of the teams' completions.
 		pc.takeMeans()
@@ -259,6 +269,9 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 // runs every dispatch_tick.
 func (pc *pluginContext) OnTick() {
 	now := time.Now()
+	if len(pc.probing) > 0 {
+		pc.probe(now)
+	}
 	if len(pc.held) > 0 {
 		pc.expire(now)
 		pc.dispatchHeld(now)

@@ -31,7 +31,11 @@
 // with no pairs); bodies with StopIterationAndBuffer accumulation,
 // Buffer::copyFrom semantics for set_buffer_bytes (no partial drain) and
 // the buffer limit (413 request, 500 response);
-// headers StopIteration converted to StopAllIterationAndWatermark; local
+// headers StopIteration converted to StopAllIterationAndWatermark, or
+// with Options.AllowOnHeadersStopIteration (Envoy ≥ 1.35's
+// allow_on_headers_stop_iteration) kept as a real StopIteration: body
+// callbacks delivered, headers mutable and unreleased until the filter
+// continues, then released with the buffered body; local
 // replies deferred until the callback returns; the end-of-stream order
 // on_log → on_done → on_delete for every stream (reset ones too); tick
 // timers per VM; http_call to named
@@ -158,7 +162,7 @@
 //     cannot tell the difference). Queue tokens are process-wide.
 //   - fd_write output is logged line by line (cpp-host logs each write).
 //   - Not modelled: network (L4) filters and their buffers, gRPC, foreign
-//     functions, allow_on_headers_stop_iteration, metadata callbacks,
+//     functions, metadata callbacks,
 //     request trailers in the proxy, HTTP/2 stream limits, most CEL
 //     attributes beyond those listed on VM.property, the ~25 extra WASI
 //     stubs of cpp-host ≥ 94091cd.

@@ -504,3 +504,78 @@ func TestBodyWritableInTrailersOnlyWhenHeld(t *testing.T) {
 		})
 	}
 }
+
+// holdAtHeaders stops at the headers (StopIteration), changes the request
+// headers in the body callback, holds the body (StopIterationAndBuffer)
+// and, from a tick, rewrites it and continues stream 2.
+const holdAtHeaders = `{"on":{
+	"configure":[{"call":"set_tick_period_milliseconds","n":10}],
+	"request_body":[{"call":"remove_header_map_value","map":"request_headers","key":"content-length"},
+	                {"call":"add_header_map_value","map":"request_headers","key":"x-priority","value":"1"}],
+	"tick":[{"call":"set_effective_context","ctx":2},
+	        {"call":"add_header_map_value","map":"request_headers","key":"x-at-dispatch","value":"1"},
+	        {"call":"set_buffer_bytes","buffer":"request_body","start":0,"size":2147483647,"value":"ABCDEF"},
+	        {"call":"continue_stream","stream":"request"}]},
+	"return":{"request_headers":1,"request_body":1}}`
+
+// TestHeadersStopIterationAllowed: with AllowOnHeadersStopIteration (Envoy
+// ≥ 1.35 allow_on_headers_stop_iteration) a headers StopIteration is real:
+// the body callbacks are delivered while nothing has gone upstream, the
+// headers stay changeable there and from a tick, and the continue
+// releases the headers and the buffered (rewritten) body together.
+func TestHeadersStopIterationAllowed(t *testing.T) {
+	h := flowHost(t, holdAtHeaders, Options{AllowOnHeadersStopIteration: true})
+	s := h.NewStream(0)
+	equal(t, "headers", s.RequestHeaders(postReq, false), StopIteration)
+	equal(t, "body chunk", s.RequestBody([]byte("ab"), false), StopIterationAndBuffer)
+	equal(t, "body end", s.RequestBody([]byte("cd"), true), StopIterationAndBuffer)
+	equal(t, "body callbacks", messages(h, 0, "on_request_body", "add_header"), []string{
+		`on_request_body(ctx=2 size=2 eos=false)`,
+		`add_header_map_value(map=request_headers key="x-priority" value="1") -> status=OK`,
+		`on_request_body(ctx=2 size=4 eos=true)`,
+		`add_header_map_value(map=request_headers key="x-priority" value="1") -> status=OK`,
+	})
+	equal(t, "nothing upstream while held", []any{s.RequestHeaderMap(), s.ForwardedRequestBody(), s.RequestDone()}, []any{[][2]string(nil), []byte(nil), false})
+	tickVM(t, h, 0)
+	equal(t, "tick", since(h, 0, 0, "add_header_map_value(map=request_headers key=\"x-at", "continue_stream"), []string{
+		`add_header_map_value(map=request_headers key="x-at-dispatch" value="1") -> status=OK`,
+		`continue_stream(stream=request) -> status=OK`,
+	})
+	equal(t, "headers upstream", s.RequestHeaderMap(), [][2]string{{":method", "POST"}, {":path", "/v1/x"}, {":authority", "example"},
+		{"x-priority", "1"}, {"x-priority", "1"}, {"x-at-dispatch", "1"}})
+	equal(t, "body upstream", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, "ABCDEF"})
+}
+
+// TestHeadersStopIterationContinuedFromBody: under
+// AllowOnHeadersStopIteration a Continue from the body callback at the end
+// of stream sends the stopped headers and the whole body at once, and the
+// headers freeze then (BAD_ARGUMENT from a later tick).
+func TestHeadersStopIterationContinuedFromBody(t *testing.T) {
+	h := flowHost(t, `{"on":{
+		"configure":[{"call":"set_tick_period_milliseconds","n":10}],
+		"request_body":[{"call":"add_header_map_value","map":"request_headers","key":"x-priority","value":"1"}],
+		"tick":[{"call":"set_effective_context","ctx":2},
+		        {"call":"add_header_map_value","map":"request_headers","key":"x-late","value":"1"}]},
+		"return":{"request_headers":1}}`, Options{AllowOnHeadersStopIteration: true})
+	s := h.NewStream(0)
+	equal(t, "headers", s.RequestHeaders(postReq, false), StopIteration)
+	equal(t, "headers held", s.RequestHeaderMap(), [][2]string(nil))
+	equal(t, "body", s.RequestBody([]byte("abcd"), true), Continue)
+	equal(t, "headers upstream", s.RequestHeaderMap(), [][2]string{{":method", "POST"}, {":path", "/v1/x"}, {":authority", "example"},
+		{"content-length", "4"}, {"x-priority", "1"}})
+	equal(t, "body upstream", []any{s.RequestDone(), string(s.ForwardedRequestBody())}, []any{true, "abcd"})
+	tickVM(t, h, 0)
+	equal(t, "frozen", since(h, 0, 0, `add_header_map_value(map=request_headers key="x-late"`), []string{
+		`add_header_map_value(map=request_headers key="x-late" value="1") -> status=BAD_ARGUMENT`})
+}
+
+// TestHeadersStopIterationConvertedByDefault: without the option the same
+// module's StopIteration is StopAllIterationAndWatermark: no body callback
+// until continue_stream (here none ever comes), the body held by the host.
+func TestHeadersStopIterationConvertedByDefault(t *testing.T) {
+	h := flowHost(t, `{"return":{"request_headers":1,"request_body":1}}`, Options{})
+	s := h.NewStream(0)
+	equal(t, "headers", s.RequestHeaders(postReq, false), StopAllIterationAndWatermark)
+	equal(t, "body", s.RequestBody([]byte("abcd"), true), Held)
+	equal(t, "no body callback", messages(h, 0, "on_request_body"), []string(nil))
+}

@@ -63,6 +63,18 @@ type Options struct {
 	// BufferLimit is per_connection_buffer_limit_bytes; 0 means
 	// DefaultBufferLimit.
 	BufferLimit int
+	// AllowOnHeadersStopIteration is Envoy's (≥ 1.35) PluginConfig field
+	// allow_on_headers_stop_iteration (cpp-host 7a212bc). False, the
+	// default: a headers callback's StopIteration(1) is converted to
+	// StopAllIterationAndWatermark (cpp-host
+	// convertVmCallResultToFilterHeadersStatus) and the body callbacks
+	// wait for proxy_continue_stream. True: it is a real StopIteration:
+	// the headers stay unreleased (and mutable by the filter) while the
+	// body callbacks are delivered, until the filter continues (Continue
+	// from a body or trailers callback, or proxy_continue_stream from a
+	// later callback); then the headers and the buffered body are passed
+	// on together (Envoy's commonHandleAfterDataCallback / commonContinue).
+	AllowOnHeadersStopIteration bool
 	// LogLevel is what proxy_get_log_level answers; proxy_log below it is
 	// dropped. The zero value (LogTrace) keeps everything.
 	LogLevel hostcalls.LogLevel

@@ -15,7 +15,9 @@ type Action int
 const (
 	// Continue: the event (and anything buffered before it) was passed on.
 	Continue Action = iota
-	// StopIteration: trailers held until proxy_continue_stream.
+	// StopIteration: trailers held until proxy_continue_stream; or, with
+	// Options.AllowOnHeadersStopIteration, headers held while the body
+	// callbacks go on (released with the body when the filter continues).
 	StopIteration
 	// StopAllIterationAndBuffer: headers held; the body is buffered by the
 	// host, not delivered, until proxy_continue_stream; above the buffer
@@ -76,6 +78,7 @@ type direction struct {
 	headersReleased   bool // passed on (sent upstream / to the client)
 	releasedHeaders   [][2]string
 	stopAtHeaders     Action // 0 or StopAll*
+	headersStopped    bool   // real StopIteration at headers (AllowOnHeadersStopIteration): body callbacks go on
 	held              []byte // data held while stopped at headers
 	heldTrailers      [][2]string
 	heldEOS           bool
@@ -332,14 +335,23 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 	switch uint32(r) {
 	case 0, 2: // Continue, ContinueAndEndStream
 		a = Continue
+	case 1:
+		if s.h.opts.AllowOnHeadersStopIteration {
+			a = StopIteration
+		} else {
+			a = StopAllIterationAndWatermark // cpp-host's conversion
+		}
 	case 3:
 		a = StopAllIterationAndBuffer
-	default: // 1 (StopIteration, converted), 4, and above
+	default: // 4 and above
 		a = StopAllIterationAndWatermark
 	}
-	if a == Continue {
+	switch a {
+	case Continue:
 		s.releaseHeaders(d)
-	} else {
+	case StopIteration:
+		d.headersStopped = true
+	default:
 		d.stopAtHeaders = a
 	}
 	s.applyResume()
@@ -352,6 +364,7 @@ func (s *Stream) headersEvent(resp bool, hdrs [][2]string, eos bool) Action {
 // arrived while they were held still go through the filter first. Caller
 // holds the VM.
 func (s *Stream) releaseHeaders(d *direction) {
+	d.headersStopped = false
 	d.headersMutable = false
 	d.headersReleased = true
 	// Shared, not copied: once released the map is never changed again
@@ -439,6 +452,9 @@ func (s *Stream) deliverBody(d *direction, chunk []byte, eos bool) Action {
 // chunks, or of the filter's bytes), so when nothing is waiting to be
 // taken it becomes the passed-on data without a copy.
 func (s *Stream) passBuf(d *direction, eos bool) {
+	if d.headersStopped {
+		s.releaseHeaders(d) // the headers go first, with the buffered body
+	}
 	if len(d.out) == 0 {
 		d.out = d.buf
 	} else {
@@ -490,6 +506,9 @@ func (s *Stream) deliverTrailers(d *direction) Action {
 }
 
 func (s *Stream) releaseTrailers(d *direction) {
+	if d.headersStopped {
+		s.releaseHeaders(d)
+	}
 	d.trailersMutable = false
 	d.trailersStopped = false
 	d.buffering = 0
@@ -565,6 +584,11 @@ func (s *Stream) applyResume() {
 			case d.buffering != 0:
 				d.buffering = 0
 				s.passBuf(d, d.eosIn && d.trailers == nil)
+			case d.headersStopped:
+				// Stopped at headers (real StopIteration) with no body
+				// buffered yet: the headers go now, the body follows as
+				// it arrives.
+				s.releaseHeaders(d)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	headermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	jwtauthnv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
@@ -280,5 +281,103 @@ func TestEnvoyEtcdCluster(t *testing.T) {
 	name := cfg.Cluster.EtcdCluster
 	if name == "" || !slices.ContainsFunc(f.bootstrap.GetStaticResources().GetClusters(), func(cl *clusterv3.Cluster) bool { return cl.GetName() == name }) {
 		t.Errorf("cluster.json's etcd_cluster %q is not a cluster of %s", name, envoyPath)
+	}
+}
+
+// flowReadyFor is the longest max_queue_time envoy.yaml must be ready for,
+// whatever its plugin configuration sets: the plugin's request_timeout
+// (the fairness benchmark runs flow control at 600 s).
+const flowReadyFor = 10 * time.Minute
+
+// flowSettings lists what envoy.yaml lacks for flow control with its
+// plugin configuration and any max_queue_time up to flowReadyFor, and for
+// hold_headers "on": the connection manager's stream_idle_timeout above
+// the hold, request_timeout 0 or above it, the vllm cluster's circuit
+// breakers sized for held plus in-flight requests (with hold_headers
+// "off" a held request holds an upstream request), and
+// allow_on_headers_stop_iteration true.
+func flowSettings(f *envoyFront) []string {
+	var out []string
+	cfg := f.config.(map[string]any)
+	hold := flowReadyFor
+	if d, err := time.ParseDuration(fmt.Sprint(cfg["max_queue_time"])); err == nil && d > hold {
+		hold = d
+	}
+	idle := 5 * time.Minute // Envoy's default
+	if f.hcm.StreamIdleTimeout != nil {
+		idle = f.hcm.GetStreamIdleTimeout().AsDuration()
+	}
+	if idle != 0 && idle <= hold {
+		out = append(out, fmt.Sprintf("stream_idle_timeout %v, want above max_queue_time %v", idle, hold))
+	}
+	if rt := f.hcm.GetRequestTimeout().AsDuration(); rt != 0 && rt <= hold {
+		out = append(out, fmt.Sprintf("request_timeout %v, want 0 or above max_queue_time %v", rt, hold))
+	}
+	queue, _ := cfg["queue_limit"].(float64)
+	pools, _ := cfg["pools"].([]any)
+	need := 0.0
+	for _, p := range pools {
+		c, _ := p.(map[string]any)["capacity"].(float64)
+		need += queue + c
+	}
+	var vllm *clusterv3.Cluster
+	for _, c := range f.bootstrap.GetStaticResources().GetClusters() {
+		if c.GetName() == "vllm" {
+			vllm = c
+		}
+	}
+	var th *clusterv3.CircuitBreakers_Thresholds
+	for _, t := range vllm.GetCircuitBreakers().GetThresholds() {
+		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
+			th = t
+		}
+	}
+	for _, b := range []struct {
+		name string
+		v    *wrapperspb.UInt32Value
+	}{{"max_requests", th.GetMaxRequests()}, {"max_pending_requests", th.GetMaxPendingRequests()}, {"max_connections", th.GetMaxConnections()}} {
+		got := uint32(1024) // Envoy's default
+		if b.v != nil {
+			got = b.v.GetValue()
+		}
+		if float64(got) < need {
+			out = append(out, fmt.Sprintf("cluster vllm circuit_breakers %s %d, want >= held + in flight %v", b.name, got, need))
+		}
+	}
+	if !f.wasm.GetAllowOnHeadersStopIteration().GetValue() {
+		out = append(out, "allow_on_headers_stop_iteration not true (hold_headers \"on\" needs it)")
+	}
+	return out
+}
+
+// TestEnvoyFlowControlSettings: envoy.yaml carries what flow control
+// needs (flowSettings); each mistake below is caught.
+func TestEnvoyFlowControlSettings(t *testing.T) {
+	orig := string(readFile(t, envoyPath))
+	f, err := loadEnvoy([]byte(orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range flowSettings(f) {
+		t.Errorf("envoy.yaml: %s", p)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"          stream_idle_timeout: 900s\n", "", "stream_idle_timeout 5m0s"},
+		{"stream_idle_timeout: 900s", "stream_idle_timeout: 600s", "stream_idle_timeout 10m0s"},
+		{"request_timeout: 0s", "request_timeout: 300s", "request_timeout 5m0s"},
+		{"max_requests: 2048", "max_requests: 1024", "max_requests 1024"},
+		{"allow_on_headers_stop_iteration: true", "allow_on_headers_stop_iteration: false", "allow_on_headers_stop_iteration"},
+		{`"max_queue_time": "0s"`, `"max_queue_time": "20m"`, "above max_queue_time 20m0s"},
+	} {
+		if strings.Count(orig, c.old) != 1 {
+			t.Fatalf("envoy.yaml holds %q %d times, want once", c.old, strings.Count(orig, c.old))
+		}
+		f, err := loadEnvoy([]byte(strings.Replace(orig, c.old, c.new, 1)))
+		if err != nil {
+			t.Fatalf("%q -> %q: %v", c.old, c.new, err)
+		}
+		if got := strings.Join(flowSettings(f), "; "); !strings.Contains(got, c.want) {
+			t.Errorf("%q -> %q: problems %q, want one containing %q", c.old, c.new, got, c.want)
+		}
 	}
 }

@@ -582,8 +582,31 @@ func TestGatewayKit(t *testing.T) {
 	if to := route.GetTimeout().AsDuration(); route.GetTimeout() != nil && to < requestTimeout(t, cfg) {
 		t.Errorf("VirtualService timeout %v, want none or >= request_timeout", to)
 	}
-	if dr := k.get(t, "DestinationRule", "").obj.(*networkingv1.DestinationRule); dr.GetHost() != host {
+	dr := k.get(t, "DestinationRule", "").obj.(*networkingv1.DestinationRule)
+	if dr.GetHost() != host {
 		t.Errorf("DestinationRule host %q, want %q", dr.GetHost(), host)
+	}
+	// A held request (hold_headers "off") holds an upstream request: the
+	// breakers admit queue_limit per pool plus the capacity in flight.
+	need := 0.0
+	queue, _ := cfg["queue_limit"].(float64)
+	for _, p := range cfg["pools"].([]any) {
+		c, _ := p.(map[string]any)["capacity"].(float64)
+		need += queue + c
+	}
+	cp := dr.GetTrafficPolicy().GetConnectionPool()
+	for _, b := range []struct {
+		name string
+		v    int32
+	}{{"tcp.maxConnections", cp.GetTcp().GetMaxConnections()}, {"http.http1MaxPendingRequests", cp.GetHttp().GetHttp1MaxPendingRequests()},
+		{"http.http2MaxRequests", cp.GetHttp().GetHttp2MaxRequests()}} {
+		got := b.v
+		if got == 0 {
+			got = 1024 // Envoy's default
+		}
+		if float64(got) < need {
+			t.Errorf("DestinationRule connectionPool %s %d, want >= held + in flight %v", b.name, got, need)
+		}
 	}
 	ef := k.get(t, "EnvoyFilter", "").obj.(*networkingv1alpha3.EnvoyFilter)
 	for _, p := range ef.GetConfigPatches() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
@@ -98,4 +100,73 @@ func TestHandlerClientGoneWhileHeld(t *testing.T) {
 		[]string{"--> proxy_on_log(ctx=2)", "--> proxy_on_done(ctx=2)", "--> proxy_on_delete(ctx=2)"})
 	tick(t, h)
 	equal(t, "resume refused", messages(h, 0, "set_effective_context"), []string{`set_effective_context(ctx=2) -> status=BAD_ARGUMENT`})
+}
+
+// TestHandlerHeldAtHeadersOpensNoUpstream: under
+// AllowOnHeadersStopIteration a filter that stops at the headers and holds
+// the body opens nothing upstream while it holds (the upstream has seen
+// no request: Envoy's router creates the upstream request only when the
+// headers pass); the tick's continue then sends the headers and the whole
+// (rewritten) body together as one request.
+func TestHandlerHeldAtHeadersOpensNoUpstream(t *testing.T) {
+	up, opened, seenCh := countingUpstream(t)
+	h := flowHost(t, `{"on":{
+		"configure":[{"call":"set_tick_period_milliseconds","n":10}],
+		"request_body":[{"call":"remove_header_map_value","map":"request_headers","key":"content-length"}],
+		"tick":[{"call":"set_effective_context","ctx":2},
+		        {"call":"add_header_map_value","map":"request_headers","key":"x-fairshare-priority","value":"1"},
+		        {"call":"set_buffer_bytes","buffer":"request_body","start":0,"size":2147483647,"value":"{\"priority\":1}"},
+		        {"call":"continue_stream","stream":"request"}]},
+		"return":{"request_headers":1,"request_body":1}}`, host.Options{AllowOnHeadersStopIteration: true})
+	px := proxyFor(t, h, up.URL)
+	res := postAsync(context.Background(), px.URL, strings.Repeat("x", 40<<10)) // two chunks of the proxy
+	waitLog(t, h, "on_request_body(ctx=2 size=40960 eos=true)")
+	select {
+	case r := <-res:
+		t.Fatalf("answered while held: %+v", r)
+	default:
+	}
+	equal(t, "upstream requests while held", opened.Load(), int32(0))
+	tick(t, h)
+	equal(t, "client", <-res, clientResult{status: 200, body: `echo:{"priority":1}`})
+	got := <-seenCh
+	equal(t, "upstream", []any{opened.Load(), got.body, got.contentLength, got.header.Get("X-Fairshare-Priority")},
+		[]any{int32(1), `{"priority":1}`, int64(-1), "1"})
+}
+
+// TestHandlerHeldAtHeadersConverted: by default (the conversion to
+// StopAllIterationAndWatermark) the same stop holds the body in the host,
+// with no body callback and nothing upstream, until the tick continues;
+// then the headers go and the body reaches on_request_body and upstream.
+func TestHandlerHeldAtHeadersConverted(t *testing.T) {
+	up, opened, seenCh := countingUpstream(t)
+	h := flowHost(t, `{"on":{
+		"configure":[{"call":"set_tick_period_milliseconds","n":10}],
+		"tick":[{"call":"set_effective_context","ctx":2},
+		        {"call":"continue_stream","stream":"request"}]},
+		"return":{"request_headers":1}}`, host.Options{})
+	px := proxyFor(t, h, up.URL)
+	res := postAsync(context.Background(), px.URL, "abcd")
+	waitLog(t, h, "on_request_headers(ctx=2")
+	equal(t, "upstream requests while held", opened.Load(), int32(0))
+	equal(t, "no body callback while held", messages(h, 0, "on_request_body"), []string(nil))
+	tick(t, h)
+	equal(t, "client", <-res, clientResult{status: 200, body: "echo:abcd"})
+	equal(t, "upstream", []any{opened.Load(), (<-seenCh).body}, []any{int32(1), "abcd"})
+	equal(t, "body callback after continue", messages(h, 0, "on_request_body"), []string{"on_request_body(ctx=2 size=4 eos=true)"})
+}
+
+// countingUpstream is echoUpstream that also counts the requests it was
+// handed (each counted as soon as its headers arrive, before its body).
+func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int32, chan seen) {
+	opened := new(atomic.Int32)
+	ch := make(chan seen, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		opened.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		ch <- seen{string(b), r.ContentLength, r.Header.Clone(), r.URL.RequestURI()}
+		io.WriteString(w, "echo:"+string(b))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, opened, ch
 }

@@ -73,20 +73,39 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdrs := requestPairs(r)
 	noBody := r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0
 	s.RequestHeaders(hdrs, noBody)
-	rp, ok := p.waitHeaders(ctx, s, false)
-	if !ok {
-		p.finish(w, s, rp, false)
-		return
-	}
-
-	// Request body: pumped into a pipe that feeds the upstream request.
+	// The upstream request is opened only once the filter has released
+	// the headers, as Envoy's router creates it at decodeHeaders. The
+	// body is read into the filter from the start (Envoy reads it while
+	// the headers are stopped: held by the filter manager, or delivered to
+	// the filter under allow_on_headers_stop_iteration) and pumped into
+	// a pipe that feeds the upstream request.
 	pr, pw := io.Pipe()
-	if !noBody {
-		go p.pumpRequest(ctx, cancel, r.Body, pw, s)
-	} else {
+	var upHeaders [][2]string
+	if noBody {
 		pw.Close()
+		rp, ok := p.waitHeaders(ctx, s, false)
+		if !ok {
+			p.finish(w, s, rp, false)
+			return
+		}
+		upHeaders = rp.Headers
+	} else {
+		released := make(chan struct{})
+		go p.pumpRequest(ctx, cancel, r.Body, pw, s, released)
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		upHeaders = s.RequestHeaderMap()
+		if upHeaders == nil { // ended, or the client went away, before the headers went
+			if r.Context().Err() != nil {
+				s.Reset()
+			}
+			p.finish(w, s, s.Take(false, true), false)
+			return
+		}
 	}
-	up, err := p.upstreamRequest(ctx, rp.Headers, pr, noBody)
+	up, err := p.upstreamRequest(ctx, upHeaders, pr, noBody)
 	if err != nil {
 		s.ResetWithReason("bad_request_headers")
 		p.finish(w, s, s.Take(false, true), false)
@@ -179,8 +198,25 @@ func (p *proxy) waitHeaders(ctx context.Context, s *host.Stream, resp bool) (hos
 }
 
 // pumpRequest reads the client body chunk by chunk into the filter and
-// writes what it passes on into the upstream pipe.
-func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body io.Reader, pw *io.PipeWriter, s *host.Stream) {
+// writes what it passes on into the upstream pipe. It closes released
+// once the filter has released the request headers or the stream ended
+// (whichever it sees first, after a body event or a notification: the
+// headers a tick releases while the client is still sending are seen at
+// the next chunk).
+func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body io.Reader, pw *io.PipeWriter, s *host.Stream, released chan struct{}) {
+	announced := false
+	announce := func(pr host.Progress) {
+		if !announced && (pr.HeadersReleased || pr.Ended || pr.Local != nil || pr.Reset) {
+			announced = true
+			close(released)
+		}
+	}
+	defer func() {
+		if !announced {
+			close(released)
+		}
+	}()
+	announce(s.Take(false, true)) // headers released by on_request_headers
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := body.Read(buf)
@@ -196,6 +232,7 @@ func (p *proxy) pumpRequest(ctx context.Context, cancel context.CancelFunc, body
 		}
 		for {
 			pr := s.Take(false, true)
+			announce(pr)
 			if pr.Local != nil || pr.Reset {
 				pw.CloseWithError(errLocalReply)
 				cancel()
