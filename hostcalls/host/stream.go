@@ -625,7 +625,13 @@ func (s *Stream) ResetWithReason(reason string) {
 // the wasm filter's access-log callback always runs; ActiveStream::
 // completeRequest, FilterManager::log). Later events return Ended. Safe to
 // call twice.
-func (s *Stream) Complete() {
+func (s *Stream) Complete() { s.end(true) }
+
+// end ends the stream once: with logDone, proxy_on_log and proxy_on_done
+// before proxy_on_delete (Complete), else proxy_on_delete alone
+// (DeleteOnly); then the stream leaves its VM, and the last stream of a
+// retired VM shuts its root down.
+func (s *Stream) end(logDone bool) {
 	s.lock()
 	if s.complete {
 		s.unlock()
@@ -634,10 +640,12 @@ func (s *Stream) Complete() {
 	s.complete = true
 	s.ended = true
 	if s.created {
-		s.logPhase = true
-		s.call(cbLog, 0, uint64(s.id))
-		s.logPhase = false
-		s.call(cbDone, 1, uint64(s.id))
+		if logDone {
+			s.logPhase = true
+			s.call(cbLog, 0, uint64(s.id))
+			s.logPhase = false
+			s.call(cbDone, 1, uint64(s.id))
+		}
 		s.call(cbDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)
 	}
