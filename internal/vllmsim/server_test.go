@@ -285,7 +285,7 @@ func TestEndpoints(t *testing.T) {
 		`vllm:time_to_first_token_seconds_count{model_name="m",engine="0"} 1.0`,
 		`vllm:e2e_request_latency_seconds_bucket{model_name="m",engine="0",le="7680.0"} 1.0`,
 		`vllm:request_queue_time_seconds_count{model_name="m",engine="0"} 1.0`,
-		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.92",num_gpu_blocks="64"} 1.0`,
+		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.92",kv_cache_max_concurrency="2.0",kv_cache_size_tokens="1024",num_gpu_blocks="64"} 1.0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
