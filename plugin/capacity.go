@@ -180,7 +180,7 @@ type engineEntry struct {
 type engineSet struct {
 	engines map[string]*engineEntry
 	source  string // "config" or "engines"
-	n       int    // engines whose readings were applied
+	n       int    // engine cores whose readings were applied
 	c       int    // C applied
 	kv      int64  // K applied
 	at      int64  // when applied (unix ns)
@@ -491,7 +491,9 @@ func (cs *capacitySync) record(now time.Time, ps *poolState, addr string, r engi
 }
 
 // sum is the capacity the pool's fresh readings say: C, K and the number
-// of engines (0: none fresh, the configuration applies).
+// of engine cores (0: none fresh, the configuration applies): a vLLM
+// server under data parallelism is several engine cores behind one
+// address, each with its own cache_config_info series.
 func sum(now time.Time, cf *capacityFrom, cfgC int, cfgKV int64, s *engineSet) (c int, kv int64, n int) {
 	for _, e := range s.engines {
 		if e.read == 0 || e.fail > e.read || now.UnixNano()-e.read > int64(cf.expire) || e.r.cores == 0 {
@@ -501,7 +503,7 @@ func sum(now time.Time, cf *capacityFrom, cfgC int, cfgKV int64, s *engineSet) (
 		if e.r.maxNumSeqs > 0 {
 			seqs = e.r.maxNumSeqs
 		}
-		n++
+		n += e.r.cores
 		c = min(c+seqs*e.r.cores, 1<<20)
 		kv = min(kv+e.r.kvTokens, 1<<40)
 	}

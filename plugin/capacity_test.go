@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
 	"github.com/tidwall/gjson"
 )
 
@@ -235,4 +236,23 @@ func TestWasmCapacityFromNoHost(t *testing.T) {
 	if e := st.Get("engines.0.error").String(); e != "HTTP 503" {
 		t.Errorf("engine error %q, want HTTP 503 (no host chosen); status %s", e, st.Raw)
 	}
+}
+
+// The loop with the simulator: a vLLM server of two engine cores (data
+// parallel) is read as two engines, and follows when one leaves service.
+func TestWasmCapacityFromSimulator(t *testing.T) {
+	cfg := vllmsim.TestConfig()
+	srv := vllmsim.NewServer(cfg, vllmsim.ServerOptions{Model: "m", Replicas: 2})
+	t.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	h, _ := startElastic(t, elasticConfig(`"cluster": "local-vllm"`), 2, func(o *host.Options) {
+		o.Clusters = map[string]string{"local-vllm": hs.URL}
+	})
+	kv := cfg.NumBlocks * cfg.BlockSize
+	poll(h, 2*time.Second)
+	wantCapacity(t, h, 2*8, 2*kv, "engines (2)")
+	srv.SetActive(1)
+	poll(h, 2*time.Second)
+	wantCapacity(t, h, 8, kv, "engines (1)")
 }

@@ -52,7 +52,7 @@ const (
 	mEnginePriority = "engine_priority"               // gauge, pool: 1 while priorities are written, 0 once not
 
 	mKVTokens             = "kv_tokens"                    // gauge, pool: K, the live KV capacity in tokens (0: no KV resource)
-	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engines whose readings make C and K; 0: the configured values
+	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
 	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
 
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd

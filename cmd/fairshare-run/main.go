@@ -93,6 +93,9 @@ type options struct {
 	verbose   bool
 	replicas  int
 	tr        traceOptions
+	// engines is -engines: the engines in service over time in the
+	// simulator of every capacity_from pool (elastic.go).
+	engines []engineStep
 }
 
 // Default flag values.
@@ -149,7 +152,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tr.teams, "trace-teams", "", "-trace: split the rows among teams by weight, e.g. search=0.5,chat=0.3,research=0.2:batch (each row goes to one team by a fixed hash of its line, so each team replays a thinning of the trace; class interactive unless :batch, a jsonl row's class wins); default: the pool's teams by share")
 	fs.IntVar(&o.tr.requests, "trace-requests", 0, "-trace: send at most this many requests (0: the whole window, until -duration)")
 	fs.IntVar(&o.replicas, "replicas", 1, "local proxies sharing every pool through an embedded etcd (the plugin's cluster block); the demo load is split 70/20/10 with 3, evenly otherwise")
+	enginesFlag := fs.String("engines", "", "simulator only, for the pools with capacity_from: engines in service at the start and from each time on, e.g. 2,10s=4,20s=1 (the plugin reads them from the engines' /metrics)")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.engines, err = parseEngines(*enginesFlag); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {

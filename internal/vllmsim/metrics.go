@@ -202,3 +202,13 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 			cfg.BlockSize, caching, s.engine, pyFloat(maxConc), kvTokens, cfg.NumBlocks)
 	}
 }
+
+// WriteMetrics writes replica's /metrics, as a vLLM server of that one
+// engine answers it (engine="0"), from the Sim's state now. The Sim must
+// not run meanwhile: a caller on another goroutine reads it while the
+// Sim's goroutine waits for it.
+func (s *Sim) WriteMetrics(w io.Writer, model string, replica int) {
+	snap := s.engines[replica].snapshot()
+	snap.engine = 0
+	writeMetrics(w, model, s.cfg, []metricsSnapshot{snap})
+}
