@@ -214,3 +214,63 @@ func elasticTargets(s *Scenario, m string, col *Result, add func(name string, v 
 		add("lost: requests left counted + tokens charged ≠ reported", float64(col.Ledger.Lost()), b, "%.0f")
 	}
 }
+
+// writeElastic writes, for a capacity_from_engines scenario, the table of
+// the capacity each column decided against: the share error of every
+// phase between capacity changes (every column), and for the columns that
+// read the engines (CapacityReporter) the worst lag behind them, the C at
+// the end of each phase, and the ledger.
+func writeElastic(b *strings.Builder, s *Scenario, rs []*Result) {
+	if !s.CapacityFromEngines {
+		return
+	}
+	b.WriteString("### Capacity from the engines\n\n")
+	b.WriteString("The plugin columns are never told C: they read the engines (capacity_from). Phases are cut at each capacity change.\n\n")
+	header(b, []string{"measure"}, rs)
+	row := func(name string, f func(*Result) string) {
+		fmt.Fprintf(b, "| %s |", name)
+		for _, r := range rs {
+			fmt.Fprintf(b, " %s |", f(r))
+		}
+		b.WriteString("\n")
+	}
+	_, phases := rs[0].PhaseShareError(s)
+	for k := range phases {
+		row(fmt.Sprintf("share error, phase %d (points)", k+1), func(r *Result) string {
+			if _, ph := r.PhaseShareError(s); k < len(ph) {
+				return fmt.Sprintf("%.1f", ph[k])
+			}
+			return "—"
+		})
+	}
+	reads := func(f func(*Result) string) func(*Result) string {
+		return func(r *Result) string {
+			if r.Ledger == nil {
+				return "—"
+			}
+			return f(r)
+		}
+	}
+	row("worst lag of C behind the engines (s)", reads(func(r *Result) string {
+		lag, _ := r.CapacityLag()
+		return fmt.Sprintf("%.1f", lag.Seconds())
+	}))
+	row("C decided / engines' C at each change + 10 s", reads(func(r *Result) string {
+		var out []string
+		for _, c := range s.CapacityChanges {
+			at := Sec(c.At) + 10*time.Second
+			for _, smp := range r.Capacity {
+				if smp.At >= at {
+					out = append(out, fmt.Sprintf("%d/%d", smp.Decided, smp.FromEngine))
+					break
+				}
+			}
+		}
+		return strings.Join(out, ", ")
+	}))
+	row("requests left counted at the end", reads(func(r *Result) string { return fmt.Sprintf("%d", r.Ledger.InFlight-r.Ledger.Open) }))
+	row("tokens charged − reported (prompt, completion)", reads(func(r *Result) string {
+		return fmt.Sprintf("%d, %d", r.Ledger.ChargedPrompt-r.Ledger.ReportedPrompt, r.Ledger.ChargedCompletion-r.Ledger.ReportedCompletion)
+	}))
+	b.WriteString("\n")
+}
