@@ -256,3 +256,17 @@ func TestWasmCapacityFromSimulator(t *testing.T) {
 	poll(h, 2*time.Second)
 	wantCapacity(t, h, 8, kv, "engines (1)")
 }
+
+// With the host's HTTPCallsOnWait (the benchmark's setting) an answer
+// comes only at Wait, so a run's reads land at the same point every time.
+func TestWasmCapacityFromAnswersOnWait(t *testing.T) {
+	e := newFakeEngine(t, 100)
+	h, _ := startElastic(t, elasticConfig(`"cluster": "local-vllm"`), 2, func(o *host.Options) {
+		o.Clusters = map[string]string{"local-vllm": e.srv.URL}
+		o.HTTPCallsOnWait = true
+	})
+	h.Advance(2 * time.Second)
+	wantCapacity(t, h, 4, 1000, "config") // read, not yet answered
+	h.Wait()
+	wantCapacity(t, h, 8, 1600, "engines (1)")
+}

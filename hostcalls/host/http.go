@@ -226,11 +226,16 @@ func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
 	h.calls.Add(1)
 	go func() {
 		defer h.calls.Done()
-		if noHost {
-			vm.deliverHTTPCall(ctxID, s, token, noHealthyUpstream(), true)
+		res, ok := noHealthyUpstream(), true
+		if !noHost {
+			res, ok = doHTTPCall(base, hdrs, body, timeout)
+		}
+		if h.opts.HTTPCallsOnWait {
+			h.answeredMu.Lock()
+			h.answered = append(h.answered, heldAnswer{vm: vm, ctxID: ctxID, s: s, token: token, res: res, ok: ok})
+			h.answeredMu.Unlock()
 			return
 		}
-		res, ok := doHTTPCall(base, hdrs, body, timeout)
 		vm.deliverHTTPCall(ctxID, s, token, res, ok)
 	}()
 	setStatus(stack, hostcalls.StatusOK)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
 	"github.com/fairshare-wasm/fairshare/fairshare"
@@ -152,4 +153,24 @@ func (g *Gateway) Ledger() (inFlight int, prompt, completion int64) {
 		}
 	}
 	return inFlight, prompt, completion
+}
+
+// stepTo moves the host's clock to t one tick period of the plugin at a
+// time, and after each step delivers the answers of the reads that
+// step's ticks started (Host.Wait with Options.HTTPCallsOnWait): an
+// answer comes at the instant of its read, after every VM's tick of that
+// instant, in every run alike.
+func (g *Gateway) stepTo(t time.Time) {
+	step := Tick
+	if g.opt.Flow != nil {
+		step = min(step, g.opt.Flow.tick())
+	}
+	for {
+		d := t.Sub(g.clock.Now())
+		if d <= 0 {
+			return
+		}
+		g.h.Advance(min(d, step))
+		g.h.Wait()
+	}
 }

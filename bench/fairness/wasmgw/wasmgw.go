@@ -273,16 +273,17 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 		return fmt.Errorf("wasmgw: %w", err)
 	}
 	h, err := g.mod.Start(context.Background(), host.Options{
-		OriginalDst:  originalDst,
-		VMs:          g.opt.VMs,
-		VMID:         "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
-		PluginName:   "fairshare",
-		RootID:       "fairshare",
-		PluginConfig: cfg,
-		Clock:        g.clock,
-		Seed:         s.Seed + 1,
-		LogLevel:     hostcalls.LogLevelWarn,
-		Logger:       g.Logger,
+		OriginalDst:     originalDst,
+		HTTPCallsOnWait: originalDst != nil,
+		VMs:             g.opt.VMs,
+		VMID:            "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
+		PluginName:      "fairshare",
+		RootID:          "fairshare",
+		PluginConfig:    cfg,
+		Clock:           g.clock,
+		Seed:            s.Seed + 1,
+		LogLevel:        hostcalls.LogLevelWarn,
+		Logger:          g.Logger,
 	})
 	if err != nil {
 		if g.opt.Flow != nil {
@@ -303,12 +304,11 @@ func (g *Gateway) sync() {
 	}
 	if g.engines != nil {
 		g.syncEngines()
+		g.stepTo(fairbench.Epoch.Add(g.d.Now()))
+		return
 	}
 	if d := fairbench.Epoch.Add(g.d.Now()).Sub(g.clock.Now()); d > 0 {
 		g.h.Advance(d)
-		if g.engines != nil {
-			g.h.Wait() // the plugin's reads of the engines
-		}
 	}
 }
 
