@@ -35,17 +35,17 @@ type Host struct {
 	logs    []LogEntry
 	hostErr []error // HostErrors, under logMu
 
-	stop    chan struct{}
-	ticks   sync.WaitGroup
-	calls   sync.WaitGroup
+	stop  chan struct{}
+	ticks sync.WaitGroup
+	calls sync.WaitGroup
 	// answered are the http_call answers kept for Wait (Options.
 	// HTTPCallsOnWait), under answeredMu.
 	answeredMu sync.Mutex
 	answered   []heldAnswer
-	serving sync.WaitGroup // front-end requests in flight (EnterServe: Add under mu while !closed)
-	rr      atomic.Uint32
-	connID  atomic.Uint64
-	token   atomic.Uint32
+	serving    sync.WaitGroup // front-end requests in flight (EnterServe: Add under mu while !closed)
+	rr         atomic.Uint32
+	connID     atomic.Uint64
+	token      atomic.Uint32
 }
 
 // LogEntry is one guest log line: proxy_log, or a line written to

@@ -37,9 +37,6 @@ type engineServer struct {
 	addr string // as upstream.address writes it: "127.0.0.1:port"
 }
 
-// elastic reports whether the plugin reads the engines in this run.
-func (g *Gateway) elastic() bool { return g.s != nil && g.s.CapacityFromEngines }
-
 // capacityFromJSON is the pool's capacity_from block for scenario s.
 func capacityFromJSON(s *fairbench.Scenario) (string, error) {
 	e, err := fairbench.EngineConfig(s, fairbench.EnginePriority, fairbench.ModeVLLM)
