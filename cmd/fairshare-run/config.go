@@ -62,6 +62,7 @@ type configPool struct {
 	MetricsCluster string
 	EngineSeqs     int
 	LearnedEngines bool
+	EngineHeader   string // capacity_from.header ("": the default)
 }
 
 // configTeam is one team of a pool.

@@ -37,6 +37,7 @@ func readCapacityFrom(cp *configPool, p gjson.Result) {
 		cp.EngineSeqs = int(v.Int())
 	}
 	cp.LearnedEngines = cf.Get("engines").String() == "learned"
+	cp.EngineHeader = cf.Get("header").String()
 }
 
 // engineStep is one step of -engines: from At on, N engines in service.
@@ -103,14 +104,24 @@ func maxEngines(steps []engineStep) int {
 }
 
 // metricsClusters are the proxy's http_call clusters for the pools with
-// capacity_from: each pool's cluster is its simulated engines' server.
-func (r *runner) metricsClusters() map[string]string {
+// capacity_from: with learned false, for engines "cluster", each pool's
+// cluster is its simulated engines' server; with learned true, for
+// engines "learned", an ORIGINAL_DST cluster (the value is its header, ""
+// for the default), which reaches the simulator at the address the
+// proxy's responses named as upstream.address (its /metrics are the
+// first pool's engines: a learned pool should be the configuration's
+// first).
+func (r *runner) metricsClusters(learned bool) map[string]string {
 	if !r.upstream.simulated {
 		return nil
 	}
 	m := map[string]string{}
 	for _, p := range r.cfg.Pools {
-		if p.MetricsCluster != "" {
+		switch {
+		case p.MetricsCluster == "" || p.LearnedEngines != learned:
+		case learned:
+			m[p.MetricsCluster] = p.EngineHeader
+		default:
 			m[p.MetricsCluster] = r.upstream.url.String() + enginesPath(p.Name)
 		}
 	}

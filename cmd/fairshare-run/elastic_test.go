@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,27 +32,51 @@ func TestElasticDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "engines:  1,1h0m0s=2 in service over time") {
 		t.Errorf("banner lacks the engine schedule:\n%s", out.String())
 	}
-	wait := func(c int, source string) statusPool {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ps, err := r.status(context.Background())
-			if err == nil && len(ps) == 1 && ps[0].Capacity == c && ps[0].Source == source {
-				return ps[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status %+v (%v), want capacity %d from %q", ps, err, c, source)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	p := wait(8, "engines (1)") // one engine of 8 sequences (the fallback is 16)
+	p := waitCapacity(t, r, 8, "engines (1)") // one engine of 8 sequences (the fallback is 16)
 	if n := capacityNote(&p); n != " read from engines (1)" {
 		t.Errorf("view note %q", n)
 	}
 	r.upstream.elastic["llama-8b"].SetActive(2) // the schedule's most: 2 engines
-	wait(16, "engines (2)")
+	waitCapacity(t, r, 16, "engines (2)")
 	if n := capacityNote(&statusPool{Source: "config"}); !strings.Contains(n, "configured") {
 		t.Errorf("view note for the configured capacity %q", n)
 	}
+}
+
+// waitCapacity polls the plugin's status until its one pool has capacity
+// c from source (the reads run on the wall clock: 15 s at most).
+func waitCapacity(t *testing.T, r *runner, c int, source string) statusPool {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ps, err := r.status(context.Background())
+		if err == nil && len(ps) == 1 && ps[0].Capacity == c && ps[0].Source == source {
+			return ps[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v (%v), want capacity %d from %q", ps, err, c, source)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The gateway mode in the demo: engines "learned" through an ORIGINAL_DST
+// cluster. Nothing is read until a response names its upstream (the
+// local proxy sets upstream.address to the connection's remote address);
+// then the simulator's engines are.
+func TestElasticDemoLearned(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/plugin/elastic.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), `"engines": "cluster"`, `"engines": "learned"`, 1)
+	if cfg == string(b) {
+		t.Fatal("elastic.json has no engines \"cluster\" to replace")
+	}
+	r, _ := startRun(t, writeConfig(t, cfg), "-engines", "3")
+	waitCapacity(t, r, 16, "config")
+	if st, body := post(t, r, "meta-llama/Llama-3.1-8B-Instruct", "search", 0); st != 200 {
+		t.Fatalf("request: %d %s", st, body)
+	}
+	waitCapacity(t, r, 24, "engines (3)")
 }

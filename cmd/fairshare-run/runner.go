@@ -156,7 +156,7 @@ func (r *runner) planTrace(o options) error {
 // every proxy, each with its own cluster.replica.
 func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o options, stderr io.Writer) error {
 	if o.replicas == 1 {
-		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.obs, stderr, o.listen, "fairshare", r.metricsClusters())
+		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.obs, stderr, o.listen, "fairshare", r.metricsClusters(false), r.metricsClusters(true))
 		if err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o opti
 				obs = nil
 			}
 			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, obs, stderr,
-				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()})
+				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()}, nil)
 		}
 		if err != nil {
 			for _, q := range r.proxies {
