@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/tidwall/gjson"
 )
@@ -233,10 +233,11 @@ func FuzzShadowForwardsAsSent(f *testing.F) {
 	})
 }
 
-// TestWasmShadowStatusAndMetrics: the status endpoint names the mode, and
-// the shadow counters carry the tags of today's (pool, team, class).
+// TestWasmShadowStatusAndMetrics: the status endpoint names the mode, the
+// shadow counters carry the tags of today's (pool, team, class), and
+// hold_headers "on" holds nothing: the headers go upstream at once.
 func TestWasmShadowStatusAndMetrics(t *testing.T) {
-	h, _ := start(t, shadowed(flowConfig, ""), 1)
+	h, _ := start(t, shadowed(flowConfig, `"hold_headers":"on",`), 1)
 	s := h.NewStream(0)
 	s.RequestHeaders([][2]string{{":method", "GET"}, {":path", "/fairshare/status"}, {"authorization", "Bearer sesame"}}, true)
 	lr := s.LocalReply()
@@ -253,14 +254,22 @@ func TestWasmShadowStatusAndMetrics(t *testing.T) {
 	// a3 finds no room: enforce mode would hold it.
 	var run []*host.Stream
 	for range 3 {
-		run = append(run, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}, {"x-request-class", "batch"}}, chat("m", 4, "")))
+		s := h.NewStream(0)
+		body := chat("m", 4, "")
+		hdrs := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"x-team", "a"}, {"x-request-class", "batch"}, {"content-length", strconv.Itoa(len(body))}}
+		s.RequestHeaders(hdrs, false)
+		if got := s.RequestHeaderMap(); !slices.Equal(got, hdrs) {
+			t.Fatalf("headers upstream before the body %q, want %q at once", got, hdrs)
+		}
+		s.RequestBody([]byte(body), true)
+		run = append(run, s)
 	}
 	request(h, 0, "/v1/chat/completions", nil, chat("m", 4, "")).Complete() // no team
 	ms := h.Metrics()
 	for name, want := range map[string]int64{
-		"fairshare.pool.p.team.a.class.batch.would_borrow_total": 2,
-		"fairshare.pool.p.team.a.class.batch.would_hold_total":   1,
-		"fairshare.would_refuse_no_team_total":                   1,
+		"fairshare.pool.p.team.a.class.batch.would_borrow_total":                2,
+		"fairshare.pool.p.team.a.class.batch.would_hold_total":                  1,
+		"fairshare.would_refuse_no_team_total":                                  1,
 		"fairshare.pool.p.team.a.class.batch.standing.borrowing.requests_total": 2,
 	} {
 		if ms[name].Value != want {
@@ -277,5 +286,248 @@ func TestWasmShadowStatusAndMetrics(t *testing.T) {
 	respondJSON(run[0], 1, 1)
 	respondJSON(run[1], 1, 1)
 	checkIdle(t, h, "p")
-	_ = fairshare.BorrowBase
+}
+
+// traceConfig has flow control on, three teams (c may not borrow, so its
+// borrowers wait even with room) and unknown teams borrowing.
+const traceConfig = `{"max_queue_time":"10s","dispatch_tick":"20ms","tick":"1s","default_max_tokens":16,
+ "pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.5},"b":{"share":0.25},"c":{"share":0.25,"borrowing_limit":0}}}]}`
+
+// decision is what a mode did (enforce) or says it would have done
+// (shadow) with one arrival.
+type decision struct {
+	refused   string // the reason of a local reply ("" for none)
+	held      bool
+	priority  string // x-fairshare-priority of a forwarded request
+	borrowing string // x-fairshare-borrowing
+}
+
+// TestWasmShadowDecidesAsEnforce runs enforce mode and shadow mode side
+// by side, each on its own host, on one deterministic trace (a seeded
+// sequence of arrivals of teams a, b, c, an unknown team and none, both
+// classes and a bad one, a known and an unknown model, and of responses
+// with their usage; one virtual clock per host, advanced alike) and
+// compares every arrival's decision: enforce mode's local reply (its
+// rejected_<reason>_total reason), its holding, or the priority and
+// standing it forwards, against shadow mode's x-fairshare-would-refuse,
+// -would-hold, -priority and -borrowing.
+//
+// The comparison is honest only while both modes decide on the same
+// record, and a held request changes enforce mode's later decisions (it
+// waits, then runs) where shadow's runs at once. So the trace makes every
+// request that enforce mode holds leave before anything else happens,
+// having run nothing: its client goes away in enforce mode (taken out of
+// the queue, nothing charged), and in shadow mode, where it was forwarded,
+// the engine answers it 429 (a refusal without usage: nothing charged,
+// the entry penalty returned). Before every arrival the test asserts that
+// the two records agree team by team (in flight, borrowing, waiting,
+// rank, usage), so the premise is checked, not assumed. Queue-full and
+// max_queue_time refusals need requests waiting, which never happens in
+// shadow mode; the trace has none (see shadow.go). At the end the shadow
+// counters are compared with enforce mode's: would_refuse_<reason> with
+// rejected_<reason>, would_hold with the held requests, would_borrow
+// with the borrowers forwarded and held.
+func TestWasmShadowDecidesAsEnforce(t *testing.T) {
+	enf, _ := start(t, traceConfig, 1)
+	shd, _ := startAs(t, "-shadow", shadowed(traceConfig, ""), 1)
+	rng := newTraceRand(11)
+	type pair struct{ e, s *host.Stream }
+	var live []pair
+	seen := map[string]int{}
+	held, borrowed := 0, 0
+	for step := range 300 {
+		d := time.Duration(rng.n(300)) * time.Millisecond // both clocks alike, ticks run
+		enf.Advance(d)
+		shd.Advance(d)
+		if len(live) > 0 && rng.n(5) < 2 {
+			k := int(rng.n(int64(len(live))))
+			p := live[k]
+			live = append(live[:k], live[k+1:]...)
+			body := usageBody(int(rng.n(200)), int(rng.n(100)))
+			for _, s := range []*host.Stream{p.e, p.s} {
+				s.ResponseBody([]byte(body), true)
+				s.Complete()
+			}
+			continue
+		}
+		sameRecords(t, step, enf, shd)
+		hdrs := [][2]string{}
+		switch tm := []string{"a", "a", "b", "c", "z", ""}[rng.n(6)]; tm {
+		case "":
+			if rng.n(3) != 0 {
+				hdrs = append(hdrs, [2]string{"x-team", "a"})
+			}
+		default:
+			hdrs = append(hdrs, [2]string{"x-team", tm})
+		}
+		switch rng.n(8) {
+		case 0, 1, 2:
+			hdrs = append(hdrs, [2]string{"x-request-class", "batch"})
+		case 3:
+			if rng.n(3) == 0 {
+				hdrs = append(hdrs, [2]string{"x-request-class", "urgent"})
+			}
+		}
+		model := "m"
+		if rng.n(20) == 0 {
+			model = "other"
+		}
+		body := chat(model, 1+int(rng.n(64)), "")
+		before := enf.Metrics()
+		se := request(enf, 0, "/v1/chat/completions", hdrs, body)
+		ss := request(shd, 0, "/v1/chat/completions", hdrs, body)
+		var de, ds decision
+		switch {
+		case se.LocalReply() != nil:
+			r := counterDelta(before, enf.Metrics(), "rejected_")
+			if len(r) != 1 {
+				t.Fatalf("step %d: enforce local reply %d with rejected counters %v", step, se.LocalReply().Status, r)
+			}
+			de.refused = r[0]
+			se.Complete()
+		case len(se.ForwardedRequestBody()) == 0 && !se.Ended():
+			de.held = true
+			held++
+		default:
+			de.priority = strconv.Itoa(priority(t, se))
+			se.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
+			de.borrowing, _ = header(se.ResponseHeaderMap(), "x-fairshare-borrowing")
+			if de.borrowing == "true" {
+				borrowed++
+			}
+		}
+		if lr := ss.LocalReply(); lr != nil || ss.Ended() || string(ss.ForwardedRequestBody()) != body {
+			t.Fatalf("step %d: shadow mode did not forward the request as sent (%+v): %q", step, lr, ss.ForwardedRequestBody())
+		}
+		status := "200"
+		if de.held {
+			status = "429" // shadow's counterpart of the held request leaving unrun
+		}
+		ss.ResponseHeaders([][2]string{{":status", status}, {"content-type", "application/json"}}, false)
+		resp := ss.ResponseHeaderMap()
+		ds.refused, _ = header(resp, "x-fairshare-would-refuse")
+		hold, _ := header(resp, "x-fairshare-would-hold")
+		ds.held = hold == "true"
+		if !ds.held && ds.refused == "" {
+			ds.priority, _ = header(resp, "x-fairshare-priority")
+			ds.borrowing, _ = header(resp, "x-fairshare-borrowing")
+		}
+		if ds != de {
+			t.Fatalf("step %d (%q, model %s): shadow would %+v, enforce did %+v", step, hdrs, model, ds, de)
+		}
+		switch {
+		case de.refused != "":
+			seen["refused "+de.refused]++
+			ss.ResponseBody([]byte(`{}`), true)
+			ss.Complete()
+		case de.held:
+			seen["held"]++
+			se.Reset() // the client goes away: out of the queue
+			se.Complete()
+			ss.ResponseBody([]byte(`{"error":{"message":"busy"}}`), true)
+			ss.Complete()
+		default:
+			seen["borrowing "+de.borrowing]++
+			live = append(live, pair{se, ss})
+		}
+	}
+	for _, k := range []string{"refused no_team", "refused bad_class", "refused unknown_model", "held", "borrowing true", "borrowing false"} {
+		if seen[k] == 0 {
+			t.Errorf("the trace has no %q decision (%v): it must cover every kind", k, seen)
+		}
+	}
+	for _, p := range live {
+		for _, s := range []*host.Stream{p.e, p.s} {
+			s.ResponseBody([]byte(usageBody(5, 5)), true)
+			s.Complete()
+		}
+	}
+	sameRecords(t, -1, enf, shd)
+	em, sm := enf.Metrics(), shd.Metrics()
+	for _, r := range []string{"no_team", "bad_class", "unknown_model"} {
+		e, s := sumMetrics(em, ".rejected_"+r+"_total"), sumMetrics(sm, ".would_refuse_"+r+"_total")
+		if e != s || e == 0 {
+			t.Errorf("would_refuse_%s_total %d, enforce's rejected_%s_total %d", r, s, r, e)
+		}
+	}
+	if s := sumMetrics(sm, ".would_hold_total"); s != int64(held) {
+		t.Errorf("would_hold_total %d, enforce held %d", s, held)
+	}
+	if s := sumMetrics(sm, ".would_borrow_total"); s != int64(held+borrowed) {
+		t.Errorf("would_borrow_total %d, enforce forwarded %d borrowers and held %d", s, borrowed, held)
+	}
+	if e, s := sumMetrics(em, ".standing.within.requests_total"), sumMetrics(sm, ".standing.within.requests_total"); e != s {
+		t.Errorf("within-share requests_total: shadow %d, enforce %d", s, e)
+	}
+	t.Logf("decisions: %v", seen)
+}
+
+// sameRecords fails unless the pool records of the two hosts agree team
+// by team: in flight, borrowing, waiting, rank and usage (to rounding).
+func sameRecords(t *testing.T, step int, a, b *host.Host) {
+	t.Helper()
+	sa, sb := teamStats(t, a, "p"), teamStats(t, b, "p")
+	for team, x := range sa {
+		y := sb[team]
+		if x.InFlight != y.InFlight || x.Borrowing != y.Borrowing || x.Waiting != y.Waiting || x.Rank != y.Rank ||
+			!closeTo(x.Usage, y.Usage) {
+			t.Fatalf("step %d: team %s: enforce %+v, shadow %+v: the records differ", step, team, x, y)
+		}
+	}
+	if len(sa) != len(sb) {
+		t.Fatalf("step %d: teams %d and %d", step, len(sa), len(sb))
+	}
+}
+
+func closeTo(x, y float64) bool {
+	d := x - y
+	if d < 0 {
+		d = -d
+	}
+	return d <= 1e-9*max(1, x, y)
+}
+
+// counterDelta returns the <reason> of every counter ...<prefix><reason>_total
+// that grew from before to after.
+func counterDelta(before, after map[string]host.Metric, prefix string) []string {
+	grown := map[string]host.Metric{}
+	for name, m := range after {
+		if m.Value > before[name].Value {
+			grown[name] = m
+		}
+	}
+	return counterReasons(grown, prefix)
+}
+
+// sumMetrics sums the values of the metrics whose name ends in suffix.
+func sumMetrics(ms map[string]host.Metric, suffix string) int64 {
+	var n int64
+	for name, m := range ms {
+		if strings.HasSuffix(name, suffix) {
+			n += m.Value
+		}
+	}
+	return n
+}
+
+// usageBody is a vLLM JSON response body reporting usage.
+func usageBody(prompt, completion int) string {
+	return `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":` +
+		strconv.Itoa(prompt) + `,"total_tokens":` + strconv.Itoa(prompt+completion) + `,"completion_tokens":` + strconv.Itoa(completion) + `}}`
+}
+
+// traceRand is a small deterministic generator (SplitMix64), so that the
+// trace is the same on every run and Go release.
+type traceRand struct{ s uint64 }
+
+func newTraceRand(seed uint64) *traceRand { return &traceRand{seed} }
+
+// n returns a value in [0, k).
+func (r *traceRand) n(k int64) int64 {
+	r.s += 0x9E3779B97F4A7C15
+	z := r.s
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	z ^= z >> 31
+	return int64(z % uint64(k))
 }

@@ -76,12 +76,19 @@ const testConfig = `{
 // Envoy would assert on, Host.HostErrors) and closes the host.
 func start(t testing.TB, cfg string, vms int) (*host.Host, *host.VirtualClock) {
 	t.Helper()
+	return startAs(t, "", cfg, vms)
+}
+
+// startAs is start for a second host of the same test: name makes its VM
+// id, and so its shared data, its own.
+func startAs(t testing.TB, name, cfg string, vms int) (*host.Host, *host.VirtualClock) {
+	t.Helper()
 	if hostProfileErr != nil {
 		t.Fatalf("FAIRSHARE_HOST_PROFILE: %v", hostProfileErr)
 	}
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg), Clock: clock, Seed: 7,
+		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p%s", t.Name(), t, name), PluginConfig: []byte(cfg), Clock: clock, Seed: 7,
 		Profile: hostProfile,
 	})
 	if err != nil {
