@@ -1,14 +1,25 @@
 package plugin_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
+	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
 	"github.com/tidwall/gjson"
 )
 
@@ -146,6 +157,42 @@ func TestWasmShadowForwardsAsSent(t *testing.T) {
 			checkIdle(t, h, "p")
 		})
 	}
+}
+
+// TestWasmShadowForwardsBadInputs plays TestWasmBadInputs' table in shadow
+// mode: each request enforce mode refuses reaches the upstream as the
+// client sent it, and its response and counters name enforce mode's
+// reason (the table's, which TestWasmBadInputs checks against enforce
+// mode's counters).
+func TestWasmShadowForwardsBadInputs(t *testing.T) {
+	h, _ := start(t, shadowed(badInputConfig, ""), 1)
+	for _, tt := range badInputs() {
+		t.Run(tt.name, func(t *testing.T) {
+			before := h.Metrics()
+			s := request(h, 0, tt.path, tt.hdrs, tt.body)
+			defer s.Complete()
+			if lr := s.LocalReply(); lr != nil {
+				t.Fatalf("local reply %d in shadow mode", lr.Status)
+			}
+			sent := append([][2]string{{":method", "POST"}, {":path", tt.path}, {":authority", "vllm"}, {"content-type", "application/json"},
+				{"content-length", strconv.Itoa(len(tt.body))}}, tt.hdrs...)
+			if got := s.RequestHeaderMap(); !slices.Equal(got, sent) {
+				t.Errorf("forwarded headers %q, the client sent %q", got, sent)
+			}
+			if got := s.ForwardedRequestBody(); string(got) != tt.body {
+				t.Errorf("forwarded %.100q, the client sent %.100q", got, tt.body)
+			}
+			s.ResponseHeaders([][2]string{{":status", "400"}, {"content-type", "application/json"}}, false)
+			if v, _ := header(s.ResponseHeaderMap(), "x-fairshare-would-refuse"); v != tt.reason {
+				t.Errorf("x-fairshare-would-refuse %q, want %q", v, tt.reason)
+			}
+			if r := counterDelta(before, h.Metrics(), "would_refuse_"); !slices.Equal(r, []string{tt.reason}) {
+				t.Errorf("would_refuse counters %v, want [%s]", r, tt.reason)
+			}
+			s.ResponseBody([]byte(`{}`), true)
+		})
+	}
+	checkIdle(t, h, "small", "rest")
 }
 
 // TestWasmShadowStripsOnlyThePriority plays the adversarial table in
@@ -530,4 +577,117 @@ func (r *traceRand) n(k int64) int64 {
 	z = (z ^ z>>27) * 0x94D049BB133111EB
 	z ^= z >> 31
 	return int64(z % uint64(k))
+}
+
+// upstreamRequest is a request as the upstream received it over HTTP.
+type upstreamRequest struct {
+	method, uri string
+	header      http.Header
+	body        string
+}
+
+// captureProxy starts the vLLM simulator behind a handler that records
+// every request it receives, mod (plugin.wasm or a baseline filter) under
+// cfg in the host, and the HTTP proxy in front; it returns the proxy's URL
+// and the requests the upstream has received so far.
+func captureProxy(t *testing.T, mod *host.Module, name, cfg string) (string, func() []upstreamRequest) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []upstreamRequest
+	sim := vllmsim.NewServer(vllmsim.TestConfig(), vllmsim.ServerOptions{TimeScale: 0.05})
+	t.Cleanup(sim.Close)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, upstreamRequest{r.Method, r.RequestURI, r.Header.Clone(), string(b)})
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	h, err := mod.Start(context.Background(), host.Options{Profile: hostProfile, VMs: 2, PluginName: pluginName,
+		VMID: fmt.Sprintf("%s-%p-%s", t.Name(), t, name), PluginConfig: []byte(cfg)})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	noHostErrors(t, h)
+	u, _ := url.Parse(up.URL)
+	px := httptest.NewServer(proxy.New(h, u))
+	t.Cleanup(px.Close)
+	return px.URL, func() []upstreamRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// TestHTTPShadowUpstreamSeesWhatNoPluginSees sends the same requests over
+// real HTTP through the proxy twice, once with plugin.wasm in shadow mode
+// and once with the pass-through filter (a module that does nothing, as
+// if no plugin were loaded), and compares what the upstream (the vLLM
+// simulator) receives request by request: method, target, every header
+// (accept-encoding and content-length included; x-request-id, which the
+// proxy draws for every request as Envoy does, checked present and left
+// out) and the body, byte for byte. The requests cover a good one with a client priority and a forged
+// x-fairshare-team header, streams with and without include_usage,
+// TestHTTPBadInputs' refusals, and a path the plugin does not schedule.
+func TestHTTPShadowUpstreamSeesWhatNoPluginSees(t *testing.T) {
+	cfg := shadowed(strings.Replace(httpConfig, `"unknown_team": "borrow"`, `"unknown_team": "reject"`, 1), "")
+	shadowURL, shadowGot := captureProxy(t, compiled(t), "shadow", cfg)
+	baseURL, baseGot := captureProxy(t, compiledFilter(t, "passthrough"), "passthrough", "{}")
+	type req struct{ path, team, class, ctype, body string }
+	reqs := []req{
+		{"/v1/completions", "a", "", "application/json", completions(3, 4, false, `,"priority":-1000`)},
+		{"/v1/completions", "b", "batch", "application/json", completions(3, 4, true, "")},
+		{"/v1/completions", "a", "", "application/json", completions(3, 4, true, `,"stream_options":{"include_usage":true}`)},
+		{"/tokenize", "", "", "application/json", `{"model":"` + vllmsim.DefaultModel + `","prompt":"x","priority":-5}`},
+		{"/v1/completions", "", "", "application/json", completions(3, 1, false, "")},
+		{"/v1/completions", "zz", "", "application/json", completions(3, 1, false, "")},
+		{"/v1/completions", "a", "gold", "application/json", completions(3, 1, false, "")},
+		{"/v1/completions", "a", "", "application/json", `"hello"`},
+		{"/v1/chat/completions", "a", "", "application/json", `{"model":"x",`},
+		{"/v1/completions", "a", "", "application/json", completions(20000, 1, false, "")},
+		{"/v1/completions", "a", "", "text/plain", completions(3, 1, false, "")},
+	}
+	client := &http.Client{}
+	for i, r := range reqs {
+		var hdrs []string
+		for _, base := range []string{shadowURL, baseURL} {
+			hr, _ := http.NewRequest("POST", base+r.path, strings.NewReader(r.body))
+			hr.Header.Set("content-type", r.ctype)
+			hr.Header.Set("x-fairshare-team", "forged")
+			if r.team != "" {
+				hr.Header.Set("x-team", r.team)
+			}
+			if r.class != "" {
+				hr.Header.Set("x-request-class", r.class)
+			}
+			resp, err := client.Do(hr)
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			hdrs = append(hdrs, resp.Header.Get("x-fairshare-mode"))
+		}
+		s, b := shadowGot(), baseGot()
+		if len(s) != i+1 || len(b) != i+1 {
+			t.Fatalf("request %d: the upstream received %d (shadow) and %d (no plugin) requests, want %d", i, len(s), len(b), i+1)
+		}
+		// The proxy, as Envoy, gives every request its own x-request-id.
+		for _, u := range []*upstreamRequest{&s[i], &b[i]} {
+			if u.header.Get("x-request-id") == "" {
+				t.Errorf("request %d: no x-request-id upstream", i)
+			}
+			u.header.Del("x-request-id")
+		}
+		if !reflect.DeepEqual(s[i], b[i]) {
+			t.Errorf("request %d (%s %s): upstream received %s %s %q and a body of %d bytes (%.80q) in shadow mode, %s %s %q and %d bytes (%.80q) without the plugin",
+				i, r.path, r.team, s[i].method, s[i].uri, s[i].header, len(s[i].body), s[i].body, b[i].method, b[i].uri, b[i].header, len(b[i].body), b[i].body)
+		}
+		if want := map[bool]string{true: "shadow", false: ""}[r.path != "/tokenize"]; hdrs[0] != want || hdrs[1] != "" {
+			t.Errorf("request %d: x-fairshare-mode %q (shadow), %q (no plugin); want %q, none", i, hdrs[0], hdrs[1], want)
+		}
+	}
 }
