@@ -691,3 +691,27 @@ func TestHTTPShadowUpstreamSeesWhatNoPluginSees(t *testing.T) {
 		}
 	}
 }
+
+// TestWasmShadowUnscheduledNotBuffered: without shadow_strip_priority, a
+// request the plugin does not schedule is not even buffered in shadow
+// mode: each chunk goes upstream as it comes (enforce mode holds a JSON
+// body until it can strip it); with it, the body is held and stripped as
+// in enforce mode.
+func TestWasmShadowUnscheduledNotBuffered(t *testing.T) {
+	for _, strip := range []bool{false, true} {
+		h, _ := startAs(t, strconv.FormatBool(strip), shadowed(bypassConfig, `"shadow_strip_priority":`+strconv.FormatBool(strip)+`,`), 1)
+		s := h.NewStream(0)
+		s.RequestHeaders([][2]string{{":method", "POST"}, {":path", "/v1/messages"}, {"content-type", "application/json"}}, false)
+		s.RequestBody([]byte(`{"model":"m",`), false)
+		first := string(s.ForwardedRequestBody())
+		s.RequestBody([]byte(`"priority":-1000}`), true)
+		all := string(s.ForwardedRequestBody())
+		switch {
+		case !strip && (first != `{"model":"m",` || all != `{"model":"m","priority":-1000}`):
+			t.Errorf("without stripping: forwarded %q after the first chunk, %q at the end; want each chunk at once, untouched", first, all)
+		case strip && (first != "" || strings.Contains(all, "priority") || len(all) != len(`{"model":"m","priority":-1000}`)):
+			t.Errorf("with stripping: forwarded %q after the first chunk, %q at the end; want nothing, then the body stripped in place", first, all)
+		}
+		s.Complete()
+	}
+}
