@@ -470,11 +470,16 @@ func (cs *capacitySync) answer(ps *poolState, pp *poolPoll, addr string, status,
 	}
 }
 
-// record stores one engine's reading (msg "") or failure.
+// record stores one engine's reading (msg "") or failure. A failure
+// that comes after its engine was forgotten (the answer of a read started
+// before the round that dropped it) does not bring it back.
 func (cs *capacitySync) record(now time.Time, ps *poolState, addr string, r engineReading, msg string) {
 	cs.change(ps, func(s *engineSet) {
 		e := s.engines[addr]
 		if e == nil {
+			if msg != "" && addr != localEngine {
+				return
+			}
 			e = &engineEntry{}
 			s.engines[addr] = e
 		}

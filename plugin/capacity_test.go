@@ -24,19 +24,20 @@ type fakeEngine struct {
 	mu     sync.Mutex
 	blocks int
 	down   bool
-	hang   bool
+	hang   bool // answers only when the test ends: past the plugin's timeout
 	hits   atomic.Int64
+	done   chan struct{}
 }
 
 func newFakeEngine(t *testing.T, blocks int) *fakeEngine {
-	e := &fakeEngine{blocks: blocks}
+	e := &fakeEngine{blocks: blocks, done: make(chan struct{})}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.hits.Add(1)
 		e.mu.Lock()
 		blocks, down, hang := e.blocks, e.down, e.hang
 		e.mu.Unlock()
 		if hang {
-			time.Sleep(300 * time.Millisecond)
+			<-e.done
 			return
 		}
 		if down || r.URL.Path != "/metrics" {
@@ -51,6 +52,7 @@ func newFakeEngine(t *testing.T, blocks int) *fakeEngine {
 			"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"%d\",num_gpu_blocks_override=\"None\"} 1.0\n", blocks)
 	}))
 	t.Cleanup(e.srv.Close)
+	t.Cleanup(func() { close(e.done) }) // before Close, which waits for the handlers
 	return e
 }
 
@@ -69,14 +71,14 @@ func elasticConfig(from string) string {
 	return `{"default_max_tokens": 16, "tick": "1s", "status_token": "sesame",
   "pools": [{"name": "small", "capacity": 4, "kv_tokens": 1000, "models": ["m"],
     "teams": {"a": {"share": 0.5}, "b": {"share": 0.25}},
-    "capacity_from": {"max_num_seqs": 8, "interval": "2s", "timeout": "200ms", ` + from + `}}]}`
+    "capacity_from": {"max_num_seqs": 8, "interval": "2s", "timeout": "1s", ` + from + `}}]}`
 }
 
 func startElastic(t *testing.T, cfg string, vms int, opts func(o *host.Options)) (*host.Host, *host.VirtualClock) {
 	t.Helper()
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	o := host.Options{VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
-		Clock: clock, Seed: 7, Profile: hostProfile}
+		Clock: clock, Seed: 7, Profile: hostProfile, HTTPCallsOnWait: true}
 	opts(&o)
 	h, err := compiled(t).Start(context.Background(), o)
 	if err != nil {
@@ -87,11 +89,15 @@ func startElastic(t *testing.T, cfg string, vms int, opts func(o *host.Options))
 	return h, clock
 }
 
-// poll moves the clock by d (running the ticks: the poller's rounds) and
-// waits for the engines' answers.
+// poll moves the clock by d one tick (1 s) at a time, running the ticks
+// (the poller's rounds), and after each tick delivers the answers of the
+// reads it started (HTTPCallsOnWait): every run sees them at the same
+// instants, whatever the wall clock does.
 func poll(h *host.Host, d time.Duration) {
-	h.Advance(d)
-	h.Wait()
+	for ; d > 0; d -= time.Second {
+		h.Advance(min(d, time.Second))
+		h.Wait()
+	}
 }
 
 func capacityStatus(t *testing.T, h *host.Host) gjson.Result {
