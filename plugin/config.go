@@ -506,6 +506,7 @@ func parse(data []byte) (config, error) {
 			c.cluster = parseCluster(&ps, key, v)
 		default:
 			ps.add(key, "unknown field")
+			ps.suggest(key, rootFields)
 		}
 		return true
 	})
@@ -694,6 +695,7 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 			dst = &c.completion
 		default:
 			ps.add(p, "unknown field")
+			ps.suggest(key, costFields)
 			return true
 		}
 		if f, ok := number(ps, p, w, *dst); ok {
@@ -815,6 +817,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, poolFields)
 			}
 			return true
 		})
@@ -897,6 +900,7 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, teamFields)
 			}
 			return true
 		})

@@ -124,8 +124,10 @@
 // # Configuration
 //
 // The plugin configuration is one JSON object (testdata/plugin/example.json);
-// unknown fields are errors and every problem is reported with its field
-// path. Fields and defaults:
+// unknown fields are errors (with the nearest known field at that path when
+// one is within an edit or two, suggest.go) and every problem is reported
+// with its field path. CheckConfig runs the same validation natively
+// (fairshare-run -check). Fields and defaults:
 //
 //	team_header        "x-team"            request header naming the team
 //	class_header       "x-request-class"   "interactive" or "batch"; anything else is 400

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/fairshare-wasm/fairshare/plugin"
@@ -231,4 +233,48 @@ func setMember(obj []byte, name string, raw []byte) []byte {
 		return true
 	})
 	return append(out, '}')
+}
+
+// configProblems is a configuration the plugin would refuse: every problem
+// with its field path, one per line under the file's name.
+type configProblems struct {
+	name     string
+	problems []string
+}
+
+func (e *configProblems) Error() string {
+	n := "1 problem"
+	if len(e.problems) != 1 {
+		n = fmt.Sprintf("%d problems", len(e.problems))
+	}
+	return fmt.Sprintf("%s: invalid plugin configuration (%s; the plugin would refuse to start):\n  %s",
+		e.name, n, strings.Join(e.problems, "\n  "))
+}
+
+// checkConfig validates the configuration b (named name in messages) with
+// the plugin's parser, as the plugin does in proxy_on_configure.
+func checkConfig(name string, b []byte) (plugin.ConfigCheck, error) {
+	c := plugin.CheckConfig(b)
+	if len(c.Problems) > 0 {
+		return c, &configProblems{name: name, problems: c.Problems}
+	}
+	return c, nil
+}
+
+// checkFile is -check: it validates the configuration file and prints a
+// one-line summary and the plugin's warnings, or returns every problem.
+func checkFile(file string, out io.Writer) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("-check: %w", err)
+	}
+	c, err := checkConfig(file, b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: OK: %s\n", file, c.Summary)
+	for _, w := range c.Warnings {
+		fmt.Fprintf(out, "%s: warning: %s\n", file, w)
+	}
+	return nil
 }

@@ -66,6 +66,12 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	// The plugin's own validation, natively and before anything starts:
+	// the plugin would refuse the same configuration in the proxy, behind
+	// the host's error and after compiling the module.
+	if _, err := checkConfig(name, cfgBytes); err != nil {
+		return nil, err
+	}
 	generated := ""
 	if cfg.StatusPath != "" && cfg.StatusToken == "" && !cfg.StatusPublic {
 		// The plugin's status endpoint is closed without a token: give it
