@@ -216,7 +216,8 @@
 //	    duplicate_header, client_priority, body_read, rewrite, status_auth, status_method
 //	    (body_read and rewrite count per pool once the request's pool is known)
 //
-// Teams missing from the configuration share one entry, team _unknown.
+// Teams missing from the configuration share one entry, named _unknown in
+// metrics, the status endpoint and the x-fairshare-team headers.
 //
 // # Several proxies, one pool
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/plugin"
 	"github.com/tidwall/gjson"
@@ -50,6 +51,8 @@ type configView struct {
 	StatusPublic bool
 	Paths        []string
 	Pools        []configPool
+	// Flow is flow control as configured (max_queue_time, queue_limit).
+	Flow flowControl
 }
 
 // configPool is one pool of the configuration.
@@ -112,6 +115,14 @@ func readConfig(b []byte) (configView, error) {
 		c.StatusToken = v.Str
 	}
 	c.StatusPublic = root.Get("status_public").Type == gjson.True
+	if v := root.Get("max_queue_time"); v.Type == gjson.String {
+		c.Flow.MaxQueueTime, _ = time.ParseDuration(v.Str) // checked by the plugin's parser
+	}
+	queueLimit := int64(plugin.DefaultQueueLimit)
+	if v := root.Get("queue_limit"); v.Type == gjson.Number {
+		queueLimit = v.Int()
+	}
+	c.Flow.On = c.Flow.MaxQueueTime > 0 && queueLimit > 0
 	if v := root.Get("paths"); v.IsArray() && len(v.Array()) > 0 {
 		c.Paths = nil
 		for _, p := range v.Array() {
@@ -190,6 +201,16 @@ func (c configView) poolOf(model string) configPool {
 		}
 	}
 	return c.Pools[0]
+}
+
+// poolNamed returns the pool of that name (the zero pool if none).
+func (c configView) poolNamed(name string) configPool {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	return configPool{}
 }
 
 // share returns the team's configured share in pool p (0 if absent).
