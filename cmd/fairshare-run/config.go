@@ -15,13 +15,13 @@ import (
 )
 
 // demoConfig is the plugin configuration used without -config: the example
-// configuration (testdata/plugin/example.json) with three changes, listed
+// configuration (testdata/plugin/example.json) with two changes, listed
 // in demoChanges: the pool's capacity is the simulated engine's
 // max_num_seqs (16), so that the teams' reservations (search 8, chat 5,
-// research 3) cover exactly what the engine runs at once; the usage
+// research 3) cover exactly what the engine runs at once; and the usage
 // half-life is 10 minutes instead of a week, so that a 30-second demo moves
-// the usage; and flow control is on (max_queue_time 30s), so that a
-// flooding team's borrowers wait at the gateway (the view's WAIT column)
+// the usage. Flow control is on as in the example (max_queue_time 30s), so
+// a flooding team's borrowers wait at the gateway (the view's WAIT column)
 // rather than in vLLM's queue.
 //
 //go:embed demo.json
@@ -29,7 +29,7 @@ var demoConfig []byte
 
 // demoChanges are the fields of demo.json that differ from example.json, as
 // the banner names them (a test checks the list against both files).
-var demoChanges = []string{"half_life 10m", "max_queue_time 30s", "pools[0].capacity 16"}
+var demoChanges = []string{"half_life 10m", "pools[0].capacity 16"}
 
 // demoConfigName names the embedded configuration in the output.
 var demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: testdata/plugin/example.json with " +
