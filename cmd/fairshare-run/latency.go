@@ -161,5 +161,5 @@ func ttftCell(d time.Duration, t teamView) string {
 }
 
 // ttftLegend says where the TTFT columns come from.
-const ttftLegend = "TTFT: the plugin's first_byte_ms, arrival at the gateway to the first SSE event (a JSON answer: its headers); " +
-	"* the client's, where the plugin has none"
+const ttftLegend = "TTFT: the plugin's first_byte_ms, arrival at the gateway to the first SSE event (JSON: the headers); " +
+	"* the client's where the plugin has none"

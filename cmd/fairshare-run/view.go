@@ -451,6 +451,10 @@ func renderBaseline(b *strings.Builder, s summary) {
 	}
 	b.WriteString("without the plugin: the same demo load on the same simulated engine under vLLM's default fcfs, computed in virtual time:\n")
 	total := poolTokens(s.Teams)
+	width := 10
+	for _, t := range s.Teams {
+		width = max(width, utf8.RuneCountInString(t.label()))
+	}
 	for _, t := range s.Teams {
 		base, ok := s.Baseline[t.Pool][t.Name]
 		if !ok {
@@ -466,8 +470,8 @@ func renderBaseline(b *strings.Builder, s summary) {
 			}
 			return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(of))
 		}
-		fmt.Fprintf(b, "  %-10s TTFT p50 %s, p99 %s (with the plugin %s, %s) · %s of the tokens (with %s) · %d requests (with %d)\n",
-			t.label(), fmtDur(base.P50, base.HasTTFT), fmtDur(base.P99, base.HasTTFT), ttftCell(t.P50, t), ttftCell(t.P99, t),
+		fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s (with the plugin %s, %s) · %s of the tokens (with %s) · %d requests (with %d)\n",
+			width, t.label(), fmtDur(base.P50, base.HasTTFT), fmtDur(base.P99, base.HasTTFT), ttftCell(t.P50, t), ttftCell(t.P99, t),
 			pct(base.Tokens, sum), pct(t.Tokens, total[t.Pool]), base.Done, t.Done)
 	}
 }

@@ -117,7 +117,7 @@ func TestRenderTableFlowControlOff(t *testing.T) {
 		}
 	}
 	for _, fc := range []flowControl{{}, {On: true, MaxQueueTime: time.Minute}} {
-		for _, l := range legend(fc) {
+		for _, l := range append(legend(fc), ttftLegend+".") {
 			if n := utf8.RuneCountInString(l); n > 150 {
 				t.Errorf("legend line of %d characters, want at most 150: %q", n, l)
 			}
