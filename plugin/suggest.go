@@ -13,7 +13,7 @@ var (
 		"paths", "request_timeout", "tick", "holder_timeout", "cas_retries", "failure_mode", "response_headers",
 		"status_path", "status_token", "max_queue_time", "queue_limit", "team_queue_limit", "dispatch_tick",
 		"hold_headers", "hold_headers_probe", "batch_aging", "status_public", "unscheduled", "default_model",
-		"unknown_model", "pools", "cluster"}
+		"unknown_model", "mode", "shadow_strip_priority", "pools", "cluster"}
 	costFields    = []string{"prompt_token", "cached_prompt_token", "completion_token"}
 	poolFields    = []string{"name", "capacity", "kv_tokens", "models", "teams", "engine_priority"}
 	teamFields    = []string{"share", "weight", "lending_limit", "borrowing_limit"}
