@@ -73,6 +73,9 @@ func (c *config) summary() string {
 	} else {
 		b.WriteString("; flow control off (max_queue_time 0s: borrowers go to the engine at once)")
 	}
+	if c.shadow {
+		b.WriteString("; mode shadow: decided and reported, every request forwarded as sent (nothing held or refused for fairness)")
+	}
 	if c.rejectUnknown {
 		b.WriteString("; teams not in a pool are refused (403)")
 	} else {

@@ -33,6 +33,16 @@ func TestCheck(t *testing.T) {
 		t.Errorf("-check two-pools.json printed %q, want one line starting %q", out.String(), want)
 	}
 
+	// A shadow configuration says so: nothing it decides is enforced.
+	shadow := filepath.Join(dir, "shadow.json")
+	if err := os.WriteFile(shadow, []byte(`{"mode":"shadow","pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.5}}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"-check", shadow}, &out, io.Discard); err != nil || !strings.Contains(out.String(), "; mode shadow: ") {
+		t.Errorf("-check shadow.json = %v, printed %q; want OK naming mode shadow", err, out.String())
+	}
+
 	out.Reset()
 	err = run(context.Background(), []string{"-wasm", filepath.Join(dir, "absent.wasm"), "-check", bad}, &out, io.Discard)
 	if err == nil {

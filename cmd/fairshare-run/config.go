@@ -122,7 +122,8 @@ func readConfig(b []byte) (configView, error) {
 	if v := root.Get("queue_limit"); v.Type == gjson.Number {
 		queueLimit = v.Int()
 	}
-	c.Flow.On = c.Flow.MaxQueueTime > 0 && queueLimit > 0
+	c.Flow.Shadow = root.Get("mode").Str == "shadow"
+	c.Flow.On = c.Flow.MaxQueueTime > 0 && queueLimit > 0 && !c.Flow.Shadow
 	if v := root.Get("paths"); v.IsArray() && len(v.Array()) > 0 {
 		c.Paths = nil
 		for _, p := range v.Array() {

@@ -33,11 +33,16 @@ type frame struct {
 type flowControl struct {
 	On           bool
 	MaxQueueTime time.Duration
+	// Shadow is mode "shadow": the plugin holds nothing whatever
+	// max_queue_time says (On is then false).
+	Shadow bool
 }
 
 // header names flow control in the view's first line and the summary's.
 func (fc flowControl) header() string {
 	switch {
+	case fc.Shadow:
+		return "mode shadow: nothing held, every request forwarded as sent (the x-fairshare-* headers say what enforce would do)"
 	case fc.On:
 		return fmt.Sprintf("flow control on (max_queue_time %s)", fc.MaxQueueTime)
 	case fc.MaxQueueTime > 0:

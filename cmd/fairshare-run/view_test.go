@@ -116,6 +116,12 @@ func TestRenderTableFlowControlOff(t *testing.T) {
 			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)
 		}
 	}
+	f.Flow = flowControl{MaxQueueTime: 30 * time.Second, Shadow: true}
+	b.Reset()
+	renderTable(&b, f)
+	if want := "12s / 40s · demo load · mode shadow: nothing held"; !strings.Contains(b.String(), want) {
+		t.Errorf("renderTable() in shadow mode lacks %q; got:\n%s", want, b.String())
+	}
 	for _, fc := range []flowControl{{}, {On: true, MaxQueueTime: time.Minute}} {
 		for _, l := range append(legend(fc), ttftLegend+".") {
 			if n := utf8.RuneCountInString(l); n > 150 {
