@@ -538,6 +538,7 @@ func parse(data []byte) (config, error) {
 			c.cluster = parseCluster(&ps, key, v)
 		default:
 			ps.add(key, "unknown field")
+			ps.suggest(key, rootFields)
 		}
 		return true
 	})
@@ -733,6 +734,7 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 			dst = &c.completion
 		default:
 			ps.add(p, "unknown field")
+			ps.suggest(key, costFields)
 			return true
 		}
 		if f, ok := number(ps, p, w, *dst); ok {
@@ -856,6 +858,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, poolFields)
 			}
 			return true
 		})
@@ -938,6 +941,7 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, teamFields)
 			}
 			return true
 		})
