@@ -134,6 +134,7 @@ func parseCapacityFrom(ps *problems, path string, v gjson.Result) *capacityFrom 
 			cf.maxNumSeqs = integer(ps, fp, f, 1, 1<<20, DefaultMaxNumSeqs)
 		default:
 			ps.add(fp, "unknown field")
+			ps.suggest(key, capacityFromFields)
 		}
 		return true
 	})

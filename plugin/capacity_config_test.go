@@ -29,6 +29,7 @@ func TestCapacityFromConfig(t *testing.T) {
 		{`{"cluster":"e","path":"metrics"}`, "pools[0].capacity_from.path: must be a path"},
 		{`{"cluster":"e","max_num_seqs":0}`, "pools[0].capacity_from.max_num_seqs: must be an integer"},
 		{`{"cluster":"e","poll":"1s"}`, "pools[0].capacity_from.poll: unknown field"},
+		{`{"cluster":"e","intervall":"1s"}`, `pools[0].capacity_from.intervall: unknown field (did you mean "interval"?)`},
 		{`"e"`, "pools[0].capacity_from: must be an object"},
 	}
 	for _, tt := range tests {

@@ -378,7 +378,7 @@ func checkConfigRows(t *testing.T, doc string, rows []configRow, want []string) 
 // field added to the parser is also suggested.
 func TestSuggestionFieldsMatchParser(t *testing.T) {
 	lists := map[string][]string{"": rootFields, "cost.": costFields, "cluster.": clusterFields,
-		"pools[].": poolFields, "pools[].teams.*.": teamFields}
+		"pools[].": poolFields, "pools[].teams.*.": teamFields, "pools[].capacity_from.": capacityFromFields}
 	want := map[string][]string{}
 	for _, f := range parserFields(t) {
 		prefix, name := "", f
