@@ -43,3 +43,24 @@ func TestCapacityFromConfig(t *testing.T) {
 		t.Errorf("capacity_from with cluster: %v", err)
 	}
 }
+
+// A reading counts while it is fresh: not older than expire, not failed
+// since; with none, the configured values apply.
+func TestCapacitySumExpires(t *testing.T) {
+	cf := &capacityFrom{expire: 6 * time.Second, maxNumSeqs: 8}
+	now := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
+	s := &engineSet{engines: map[string]*engineEntry{
+		"a": {read: at(time.Second), r: engineReading{cores: 1, kvTokens: 100}},
+		"b": {read: at(7 * time.Second), r: engineReading{cores: 1, kvTokens: 200}},                        // stale
+		"c": {read: at(3 * time.Second), fail: at(time.Second), r: engineReading{cores: 1, kvTokens: 400}}, // failed since
+		"d": {read: at(2 * time.Second), r: engineReading{cores: 2, kvTokens: 800, maxNumSeqs: 16}},        // exports max_num_seqs
+	}}
+	if c, kv, n := sum(now, cf, 4, 50, s); c != 8+2*16 || kv != 900 || n != 3 {
+		t.Fatalf("sum = %d, %d, %d; want C 40, K 900 from 3 cores (a and d)", c, kv, n)
+	}
+	later := now.Add(6 * time.Second) // a and d stale too (7 s, 8 s)
+	if c, kv, n := sum(later, cf, 4, 50, s); c != 4 || kv != 50 || n != 0 {
+		t.Fatalf("sum with every reading stale = %d, %d, %d; want the configured 4, 50", c, kv, n)
+	}
+}
