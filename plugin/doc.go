@@ -104,6 +104,9 @@
 //	               in the filter, with the CAS-retry, failure and log accounting),
 //	               creation, configuration generations
 //	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
+//	capacity.go    capacity_from: C and K read from the engines' /metrics by one poller VM
+//	               per proxy, learnt engine addresses (upstream.address), SetCapacity
+//	promtext.go    the engines' Prometheus text: vllm:cache_config_info and the gauges
 //	latency.go     the latency histograms and token counters by pool, team and class
 //	               (arrival, dispatch, first byte, end), Jain's fairness index
 //	config.go, valid.go, path.go, metrics.go, cluster*.go, etcd.go, jsonpos.go, host.go
@@ -184,8 +187,12 @@
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
 //	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority,
-//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
+//	                                       capacity_from, teams: {name: {share, weight, lending_limit,
+//	                                       borrowing_limit}}}]
 //	                                       engine_priority "auto" (default), "on" or "off": see below
+//	                                       capacity_from {cluster, engines, addresses, header, path,
+//	                                       authority, interval, timeout, expire, max_num_seqs}: C and K
+//	                                       from the engines (capacity.go; README: Configuration)
 //
 // A pool's engine_priority says whether the decided priority is written
 // into the body (engine.go): "on" always; "off" never (every priority
@@ -225,7 +232,8 @@
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
-//	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total}
+//	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
+//	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
 //	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
 //	    rejected_<reason>_total)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,

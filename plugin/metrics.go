@@ -51,6 +51,10 @@ const (
 	mEngineRefused  = "engine_priority_refused_total" // counter, pool: responses that were the engine's refusal of a priority
 	mEnginePriority = "engine_priority"               // gauge, pool: 1 while priorities are written, 0 once not
 
+	mKVTokens             = "kv_tokens"                    // gauge, pool: K, the live KV capacity in tokens (0: no KV resource)
+	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
+	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
+
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
 	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare
 	mClusterFailures  = "cluster_failures_total"  // counter, plugin: syncs that could not reach etcd
@@ -302,6 +306,12 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 	m.set(int64(capacity))
 	m.buf = appendPoolMetric(m.buf[:0], pool, mWaiting)
 	m.set(int64(waiting))
+}
+
+// poolGauge records v in fairshare.pool.<pool>.<metric>.
+func (m *metrics) poolGauge(pool, metric string, v int64) {
+	m.buf = appendPoolMetric(m.buf[:0], pool, metric)
+	m.set(v)
 }
 
 func (m *metrics) teamGauge(pool, team, metric string, v int64) {

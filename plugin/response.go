@@ -79,6 +79,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	h.sse = eventStream(ct)
 	h.responseStarted()
 	h.engineHeaders()
+	h.learnEngine()
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")

@@ -40,6 +40,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			st.err = err.Error()
 		} else {
 			st.capacity = ps.rec.p.Capacity()
+			st.kv = ps.rec.p.KVTokens()
 			if ps.rec.p.Sliced() {
 				st.whole = ps.cfg.capacity
 			}
@@ -47,6 +48,9 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
 			}
+		}
+		if ps.cfg.capFrom != nil && pc.caps != nil {
+			st.caps = &capacityStatus{cf: ps.cfg.capFrom, set: pc.caps.loadEngines(ps)}
 		}
 		pools = append(pools, st)
 	}
@@ -85,6 +89,10 @@ type poolStatus struct {
 	engine, engineInForce string
 	teams                 []fairshare.TeamStat
 	err                   string // the record could not be read
+	// kv is the live K (0: no KV resource); caps, for a pool with
+	// capacity_from, its engines as the poller last wrote them.
+	kv   int64
+	caps *capacityStatus
 }
 
 // appendMode adds the plugin's mode to the status document b (which ends
@@ -110,6 +118,7 @@ func appendMode(b []byte, c *config) []byte {
 //	{"time": RFC 3339, "holder": "hex id of the answering VM",
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
 //	   "engine_priority", "engine_priority_in_force", "error"?,
+//	   "kv_tokens"?, "capacity_source"?, "engines"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
@@ -123,6 +132,11 @@ func appendMode(b []byte, c *config) []byte {
 // engine_priority_in_force is "on" while the plugin writes priorities for
 // the pool and "off" once it does not (mode off, or auto after the
 // engine refused one).
+// kv_tokens (the live K) is present when the pool has a KV resource.
+// capacity_source and engines are present for a pool with capacity_from:
+// capacity_source "engines (N)" when C and K are the sum of N engines'
+// readings, "config" when no engine could be read (the configured
+// values); engines lists every engine the poller knows (capacityStatus).
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -163,6 +177,12 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 		if p.err != "" {
 			b = append(b, `,"error":`...)
 			b = gjson.AppendJSONString(b, p.err)
+		}
+		if p.kv > 0 {
+			b = appendIntField(b, "kv_tokens", int(p.kv))
+		}
+		if p.caps != nil {
+			b = p.caps.append(b, now)
 		}
 		b = append(b, `,"teams":[`...)
 		for j := range p.teams {

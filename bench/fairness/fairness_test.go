@@ -397,3 +397,26 @@ func TestEngineOffHoldsSharesOnFCFS(t *testing.T) {
 		t.Errorf("engine-off column %+v: want at least 0.97 of FCFS's service", col)
 	}
 }
+
+// TestElasticFollowsEngines runs S9 at a third of its length twice
+// through the flow-control plugin column, which reads the engines over
+// the host's http_call path and is never told C: the runs are identical
+// (the reads wait for the simulation), C follows every change of the
+// engines, and nothing is lost.
+func TestElasticFollowsEngines(t *testing.T) {
+	newPlugin := flowPlugin(t)
+	s := reduced(t, "s9-elastic", 1.0/3)
+	a := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	b := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s with the same seed differ", s.Name)
+	}
+	lag, n := a.CapacityLag()
+	if n != len(s.CapacityChanges) || lag > 3*2*time.Second {
+		t.Errorf("C followed %d changes of %d, worst lag %v; want every change within three 2 s intervals", n, len(s.CapacityChanges), lag)
+	}
+	if a.Ledger == nil || a.Ledger.Lost() != 0 {
+		t.Errorf("ledger %+v: want nothing lost", a.Ledger)
+	}
+	t.Logf("worst lag %v over %d changes; ledger %+v", lag, n, *a.Ledger)
+}

@@ -61,6 +61,13 @@ type configPool struct {
 	Capacity int
 	Models   []string
 	Teams    []configTeam // in the configuration's order
+	// MetricsCluster is capacity_from.cluster ("" without capacity_from),
+	// EngineSeqs its max_num_seqs, LearnedEngines its engines "learned"
+	// (elastic.go).
+	MetricsCluster string
+	EngineSeqs     int
+	LearnedEngines bool
+	EngineHeader   string // capacity_from.header ("": the default)
 }
 
 // configTeam is one team of a pool.
@@ -142,6 +149,7 @@ func readConfig(b []byte) (configView, error) {
 		if v := p.Get("max_body_bytes"); v.Type == gjson.Number {
 			c.MaxBodyBytes = max(c.MaxBodyBytes, int(v.Int()))
 		}
+		readCapacityFrom(&cp, p)
 		c.Pools = append(c.Pools, cp)
 	}
 	if len(c.Pools) == 0 {

@@ -37,9 +37,10 @@ type proxy struct {
 //
 // listen is the address to serve; vmid the host's shared-data namespace
 // (each proxy of -replicas its own); clusters the http_call clusters (the
-// embedded etcd), nil for none.
+// embedded etcd, a capacity_from pool's engines), nil for none; originalDst
+// the ORIGINAL_DST clusters (a capacity_from pool with engines "learned").
 func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, obs *observer, stderr io.Writer,
-	listen, vmid string, clusters map[string]string) (*proxy, error) {
+	listen, vmid string, clusters, originalDst map[string]string) (*proxy, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w (use -listen to choose another address)", err)
@@ -53,6 +54,7 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit in
 		VMs:          o.vms,
 		VMID:         vmid,
 		Clusters:     clusters,
+		OriginalDst:  originalDst,
 		PluginName:   "fairshare",
 		RootID:       "fairshare",
 		PluginConfig: cfg,

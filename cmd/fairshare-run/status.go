@@ -36,6 +36,9 @@ type statusPool struct {
 	Name     string
 	Capacity int
 	Teams    []statusTeam
+	// Source is capacity_source: "engines (N)" or "config" for a pool
+	// with capacity_from, "" otherwise.
+	Source string
 }
 
 // inFlight returns the requests in flight in the pool, phantoms included.
@@ -105,7 +108,7 @@ func parseStatus(b []byte) ([]statusPool, error) {
 		if !v.IsObject() {
 			return
 		}
-		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int())}
+		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int()), Source: v.Get("capacity_source").String()}
 		eachNamed(v.Get("teams"), []string{"team", "name"}, func(team string, t gjson.Result) {
 			if !t.IsObject() {
 				return

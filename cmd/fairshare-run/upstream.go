@@ -33,6 +33,9 @@ type upstream struct {
 	preemptions atomic.Int64 // preemptions of finished requests
 	preemptedBy atomic.Int64 // of which of borrowers (priority ≥ 10)
 	finished    atomic.Int64 // finished engine requests
+	// elastic are the simulators of the pools with capacity_from, by pool:
+	// -engines scales them (elastic.go).
+	elastic map[string]*vllmsim.Server
 }
 
 // simLine summarises the simulator's preemptions ("" for a real vLLM).
@@ -100,6 +103,9 @@ func (rt *simRouter) route(model string) *vllmsim.Server {
 
 // ServeHTTP implements http.Handler.
 func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rt.serveEngines(w, r) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"):
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxSimBody+1))
@@ -128,16 +134,24 @@ func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startSimulator starts the embedded simulated vLLM on a free local port:
 // an engine per pool of cfg (see simRouter and poolEngine).
-func startSimulator(cfg configView, timeScale float64, caching bool) (*upstream, error) {
+//
+// A pool with capacity_from gets maxEngines(steps) engine cores of
+// capacity_from.max_num_seqs sequences each, the first steps[0].N in
+// service (one without -engines): steps are -engines.
+func startSimulator(cfg configView, timeScale float64, caching bool, steps []engineStep) (*upstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	up := &upstream{simulated: true}
+	up := &upstream{simulated: true, elastic: map[string]*vllmsim.Server{}}
 	rt := &simRouter{pools: cfg.Pools}
 	var engines []string
 	for _, p := range cfg.Pools {
 		ec := poolEngine(p.Capacity)
+		replicas := 1
+		if p.MetricsCluster != "" {
+			ec, replicas = poolEngine(p.EngineSeqs), maxEngines(steps)
+		}
 		ec.EnablePrefixCaching = caching
 		if err := ec.Validate(); err != nil {
 			ln.Close()
@@ -149,7 +163,7 @@ func startSimulator(cfg configView, timeScale float64, caching bool) (*upstream,
 				more = append(more, m)
 			}
 		}
-		rt.servers = append(rt.servers, vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale,
+		srv := vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale, Replicas: replicas,
 			EnablePromptTokensDetails: caching,
 			OnRecord: func(r vllmsim.Record) {
 				up.finished.Add(1)
@@ -157,8 +171,17 @@ func startSimulator(cfg configView, timeScale float64, caching bool) (*upstream,
 				if r.Priority >= borrowBase {
 					up.preemptedBy.Add(int64(r.Preemptions))
 				}
-			}}))
+			}})
+		rt.servers = append(rt.servers, srv)
 		e := fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
+		if p.MetricsCluster != "" {
+			if len(steps) > 0 {
+				srv.SetActive(steps[0].N)
+			}
+			up.elastic[p.Name] = srv
+			e = fmt.Sprintf("%s: %d engines in service of %d (capacity_from reads their /metrics), each max_num_seqs %d, %d KV blocks × %d tokens",
+				p.Name, srv.Active(), replicas, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
+		}
 		if caching {
 			e += ", prefix caching"
 		}

@@ -39,7 +39,10 @@
 // replies deferred until the callback returns; the end-of-stream order
 // on_log → on_done → on_delete for every stream (reset ones too); tick
 // timers per VM; http_call to named
-// clusters; properties; the allocator rules (malloc before
+// clusters, and to ORIGINAL_DST clusters routed by a header
+// (Options.OriginalDst: the address in x-envoy-original-dst-host, a 503
+// "no healthy upstream" without one); properties (upstream.address once
+// the front end names the host, Stream.SetUpstreamAddress); the allocator rules (malloc before
 // proxy_on_memory_allocate, empty results as ptr=0,size=0 without
 // allocation, restricted callbacks during allocation and _initialize).
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -206,6 +207,11 @@ func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
 			hv[k] = kv[1]
 		}
 	}
+	var noHost bool
+	if hdr, ok := vm.h.opts.OriginalDst[cluster]; ok {
+		known = true
+		base, noHost = originalDst(hdr, hv)
+	}
 	if !known || err1 != nil || err2 != nil || hv[":method"] == "" || hv[":path"] == "" || hv[":authority"] == "" {
 		fail(vm, stack, hostcalls.StatusBadArgument)
 		return
@@ -220,12 +226,60 @@ func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
 	h.calls.Add(1)
 	go func() {
 		defer h.calls.Done()
-		res, ok := doHTTPCall(base, hdrs, body, timeout)
+		res, ok := noHealthyUpstream(), true
+		if !noHost {
+			res, ok = doHTTPCall(base, hdrs, body, timeout)
+		}
+		if h.opts.HTTPCallsOnWait {
+			h.answeredMu.Lock()
+			h.answered = append(h.answered, heldAnswer{vm: vm, ctxID: ctxID, s: s, token: token, res: res, ok: ok})
+			h.answeredMu.Unlock()
+			return
+		}
 		vm.deliverHTTPCall(ctxID, s, token, res, ok)
 	}()
 	setStatus(stack, hostcalls.StatusOK)
 	if vm.tracing {
 		vm.traceRet(hostcalls.StatusOK, "token=%d", token)
+	}
+}
+
+// originalDst is the base URL of a call to an ORIGINAL_DST cluster whose
+// load balancer reads the destination from header hdr ("":
+// x-envoy-original-dst-host) of the call (hv: the call's headers by
+// lower-case name, first value each), or noHost when the header is
+// missing or not an IP address and port. Envoy's load balancer takes the
+// first value of the header and parses it with
+// parseInternetAddressAndPortNoThrow (an IPv4 "a.b.c.d:port" or an IPv6
+// "[addr]:port", never a name), and with no address it chooses no host
+// (source/extensions/clusters/original_dst/original_dst_cluster.cc,
+// requestOverrideHost and chooseHost, at
+// 051b1bcc155c058389ac5ab5118a89068c7f307f); the router then answers the
+// request itself with 503 "no healthy upstream"
+// (source/common/router/router.cc, sendNoHealthyUpstreamResponse, at
+// 001b1c0cd4cb18d9a3658d5453c1e534b3ff864e), which an http_call's caller
+// receives as the response. The call's headers are the async request's,
+// which the load balancer reads as the downstream headers.
+func originalDst(hdr string, hv map[string]string) (base string, noHost bool) {
+	if hdr == "" {
+		hdr = "x-envoy-original-dst-host"
+	}
+	v, ok := hv[strings.ToLower(hdr)]
+	if !ok {
+		return "", true
+	}
+	ap, err := netip.ParseAddrPort(v)
+	if err != nil || ap.Addr().Zone() != "" {
+		return "", true
+	}
+	return "http://" + ap.String(), false
+}
+
+// noHealthyUpstream is the router's local reply when no host is chosen.
+func noHealthyUpstream() *httpCallResult {
+	return &httpCallResult{
+		headers: [][2]string{{":status", "503"}, {"content-length", "19"}, {"content-type", "text/plain"}},
+		body:    []byte("no healthy upstream"),
 	}
 }
 

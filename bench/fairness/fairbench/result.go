@@ -36,6 +36,12 @@ type Result struct {
 	// finish order), from which a report computes a gateway's usage and
 	// the error of the plugin's entry-penalty estimate (costs.go).
 	Costs []RequestCost
+	// Capacity is, for a gateway that reports it (CapacityReporter) in a
+	// scenario with capacity_from_engines, the C it decided against at
+	// every sample, with the engines' C then; Ledger what it counted
+	// against what the run served. Both nil otherwise (elastic.go).
+	Capacity []CapacitySample
+	Ledger   *Ledger
 }
 
 // TeamResult are one team's measures.

@@ -139,6 +139,7 @@ type runner struct {
 	col      *collector
 	progress ProgressObserver
 	deferred []func()
+	capacity []CapacitySample // the gateway's C by sample (elastic.go)
 	users    map[[2]int]*closedUser
 }
 
@@ -252,6 +253,7 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 		stop = hard
 	}
 	res := r.col.result(r.reqs, stop)
+	res.Capacity, res.Ledger = r.capacity, r.ledger()
 	res.Policy = gw.Name()
 	res.Mode = opt.Mode
 	if n, ok := gw.(Noter); ok {
@@ -445,4 +447,5 @@ func (r *runner) sample() {
 		slots /= float64(n)
 	}
 	r.col.sample(r.now, kv, slots)
+	r.sampleCapacity(&r.capacity)
 }

@@ -74,6 +74,12 @@ type Scenario struct {
 	// plugin's defaults (prompt 1, cached prompt 1, completion 2).
 	PluginCost *CostSpec `json:"plugin_cost,omitempty"`
 
+	// CapacityFromEngines, if true, never tells the plugin columns the
+	// pool's new capacity at a capacity change: they read it from the
+	// engines' /metrics (capacity_from; elastic.go). The other gateways
+	// are told, as without it.
+	CapacityFromEngines bool `json:"capacity_from_engines,omitempty"`
+
 	// dir is the directory of the scenario file: trace files resolve
 	// against it.
 	dir string

@@ -123,6 +123,11 @@ type Gateway struct {
 	wake  bool // a dispatch-tick wake-up is scheduled
 	err   error
 
+	// engines and servers: the replicas' /metrics when the plugin reads
+	// them (elastic.go).
+	engines fairbench.EngineView
+	servers []*engineServer
+
 	// config builds the plugin configuration (tests replace it).
 	config func(s *fairbench.Scenario, c int) ([]byte, error)
 	// anyPriority accepts a forwarded body without priority (tests on a
@@ -208,6 +213,13 @@ func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) 
 		}
 	}
 	fmt.Fprintf(&b, `"pools":[{"name":"bench","capacity":%d,`, c)
+	if s.CapacityFromEngines {
+		cf, err := capacityFromJSON(s)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(cf)
+	}
 	if flow != nil && flow.KV {
 		kv, err := KVTokens(s, c)
 		if err != nil {
@@ -245,21 +257,33 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 	if g.opt.Cluster != nil {
 		return g.startCluster()
 	}
+	var originalDst map[string]string
+	if s.CapacityFromEngines {
+		ev, ok := d.(fairbench.EngineView)
+		if !ok {
+			return fmt.Errorf("wasmgw: capacity_from_engines: the dispatcher shows no engines")
+		}
+		g.engines = ev
+		g.syncEngines()
+		originalDst = map[string]string{EnginesCluster: ""}
+	}
 	g.clock = host.NewVirtualClock(fairbench.Epoch.Add(d.Now()))
 	cfg, err := g.config(s, c)
 	if err != nil {
 		return fmt.Errorf("wasmgw: %w", err)
 	}
 	h, err := g.mod.Start(context.Background(), host.Options{
-		VMs:          g.opt.VMs,
-		VMID:         "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
-		PluginName:   "fairshare",
-		RootID:       "fairshare",
-		PluginConfig: cfg,
-		Clock:        g.clock,
-		Seed:         s.Seed + 1,
-		LogLevel:     hostcalls.LogLevelWarn,
-		Logger:       g.Logger,
+		OriginalDst:     originalDst,
+		HTTPCallsOnWait: originalDst != nil,
+		VMs:             g.opt.VMs,
+		VMID:            "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
+		PluginName:      "fairshare",
+		RootID:          "fairshare",
+		PluginConfig:    cfg,
+		Clock:           g.clock,
+		Seed:            s.Seed + 1,
+		LogLevel:        hostcalls.LogLevelWarn,
+		Logger:          g.Logger,
 	})
 	if err != nil {
 		if g.opt.Flow != nil {
@@ -276,6 +300,11 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 func (g *Gateway) sync() {
 	if g.cl != nil {
 		g.cl.stepTo(fairbench.Epoch.Add(g.d.Now()))
+		return
+	}
+	if g.engines != nil {
+		g.syncEngines()
+		g.stepTo(fairbench.Epoch.Add(g.d.Now()))
 		return
 	}
 	if d := fairbench.Epoch.Add(g.d.Now()).Sub(g.clock.Now()); d > 0 {
@@ -407,6 +436,9 @@ func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	r.Borrowing = prio >= 10
 	g.open[r.ID] = s
 	g.d.Submit(r, prio)
+	if g.engines != nil {
+		s.SetUpstreamAddress(g.engineAddr(r.Replica))
+	}
 	if g.cl != nil {
 		g.cl.checkBound(r)
 	}
@@ -438,9 +470,16 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 
 // SetCapacity implements fairbench.Gateway: the plugin is reconfigured
 // with the new capacity, as an operator (or a controller) would.
+//
+// With capacity_from_engines the plugin is not told: it reads the
+// engines (elastic.go).
 func (g *Gateway) SetCapacity(c int) {
 	g.sync()
 	g.c = c
+	if g.engines != nil {
+		g.poll()
+		return
+	}
 	var err error
 	if g.cl != nil {
 		err = g.cl.reconfigure(c)
@@ -493,4 +532,5 @@ func (g *Gateway) Close() {
 	if g.h != nil {
 		g.h.Close(context.Background())
 	}
+	g.closeEngines()
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
@@ -111,6 +113,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.finish(w, s, s.Take(false, true), false)
 		return
 	}
+	// The connection's remote address is the stream's upstream.address, as
+	// Envoy's is the host its router chose (host.Stream.SetUpstreamAddress).
+	var upstreamAddr atomic.Value
+	up = up.WithContext(httptrace.WithClientTrace(up.Context(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		upstreamAddr.Store(ci.Conn.RemoteAddr().String())
+	}}))
 	resp, err := p.client.Do(up)
 	if err != nil {
 		pr.CloseWithError(err)
@@ -144,6 +152,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rh = append(rh, [2]string{"content-length", strconv.FormatInt(resp.ContentLength, 10)})
 	}
 	respEOS := resp.ContentLength == 0 || r.Method == http.MethodHead || resp.StatusCode == 204 || resp.StatusCode == 304
+	if a, ok := upstreamAddr.Load().(string); ok {
+		s.SetUpstreamAddress(a)
+	}
 	s.ResponseHeaders(rh, respEOS)
 	if respEOS {
 		p.respond(ctx, w, s, nil)
