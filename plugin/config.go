@@ -211,6 +211,8 @@ type poolConfig struct {
 	// engine is engine_priority: whether the pool's priorities are
 	// written into the body (engine.go).
 	engine engineMode
+	// spillTo are the fallback pools (spill_to, spill.go), in order.
+	spillTo []string
 }
 
 // coreConfig is the fairshare configuration of pool p under c.
@@ -530,6 +532,7 @@ func parse(data []byte) (config, error) {
 		ps.add("pools", "required: at least one pool")
 	}
 	checkEngineModes(&ps, &c)
+	checkSpill(&ps, &c)
 	if len(ps) > 0 {
 		return c, &configError{ps}
 	}
@@ -805,6 +808,8 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				})
 			case "teams":
 				p.teams = parseTeams(ps, fp, f)
+			case "spill_to":
+				p.spillTo = parseSpillTo(ps, fp, f)
 			case "engine_priority":
 				if s, ok := str(ps, fp, f); ok {
 					m, ok := parseEngineMode(s)

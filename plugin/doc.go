@@ -81,6 +81,8 @@
 //	grant.go       the decision through the pool record (arrive) and, next to it, its
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	spill.go       spill-over: a request that would be held moves to a fallback pool with room
+//	               (TryAcquire), routed by x-fairshare-pool; spill_to's validation, counts, status
 //	engine.go      engine_priority: whether the priority is written, the engine's
 //	               refusal read from the response, the pool's switch and its mark
 //	body.go        the request body: inspect (one pass over its members), rewrite, send
@@ -110,6 +112,7 @@
 //	                     request.go     poolFor
 //	                     estimate.go    estimate (cost, KV demand)
 //	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
+//	                     spill.go       Queued: a fallback with room takes it (TryAcquire there)
 //	                     flow.go        Queued: hold (dispatch and resume later, or expire)
 //	                     body.go        writeBody: "priority" written, the body forwarded
 //	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers
@@ -167,9 +170,10 @@
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
-//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority,
+//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority, spill_to,
 //	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
-//	                                       engine_priority "auto" (default), "on" or "off": see below
+//	                                       engine_priority "auto" (default), "on" or "off": see below;
+//	                                       spill_to: fallback pools, in order (spill.go; needs hold_headers "on")
 //
 // A pool's engine_priority says whether the decided priority is written
 // into the body (engine.go): "on" always; "off" never (every priority
@@ -203,6 +207,7 @@
 //	    upstream_first_byte_ms, total_time_ms (histograms, milliseconds), prompt_tokens_total,
 //	    cached_tokens_total, completion_tokens_total}   (latency.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
+//	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
 //	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,

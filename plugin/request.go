@@ -229,6 +229,13 @@ func (h *httpContext) decide(size int) types.Action {
 	})
 	h.pool = ps
 	h.hide = req.stream && !req.includeUsage
+	if err == nil && outcome == fairshare.Queued {
+		// It would be held here: a fallback with room takes it (spill.go).
+		if sg, ok := h.spill(now, ps, wait, estimate); ok {
+			g, outcome, ps = sg, fairshare.Granted, h.pool
+			pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
+		}
+	}
 	switch {
 	case err == nil && outcome == fairshare.Granted:
 		h.state = stGranted
@@ -268,6 +275,7 @@ func (h *httpContext) decisionHeaders() {
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.team)
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"pool", h.pool.cfg.name)
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"priority", strconv.Itoa(h.prio))
+	h.spillHeader()
 }
 
 // poolFor returns the first pool whose models contain model ("*" matches
