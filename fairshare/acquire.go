@@ -23,8 +23,9 @@ type Grant struct {
 	// within-share requests first and preempts it before them.
 	BorrowsTokens bool
 	// Saturated is set when, as the request arrived, the pool already had
-	// C or more requests in flight (phantoms included).
-	// Not yet reached by the plugin: kept for spill-over.
+	// C or more requests in flight (phantoms included). Spill-over does
+	// not read it: under the flow control it needs, a granted borrower
+	// always had room, so only within-share grants carry it.
 	Saturated bool
 	// Holder is the holder (Wasm VM instance) that holds the request.
 	Holder uint32
@@ -82,8 +83,8 @@ func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, e
 // in flight, phantoms included), decided and recorded in the same
 // transition: a fallback that moves a request to this pool never pushes it
 // past C. When the pool is full it returns a released zero Grant and false
-// (it still counts as a heartbeat of holder).
-// Not yet reached by the plugin: kept for spill-over.
+// (it still counts as a heartbeat of holder). The plugin's spill-over
+// moves a request into a fallback pool with it.
 func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class, estimate float64) (Grant, bool) {
 	t := now.UnixNano()
 	p.advance(t)

@@ -142,8 +142,8 @@ func renderTable(b *strings.Builder, f frame) {
 		switch {
 		case g.status != nil:
 			n, borrow := g.status.inFlight()
-			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)\n",
-				g.name, g.status.Capacity, n, n-borrow, borrow)
+			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)%s\n",
+				g.name, g.status.Capacity, n, n-borrow, borrow, spillNote(g.status))
 		case g.name == "-":
 			b.WriteString("not scheduled (no pool serves the model)\n")
 		case g.name != "":
@@ -230,7 +230,7 @@ func renderLines(b *strings.Builder, f frame) {
 	for _, g := range groups(f) {
 		if p := g.status; p != nil {
 			n, borrow := p.inFlight()
-			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing\n", at, p.Name, n, p.Capacity, borrow)
+			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing%s\n", at, p.Name, n, p.Capacity, borrow, spillNote(p))
 		}
 		for _, t := range g.teams {
 			n, within, borrow := standing(t)
