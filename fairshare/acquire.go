@@ -162,3 +162,33 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, t
 		e.wTok += tok
 	}
 }
+
+// HasRoom reports whether the pool has room for a borrower of team (a
+// team the configuration does not list counts as UnknownTeam) demanding
+// tokens KV tokens, as Arrive and Dispatch judge a borrower (see
+// resources.go): in every resource, what is in flight plus what the other
+// teams' lending limits keep free for them, plus the demand, fits the
+// capacity. It changes nothing. A spill-over asks it before TryAcquire
+// (whose test is fewer than C requests in flight) in the same transition,
+// so that a request moved into a pool never takes what the pool's teams
+// keep for themselves. Cost: O(teams).
+func (p *Pool) HasRoom(team string, tokens int64) bool {
+	u := p.usage()
+	i := p.find(team)
+	if i < 0 || !p.teams[i].configured {
+		i = p.unknownIndex()
+	}
+	tok := p.tokens(tokens)
+	if i >= 0 {
+		return p.hasRoom(u, i, tok)
+	}
+	// No entry yet: nothing of its own in flight, nothing kept.
+	if u.seq+u.keptSeq+1 > p.capacity {
+		return false
+	}
+	if p.kvTokens == 0 {
+		return true
+	}
+	tok = min(tok, max(0, p.kvCap()-u.keepTok))
+	return u.tok+u.keptTok+tok <= p.kvCap()
+}

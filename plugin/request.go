@@ -231,7 +231,7 @@ func (h *httpContext) decide(size int) types.Action {
 	h.hide = req.stream && !req.includeUsage
 	if err == nil && outcome == fairshare.Queued {
 		// It would be held here: a fallback with room takes it (spill.go).
-		if sg, ok := h.spill(now, ps, wait, estimate); ok {
+		if sg, ok := h.spill(now, ps, wait, estimate, kv); ok {
 			g, outcome, ps = sg, fairshare.Granted, h.pool
 			pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
 		}

@@ -16,9 +16,10 @@ import (
 //	                            └─► Queued (it would be held), headers still held:
 //	                                  for each fallback, in order:
 //	                                    updatePool(fallback): no request of the fallback's
-//	                                    own waits, and TryAcquire(unknown team) has room
-//	                                    (fewer than C in flight, decided and recorded in
-//	                                    the same compare-and-swap)
+//	                                    own waits, a borrower has room there (HasRoom: its
+//	                                    teams' lending limits counted), and TryAcquire
+//	                                    (unknown team) finds fewer than C in flight: decided
+//	                                    and recorded in the same compare-and-swap
 //	                                  moved: Cancel in its own pool; h.pool = fallback;
 //	                                         x-fairshare-pool: <fallback> (the route),
 //	                                         x-fairshare-spilled-from: <own> (request and
@@ -30,8 +31,11 @@ import (
 // ranks after every configured team's borrowers there, whatever its team
 // is in the fallback; the fallback's teams keep their reservations and
 // their place. It moves only while the fallback has fewer than C requests
-// in flight, so a spill never pushes a pool past C, and two saturated pools
-// never hand requests to each other. Its release, charge and settle go to
+// in flight and room for a borrower beside what its teams' lending limits
+// keep, so a spill never pushes a pool past C, never takes a kept
+// reservation, and two saturated pools never hand requests to each other.
+// It is counted there in sequences only (TryAcquire records no KV
+// tokens); its token demand is checked by HasRoom. Its release, charge and settle go to
 // the pool it runs in (h.pool), so every end of stream ends it there.
 //
 // Routing: the decision goes into the request headers, which hold_headers
@@ -136,7 +140,7 @@ func (pc *pluginContext) poolNamed(name string) *poolState {
 // own, sets h's pool to the fallback and returns the fallback's grant and
 // true; otherwise h stays queued in own. It is tried only while h's
 // headers are held: once they have gone, the route is fixed.
-func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, estimate float64) (fairshare.Grant, bool) {
+func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, estimate float64, kv int64) (fairshare.Grant, bool) {
 	pc := h.pc
 	if !h.headersHeld || len(own.cfg.spillTo) == 0 {
 		return fairshare.Grant{}, false
@@ -152,8 +156,10 @@ func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, 
 		)
 		err := pc.updatePool(now, fb, "spill", func(p *fairshare.Pool) {
 			moved = false
-			if p.Waiters() > 0 {
-				// The fallback holds requests of its own: they go first.
+			// The fallback's held requests go first, and what its teams'
+			// lending limits keep free is theirs (HasRoom); then
+			// TryAcquire moves it only below C, in this same swap.
+			if p.Waiters() > 0 || !p.HasRoom(fairshare.UnknownTeam, kv) {
 				return
 			}
 			g, moved = p.TryAcquire(now, pc.holder, fairshare.UnknownTeam, h.class, estimate)

@@ -285,3 +285,34 @@ func startFaultyHost(t *testing.T, cfg string, vms int) (*host.Host, *faults) {
 	t.Helper()
 	return startFaultyOpts(t, cfg, vms, pluginName+"/", func(o *host.Options) { o.AllowOnHeadersStopIteration = true })
 }
+
+// TestWasmSpillRespectsLendingLimits: the fallback's team keeps half of
+// its reservation (lending_limit 0.5 of b's 2 slots): one request spills
+// into b, the next is held in a although b has fewer than C in flight.
+func TestWasmSpillRespectsLendingLimits(t *testing.T) {
+	cfg := `{"max_queue_time":"10s","dispatch_tick":"20ms","tick":"1s","default_max_tokens":16,"half_life":"0s",
+ "hold_headers":"on","hold_headers_probe":"100ms",
+ "pools":[{"name":"a","capacity":1,"models":["m"],"spill_to":["b"],"teams":{"x":{"share":1}}},
+          {"name":"b","capacity":2,"models":["m-b"],"teams":{"z":{"share":1,"lending_limit":0.5}}}]}`
+	h := startHost(t, cfg, 1, true)
+	x1 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	x2 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	if p, from := routed(x2); p != "b" || from != "a" {
+		t.Fatalf("x2 routed to %q from %q, want b from a", p, from)
+	}
+	x3 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	if !held(x3) || inFlight(t, h, "b") != 1 {
+		t.Fatalf("x3: held %v, b in flight %d; want held in a, b keeping z's slot", held(x3), inFlight(t, h, "b"))
+	}
+	z1 := request(h, 0, "/v1/chat/completions", team("z"), chat("m-b", 4, ""))
+	if p := priority(t, z1); p != fairshare.WithinShareBase {
+		t.Errorf("z1 priority %d, want within share", p)
+	}
+	equal(t, "b in flight with z1", inFlight(t, h, "b"), 2)
+	for _, s := range []*host.Stream{x1, x2, z1} {
+		respondJSON(s, 1, 1)
+	}
+	h.Advance(20 * time.Millisecond)
+	respondJSON(x3, 1, 1)
+	checkIdle(t, h, "a", "b")
+}
