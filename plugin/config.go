@@ -537,6 +537,7 @@ func parse(data []byte) (config, error) {
 			c.cluster = parseCluster(&ps, key, v)
 		default:
 			ps.add(key, "unknown field")
+			ps.suggest(key, rootFields)
 		}
 		return true
 	})
@@ -726,6 +727,7 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 			dst = &c.completion
 		default:
 			ps.add(p, "unknown field")
+			ps.suggest(key, costFields)
 			return true
 		}
 		if f, ok := number(ps, p, w, *dst); ok {
@@ -849,6 +851,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, poolFields)
 			}
 			return true
 		})
@@ -931,6 +934,7 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, teamFields)
 			}
 			return true
 		})

@@ -166,25 +166,6 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 	return v
 }
 
-// pluginGateway returns the constructor of the plugin column, the extra
-// plugin columns of the ablation tables, and the column's label: "wasm"
-// builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
-// runs package fairshare directly. With flow (wasm only) the plugin runs
-// with flow control and its ablations are plugin-noflow, plugin-nohold,
-// plugin-nokv, plugin-nolend and native-flow; without, the ablations are
-// the native flow-control forecasts (nativeFlowVariants). A prebuilt
-// module can be named by wasmFile or the FAIRSHARE_WASM environment
-// variable (as make test does). With flow and etcdURL, the ablations end
-// with the replicas columns (plugin-3x, plugin-noflow-3x) on the
-// scenarios that set
-// gateway_replicas, its proxies syncing through the etcd at etcdURL. With
-// flow the last ablation is fairbench.EngineOffColumn (engine_priority
-// "off" in front of FCFS engines).
-func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, error) {
-	gw, vs, label, _, err := pluginGateways(kind, wasmFile, flow, etcdURL)
-	return gw, vs, label, err
-}
-
 // spillOptions are the two columns of a spill scenario (S8): the `plugin`
 // column's flow control with the pools' spill_to, and without.
 func spillOptions() (spill, noSpill wasmgw.Options) {
@@ -197,8 +178,21 @@ func spillOptions() (spill, noSpill wasmgw.Options) {
 	return spill, noSpill
 }
 
-// pluginGateways is pluginGateway that also returns the spill scenarios'
-// two columns (nil unless wasm with flow control).
+// pluginGateways returns the constructor of the plugin column, the extra
+// plugin columns of the ablation tables, the column's label and the spill
+// scenarios' two columns (spillOptions; nil unless wasm with flow): "wasm"
+// builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
+// runs package fairshare directly. With flow (wasm only) the plugin runs
+// with flow control and its ablations are plugin-noflow, plugin-nohold,
+// plugin-nokv, plugin-nolend and native-flow; without, the ablations are
+// the native flow-control forecasts (nativeFlowVariants). A prebuilt
+// module can be named by wasmFile or the FAIRSHARE_WASM environment
+// variable (as make test does). With flow and etcdURL, the ablations end
+// with the replicas columns (plugin-3x, plugin-noflow-3x) on the
+// scenarios that set
+// gateway_replicas, its proxies syncing through the etcd at etcdURL. With
+// flow the last ablation is fairbench.EngineOffColumn (engine_priority
+// "off" in front of FCFS engines).
 func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, []fairbench.NewGateway, error) {
 	switch kind {
 	case "native":

@@ -373,7 +373,7 @@ func TestEnvoyFlowControlSettings(t *testing.T) {
 		{"max_requests: 2048\n    load_assignment:\n      cluster_name: vllm\n", "max_requests: 1024\n    load_assignment:\n      cluster_name: vllm\n", "cluster vllm circuit_breakers max_requests 1024"},
 		{"max_requests: 2048\n    load_assignment:\n      cluster_name: vllm-ondemand\n", "max_requests: 1000\n    load_assignment:\n      cluster_name: vllm-ondemand\n", "cluster vllm-ondemand circuit_breakers max_requests 1000"},
 		{"allow_on_headers_stop_iteration: true", "allow_on_headers_stop_iteration: false", "allow_on_headers_stop_iteration"},
-		{`"max_queue_time": "0s"`, `"max_queue_time": "20m"`, "above max_queue_time 20m0s"},
+		{`"max_queue_time": "30s"`, `"max_queue_time": "20m"`, "above max_queue_time 20m0s"},
 	} {
 		if strings.Count(orig, c.old) != 1 {
 			t.Fatalf("envoy.yaml holds %q %d times, want once", c.old, strings.Count(orig, c.old))
