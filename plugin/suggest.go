@@ -15,7 +15,7 @@ var (
 		"hold_headers", "hold_headers_probe", "batch_aging", "status_public", "unscheduled", "default_model",
 		"unknown_model", "mode", "shadow_strip_priority", "pools", "cluster"}
 	costFields    = []string{"prompt_token", "cached_prompt_token", "completion_token"}
-	poolFields    = []string{"name", "capacity", "kv_tokens", "models", "teams", "engine_priority"}
+	poolFields    = []string{"name", "capacity", "kv_tokens", "models", "teams", "engine_priority", "spill_to"}
 	teamFields    = []string{"share", "weight", "lending_limit", "borrowing_limit"}
 	clusterFields = []string{"etcd_cluster", "authority", "key_prefix", "authorization", "replica",
 		"sync_interval", "lease_ttl", "timeout", "safe_fraction"}
