@@ -1,12 +1,15 @@
 package plugin_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/tidwall/gjson"
 )
@@ -314,5 +317,42 @@ func TestWasmSpillRespectsLendingLimits(t *testing.T) {
 	}
 	h.Advance(20 * time.Millisecond)
 	respondJSON(x3, 1, 1)
+	checkIdle(t, h, "a", "b")
+}
+
+// TestWasmSpilledLocalReplyLeaksNothing: a spilled request whose body
+// cannot be rewritten is answered 500 (a local reply) and ends in the
+// fallback it was moved to; its own pool holds nothing of it either.
+func TestWasmSpilledLocalReplyLeaksNothing(t *testing.T) {
+	var refuse atomic.Bool
+	h, err := compiled(t).Start(context.Background(), host.Options{
+		Profile: hostProfile, AllowOnHeadersStopIteration: true,
+		VMs: 1, PluginName: pluginName, VMID: t.Name(), PluginConfig: []byte(spillConfig),
+		Clock: host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)),
+		BufferFault: func(_ int, bt hostcalls.BufferType) hostcalls.Status {
+			if refuse.Load() && bt == hostcalls.BufferHTTPRequestBody {
+				return hostcalls.StatusInternalFailure
+			}
+			return hostcalls.StatusOK
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noHostErrors(t, h)
+	defer h.Close(context.Background())
+	x1 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	y1 := request(h, 0, "/v1/chat/completions", team("y"), chat("m", 4, ""))
+	refuse.Store(true)
+	s := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	jsonError(t, s, 500)
+	s.Complete()
+	refuse.Store(false)
+	equal(t, "in flight a, b; a waiting", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 0, 0})
+	if n := metric(h, "fairshare.pool.a.team.x.to_pool.b.spilled_total"); n != 1 {
+		t.Errorf("spilled_total %d, want 1 (it was moved before the rewrite failed)", n)
+	}
+	respondJSON(x1, 1, 1)
+	respondJSON(y1, 1, 1)
 	checkIdle(t, h, "a", "b")
 }
