@@ -23,9 +23,10 @@ type Grant struct {
 	// within-share requests first and preempts it before them.
 	BorrowsTokens bool
 	// Saturated is set when, as the request arrived, the pool already had
-	// C or more requests in flight (phantoms included). Spill-over does
-	// not read it: under the flow control it needs, a granted borrower
-	// always had room, so only within-share grants carry it.
+	// C or more requests in flight (phantoms included): the request waits
+	// in the engine's queue. The plugin counts such grants
+	// (granted_saturated_total); spill-over does not read it, since under
+	// the flow control it needs a granted borrower always had room.
 	Saturated bool
 	// Holder is the holder (Wasm VM instance) that holds the request.
 	Holder uint32

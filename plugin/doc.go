@@ -215,7 +215,7 @@
 // tags (see metrics.go):
 //
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
-//	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
+//	fairshare.pool.<pool>.team.<team>.{borrowed_total, granted_saturated_total, in_flight, borrowing, reserved,
 //	    usage (milli), rank, level_fairshare (milli), phantoms}
 //	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total}
 //	    (flow control)
