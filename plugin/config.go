@@ -231,6 +231,8 @@ type poolConfig struct {
 	// capFrom is capacity_from: C and K read from the engines
 	// (capacity.go); nil: the configured capacity and kv_tokens.
 	capFrom *capacityFrom
+	// spillTo are the fallback pools (spill_to, spill.go), in order.
+	spillTo []string
 }
 
 // coreConfig is the fairshare configuration of pool p under c.
@@ -570,6 +572,7 @@ func parse(data []byte) (config, error) {
 			}
 		}
 	}
+	checkSpill(&ps, &c)
 	if len(ps) > 0 {
 		return c, &configError{ps}
 	}
@@ -848,6 +851,8 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				p.teams = parseTeams(ps, fp, f)
 			case "capacity_from":
 				p.capFrom = parseCapacityFrom(ps, fp, f)
+			case "spill_to":
+				p.spillTo = parseSpillTo(ps, fp, f)
 			case "engine_priority":
 				if s, ok := str(ps, fp, f); ok {
 					m, ok := parseEngineMode(s)

@@ -90,6 +90,8 @@
 //	grant.go       the decision through the pool record (arrive) and, next to it, its
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	spill.go       spill-over: a request that would be held moves to a fallback pool with room
+//	               (TryAcquire), routed by x-fairshare-pool; spill_to's validation, counts, status
 //	shadow.go      mode "shadow": decided and accounted, forwarded as sent, the would-be
 //	               decision in response headers and counters
 //	engine.go      engine_priority: whether the priority is written, the engine's
@@ -124,6 +126,7 @@
 //	                     request.go     poolFor
 //	                     estimate.go    estimate (cost, KV demand)
 //	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
+//	                     spill.go       Queued: a fallback with room takes it (TryAcquire there)
 //	                     flow.go        Queued: hold (dispatch and resume later, or expire)
 //	                     body.go        writeBody: "priority" written, the body forwarded
 //	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers
@@ -186,10 +189,11 @@
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
-//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority,
+//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority, spill_to,
 //	                                       capacity_from, teams: {name: {share, weight, lending_limit,
 //	                                       borrowing_limit}}}]
-//	                                       engine_priority "auto" (default), "on" or "off": see below
+//	                                       engine_priority "auto" (default), "on" or "off": see below;
+//	                                       spill_to: fallback pools, in order (spill.go; needs hold_headers "on")
 //	                                       capacity_from {cluster, engines, addresses, header, path,
 //	                                       authority, interval, timeout, expire, max_num_seqs}: C and K
 //	                                       from the engines (capacity.go; README: Configuration)
@@ -218,7 +222,7 @@
 // tags (see metrics.go):
 //
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
-//	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
+//	fairshare.pool.<pool>.team.<team>.{borrowed_total, granted_saturated_total, in_flight, borrowing, reserved,
 //	    usage (milli), rank, level_fairshare (milli), phantoms}
 //	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total}
 //	    (flow control)
@@ -228,6 +232,7 @@
 //	fairshare.pool.<pool>.team.<team>.class.<class>.{would_borrow_total, would_hold_total}
 //	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
+//	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
 //	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,

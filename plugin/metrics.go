@@ -29,6 +29,7 @@ const (
 const (
 	mRequests     = "requests_total"          // counter, pool/team/class/standing
 	mBorrowed     = "borrowed_total"          // counter, pool/team: requests sent borrowing
+	mSatGrants    = "granted_saturated_total" // counter, pool/team: requests granted with C or more already in flight (Grant.Saturated)
 	mCASRetries   = "cas_retries_total"       // counter, pool
 	mFailures     = "failures_total"          // counter, pool: shared-data failures
 	mFailOpen     = "failed_open_total"       // counter, pool: forwarded at the lowest priority after a failure
@@ -210,6 +211,13 @@ func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
 // slot of g.Team: the counters' ids are kept there once defined, so that
 // the next request of the team looks up no name.
 func (m *metrics) request(pool string, g *fairshare.Grant, s *teamSlot) {
+	if g.Saturated {
+		// The gateway's own view of saturation: granted into a pool that
+		// already had C or more in flight, so it waits in the engine's
+		// queue (under flow control a within-share request: a borrower
+		// needs room).
+		m.teamCounter(pool, g.Team, mSatGrants, 1)
+	}
 	borrowing := borrows(g)
 	if s == nil || s.name != g.Team || uint(g.Class) >= uint(len(s.requests)) {
 		m.requestSlow(pool, g, borrowing)

@@ -69,6 +69,9 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 			queued = view(pc.scratch)
 		}
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, queued)
+		if h.spilledFrom != nil {
+			_ = hostcalls.ReplaceHttpResponseHeader(HeaderSpilledFrom, h.spilledFrom.cfg.name)
+		}
 		if pc.cfg.shadow {
 			h.shadowHeaders()
 		}

@@ -35,7 +35,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			ps.eng.off = true // another VM saw the refusal
 		}
 		st := poolStatus{name: ps.cfg.name, capacity: ps.cfg.capacity, models: ps.cfg.models,
-			engine: ps.eng.mode.String(), engineInForce: ps.engineInForce()}
+			engine: ps.eng.mode.String(), engineInForce: ps.engineInForce(), spill: pc.spillStatusOf(ps)}
 		if _, err := pc.rs.load(now, ps.rec); err != nil {
 			st.err = err.Error()
 		} else {
@@ -88,7 +88,8 @@ type poolStatus struct {
 	// this VM applies it ("on" or "off").
 	engine, engineInForce string
 	teams                 []fairshare.TeamStat
-	err                   string // the record could not be read
+	err                   string       // the record could not be read
+	spill                 *spillStatus // spill-over to and from the pool (spill.go)
 	// kv is the live K (0: no KV resource); caps, for a pool with
 	// capacity_from, its engines as the poller last wrote them.
 	kv   int64
@@ -117,7 +118,8 @@ func appendMode(b []byte, c *config) []byte {
 //
 //	{"time": RFC 3339, "holder": "hex id of the answering VM",
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
-//	   "engine_priority", "engine_priority_in_force", "error"?,
+//	   "engine_priority", "engine_priority_in_force", "spill_to"?,
+//	   "spilled_to"?, "spilled_in"?, "error"?,
 //	   "kv_tokens"?, "capacity_source"?, "engines"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "in_flight", "borrowing",
@@ -137,6 +139,9 @@ func appendMode(b []byte, c *config) []byte {
 // capacity_source "engines (N)" when C and K are the sum of N engines'
 // readings, "config" when no engine could be read (the configured
 // values); engines lists every engine the poller knows (capacityStatus).
+// spill_to, spilled_to (requests moved to each fallback) and spilled_in
+// (requests moved here from other pools), counted on every VM of this
+// proxy, are present when the pool spills or is a fallback (spill.go).
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -174,6 +179,7 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			b = append(b, `,"engine_priority_in_force":`...)
 			b = gjson.AppendJSONString(b, p.engineInForce)
 		}
+		b = appendSpillStatus(b, p.spill)
 		if p.err != "" {
 			b = append(b, `,"error":`...)
 			b = gjson.AppendJSONString(b, p.err)

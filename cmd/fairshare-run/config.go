@@ -67,7 +67,8 @@ type configPool struct {
 	MetricsCluster string
 	EngineSeqs     int
 	LearnedEngines bool
-	EngineHeader   string // capacity_from.header ("": the default)
+	EngineHeader   string   // capacity_from.header ("": the default)
+	SpillTo        []string // the pool's fallback pools (spill_to)
 }
 
 // configTeam is one team of a pool.
@@ -141,6 +142,9 @@ func readConfig(b []byte) (configView, error) {
 		cp := configPool{Name: p.Get("name").String(), Capacity: int(p.Get("capacity").Int())}
 		for _, m := range p.Get("models").Array() {
 			cp.Models = append(cp.Models, m.String())
+		}
+		for _, f := range p.Get("spill_to").Array() {
+			cp.SpillTo = append(cp.SpillTo, f.String())
 		}
 		p.Get("teams").ForEach(func(k, v gjson.Result) bool {
 			cp.Teams = append(cp.Teams, configTeam{Name: k.String(), Share: v.Get("share").Float(), Weight: v.Get("weight").Float()})

@@ -162,7 +162,7 @@ func (r *runner) planTrace(o options) error {
 // every proxy, each with its own cluster.replica.
 func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o options, stderr io.Writer) error {
 	if o.replicas == 1 {
-		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.obs, stderr, o.listen, "fairshare", r.metricsClusters(false), r.metricsClusters(true))
+		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), r.obs, stderr, o.listen, "fairshare", r.metricsClusters(false), r.metricsClusters(true))
 		if err != nil {
 			return err
 		}
@@ -183,7 +183,7 @@ func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o opti
 			if i > 0 {
 				obs = nil
 			}
-			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, obs, stderr,
+			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), obs, stderr,
 				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()}, nil)
 		}
 		if err != nil {
@@ -292,8 +292,9 @@ func planTeams(p configPool) []demoTeam {
 	return out
 }
 
-// planPools plans the demo load: every pool of the configuration, each with
-// its model (see configPool.model) and planTeams scaled to its capacity; or,
+// planPools plans the demo load: every pool of the configuration that is
+// not another pool's fallback (spill_to), each with its model (see
+// configPool.model) and planTeams scaled to its capacity; or,
 // when model is set (-model), only the pool serving it, sending model.
 func planPools(c configView, model string) []poolPlan {
 	if model != "" {
@@ -302,6 +303,9 @@ func planPools(c configView, model string) []poolPlan {
 	}
 	var plans []poolPlan
 	for _, p := range c.Pools {
+		if c.isFallback(p.Name) {
+			continue // idle but for what the others spill into it (spill.go)
+		}
 		plans = append(plans, poolPlan{pool: p, model: p.model(), teams: scaleTeams(planTeams(p), p.Capacity)})
 	}
 	return plans

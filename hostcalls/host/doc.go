@@ -84,7 +84,8 @@
 // on_queue_ready, an http_call answer. What Envoy refuses is refused here
 // with Envoy's status: an id that is not a live context of this VM
 // (BAD_ARGUMENT), a write to a body that is not held (BAD_ARGUMENT), a
-// header change after the headers continued (BAD_ARGUMENT); what Envoy
+// header change after the headers continued, or after a continue_stream
+// earlier in the same callback (BAD_ARGUMENT); what Envoy
 // ignores is ignored (a continue or local reply with no stream effective:
 // OK, nothing done, noted in the transcript). A continue from a callback
 // of the same stream and direction, on which a debug Envoy aborts and a

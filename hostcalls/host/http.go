@@ -78,7 +78,9 @@ func proxySendLocalResponse(vm *VM, mod api.Module, stack []uint64) {
 // passed on, stopped trailers passed on. Applied when the running
 // callback returns (Envoy defers continueDecoding/continueEncoding to
 // after the VM call), so a body rewritten after this call in the same
-// callback is the one passed on. Resuming works from any later callback
+// callback is the one passed on, while the request headers are forgotten
+// at once, as Envoy forgets them: a request-header call after this one
+// answers BAD_ARGUMENT. Resuming works from any later callback
 // with the stream effective: a tick, on_queue_ready, an http_call answer,
 // another stream's callback. It has no effect (still OK) when the
 // direction is not stopped or when no HTTP stream is effective; the
@@ -117,6 +119,13 @@ func proxyContinueStream(vm *VM, _ api.Module, stack []uint64) {
 		return
 	}
 	s.dir(t == hostcalls.StreamHTTPResponse).continuePending = true
+	// Envoy's Context::continueStream defers the continue but forgets the
+	// request header map at once, for either direction
+	// (request_headers_ = nullptr after its switch; envoyproxy/envoy at
+	// cb2a49b0, source/extensions/common/wasm/context.cc): a header call
+	// later in the same callback is BAD_ARGUMENT, and cannot reach the
+	// router's route selection (proxy.NewRouted).
+	s.req.headersMutable = false
 	vm.deferred = append(vm.deferred, func() {
 		s.lock()
 		s.applyResume()

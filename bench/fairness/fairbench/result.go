@@ -30,6 +30,9 @@ type Result struct {
 	// window (censored at the end of the run for unfinished ones), for the
 	// CDF charts; TTFTBatch the same for batch.
 	TTFT, TTFTBatch [][]time.Duration
+	// Spill is what a spill-aware gateway measured (SpillReporter), or
+	// nil.
+	Spill *SpillStats
 	// Notes are the gateway's remarks on the run (Noter), or nil.
 	Notes []string
 	// Costs are the token counts of every finished request of the run (in

@@ -165,6 +165,9 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 	r := &runner{s: s, gw: gw, cfg: cfg, seed: seed, col: newCollector(s)}
 	r.progress, _ = gw.(ProgressObserver)
 	r.lockstep = len(s.CapacityChanges) > 0
+	if s.Spill != nil && r.lockstep {
+		return nil, fmt.Errorf("run %s: spill scenarios have no capacity_changes", s.Name)
+	}
 	n := s.Replicas()
 	if r.lockstep {
 		for i := 0; i < n; i++ {
@@ -259,6 +262,9 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 	if n, ok := gw.(Noter); ok {
 		res.Notes = n.Notes()
 	}
+	if sr, ok := gw.(SpillReporter); ok {
+		res.Spill = sr.SpillStats()
+	}
 	return res, nil
 }
 
@@ -351,6 +357,9 @@ func (r *runner) Submit(q *Request, priority int) {
 			}
 		}
 	}
+	if r.s.Spill != nil {
+		rep = r.poolReplica(q)
+	}
 	q.Submitted = r.now
 	q.Priority = priority
 	r.inflight++
@@ -401,6 +410,9 @@ func (r *runner) Submit(q *Request, priority int) {
 				q.Replica = i
 			}
 		}
+	} else if rep != nil {
+		r.sims[0].SubmitTo(rep.idx, vr, cb)
+		q.Replica = rep.idx
 	} else {
 		h := r.sims[0].Submit(vr, cb)
 		q.Replica = h.Replica()

@@ -52,6 +52,7 @@ func New(h *host.Host, upstream *url.URL) http.Handler {
 type proxy struct {
 	h        *host.Host
 	upstream *url.URL
+	routes   []Route // NewRouted's table, matched before upstream
 	client   *http.Client
 }
 
@@ -297,12 +298,13 @@ func (p *proxy) upstreamRequest(ctx context.Context, hdrs [][2]string, body io.R
 			hh.Add(kv[0], kv[1])
 		}
 	}
-	u := *p.upstream
+	to := p.route(hdrs)
+	u := *to
 	ref, err := url.ParseRequestURI(path)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: bad :path %q: %w", path, err)
 	}
-	u.Path = strings.TrimSuffix(p.upstream.Path, "/") + ref.Path
+	u.Path = strings.TrimSuffix(to.Path, "/") + ref.Path
 	u.RawPath = ""
 	u.RawQuery = ref.RawQuery
 	if noBody {
