@@ -1,0 +1,145 @@
+package fairshare
+
+import "math/bits"
+
+// Loans: within share whichever replica a request reaches.
+//
+// A replica's slice gives every team an integer part of its reservation
+// R_t, cut from the members' demand at the last sync (replicas.go). A
+// team whose demand is spread over more replicas than it has reserved
+// slots, or whose demand moves between replicas between two syncs, finds
+// no reserved slot at some replica while it is well within R_t across
+// the pool; without more, its request there borrows. A loan is what a
+// replica adds to a team's within-share allowance there beyond its
+// slice:
+//
+//	allowed_t,r = slice_t,r + loan_t,r
+//	loan_t,r    = min(⌈R_t / n⌉, max(0, R_t − D_t))
+//
+// where n is the members the replica saw at its sync and D_t the team's
+// demand (requests in flight, waiting included) across the pool as it
+// saw it then: its own now, the others' as they last reported. The
+// token loan is the team's token reservation per reserved sequence times
+// the loan, ⌊loan_t,r · K_t / R_t⌋. A loan is recomputed at every sync
+// (it is 0 once the team's demand reaches R_t), and is 0 for a replica
+// that decides against its safe slice (cut off from the store).
+//
+// A loan is a permission, not capacity: only the team's own within-share
+// requests at that replica take it, and nothing adds it to the slice's
+// capacity, so borrowers there are held, as before, once the replica's
+// requests in flight (the lent ones included) fill its slice. The
+// within-share requests a loan admits are in the member's report (Used),
+// so the other replicas grow into none of the room they take (Rebalance
+// counts max(applied, used)).
+//
+// The over-admission bound. A team's within-share requests across the
+// pool exceed R_t only when its demand grew past R_t since some
+// replica's last sync, and then by at most what the loans admitted:
+//
+//	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + n·⌈R_t/n⌉ < 2·R_t + n
+//
+// (plus the cut-off replicas' holds of replicas.go's bound). A loan
+// lives one sync interval I (the replica's next sync sees the demand
+// and lends nothing more); the requests it admitted keep their standing
+// until they finish (the longest request D). So the excess lasts at most
+// I + D after the team's demand reached R_t everywhere, and never
+// exists for a team whose requests across the pool stay within R_t: for
+// such a team, every request is within share at every replica that had
+// a loan or slice room for it. TestLoansBound checks both at every step
+// of random sequences of demand shifts, deaths, new replicas,
+// partitions, store outages and conflicting writes.
+
+// Loans returns member self's loans (an index into members, sorted by
+// ID; self's report carries its current demand): every team's sequences
+// and KV tokens beyond its slice that its within-share requests may
+// take at that replica, by the rule above, teams in the order of
+// t.Teams. Cost: O(members × teams); it allocates.
+func Loans(t Totals, members []Member, self int) (seq []int, tok []int64) {
+	T := len(t.Teams)
+	seq, tok = make([]int, T), make([]int64, T)
+	n := len(members)
+	if n == 0 || self < 0 || self >= n {
+		return seq, tok
+	}
+	for i := range T {
+		r := 0
+		if i < len(t.Whole.Reserved) {
+			r = t.Whole.Reserved[i]
+		}
+		if r <= 0 {
+			continue
+		}
+		var d int
+		for _, m := range members {
+			if i < len(m.Demand) {
+				d += max(m.Demand[i], 0)
+			}
+		}
+		seq[i] = max(0, min((r+n-1)/n, r-d))
+		if i < len(t.Whole.ReservedTokens) {
+			// ⌊seq·K_t/R_t⌋ in exact integer arithmetic (seq ≤ R_t).
+			hi, lo := bits.Mul64(uint64(seq[i]), uint64(max(t.Whole.ReservedTokens[i], 0)))
+			q, _ := bits.Div64(hi, lo, uint64(r))
+			tok[i] = int64(q)
+		}
+	}
+	return seq, tok
+}
+
+// SetLoans makes seq and tok (teams in the order of Totals; missing
+// entries count as 0) every configured team's loan at this replica: its
+// within-share requests may number its slice's reservation plus seq,
+// and take its token reservation plus tok, while nothing changes for
+// borrowers (see above). Values are clamped into [0, the configured
+// totals]. A pool that decides against the whole pool (no slice) keeps
+// no loans; SetSlice(nil) clears them. Requests in flight keep their
+// standing. Cost: O(teams).
+func (p *Pool) SetLoans(seq []int, tok []int64) {
+	defer p.invalidate()
+	for i := range p.teams {
+		e := &p.teams[i]
+		e.lent, e.lentTok = 0, 0
+		if !p.sliced || i >= p.configured {
+			continue
+		}
+		if i < len(seq) {
+			e.lent = min(max(seq[i], 0), p.cfgCapacity)
+		}
+		if i < len(tok) && p.kvTokens > 0 {
+			e.lentTok = min(max(tok[i], 0), p.kvTokens)
+		}
+	}
+}
+
+// LoansApplied returns every configured team's loan at this replica
+// (SetLoans), teams in the order of Totals. It allocates.
+func (p *Pool) LoansApplied() (seq []int, tok []int64) {
+	n := p.configured
+	seq, tok = make([]int, n), make([]int64, n)
+	for i := range n {
+		seq[i], tok[i] = p.teams[i].lent, p.teams[i].lentTok
+	}
+	return seq, tok
+}
+
+// FirstLoans returns the loans of a replica that has not synced yet
+// (teams in the order of t.Teams): one within-share sequence for every
+// team that reserves any, and that sequence's tokens (⌊K_t/R_t⌋), so
+// that a team within its reservation is not made to borrow by a replica
+// that has just joined. One is at most ⌈R_t/n⌉ for any number of
+// replicas n: the over-admission bound above holds with it (it lasts
+// until the replica's first sync instead of one interval). It
+// allocates.
+func FirstLoans(t Totals) (seq []int, tok []int64) {
+	T := len(t.Teams)
+	seq, tok = make([]int, T), make([]int64, T)
+	for i := range T {
+		if i < len(t.Whole.Reserved) && t.Whole.Reserved[i] > 0 {
+			seq[i] = 1
+			if i < len(t.Whole.ReservedTokens) {
+				tok[i] = t.Whole.ReservedTokens[i] / int64(t.Whole.Reserved[i])
+			}
+		}
+	}
+	return seq, tok
+}
