@@ -1,7 +1,5 @@
 package fairshare
 
-import "math/bits"
-
 // Loans: within share whichever replica a request reaches.
 //
 // A replica's slice gives every team an integer part of its reservation
@@ -14,15 +12,20 @@ import "math/bits"
 // slice:
 //
 //	allowed_t,r = slice_t,r + loan_t,r
-//	loan_t,r    = min(⌈R_t / n⌉, max(0, R_t − D_t))
+//	loan_t,r    = 1 if D_t < R_t, else 0
 //
-// where n is the members the replica saw at its sync and D_t the team's
-// demand (requests in flight, waiting included) across the pool as it
-// saw it then: its own now, the others' as they last reported. The
-// token loan is the team's token reservation per reserved sequence times
-// the loan, ⌊loan_t,r · K_t / R_t⌋. A loan is recomputed at every sync
-// (it is 0 once the team's demand reaches R_t), and is 0 for a replica
-// that decides against its safe slice (cut off from the store).
+// where D_t is the team's demand (requests in flight, waiting included)
+// across the pool as the replica saw it at its sync: its own then, the
+// others' as they last reported. One sequence per team and replica: a
+// replica whose slice holds none (or all in use) of a team's
+// reservation runs the team's next request within share while the team
+// has room across the pool; more than one would only serve a team
+// whose demand at one replica grows by two or more within one sync
+// interval, and each one adds to the bound below. The token loan is the
+// team's token reservation per reserved sequence, ⌊K_t / R_t⌋. A loan is
+// recomputed at every sync (it is 0 once the team's demand reaches R_t),
+// and is 0 for a replica that decides against its safe slice (cut off
+// from the store).
 //
 // A loan is a permission, not capacity: only the team's own within-share
 // requests at that replica take it, and nothing adds it to the slice's
@@ -34,20 +37,21 @@ import "math/bits"
 //
 // The over-admission bound. A team's within-share requests across the
 // pool exceed R_t only when its demand grew past R_t since some
-// replica's last sync, and then by at most what the loans admitted:
+// replica's last sync, and then by at most one per replica:
 //
-//	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + n·⌈R_t/n⌉ < 2·R_t + n
+//	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + n
 //
-// (plus the cut-off replicas' holds of replicas.go's bound). A loan
-// lives one sync interval I (the replica's next sync sees the demand
-// and lends nothing more); the requests it admitted keep their standing
-// until they finish (the longest request D). So the excess lasts at most
-// I + D after the team's demand reached R_t everywhere, and never
-// exists for a team whose requests across the pool stay within R_t: for
-// such a team, every request is within share at every replica that had
-// a loan or slice room for it. TestLoansBound checks both at every step
-// of random sequences of demand shifts, deaths, new replicas,
-// partitions, store outages and conflicting writes.
+// (plus the cut-off replicas' holds of replicas.go's bound), n the
+// replicas that lent within the last D. A loan lives one sync interval
+// I (the replica's next sync sees the demand and lends nothing more);
+// the requests it admitted keep their standing until they finish (the
+// longest request D). So the excess lasts at most I + D after every
+// replica has seen the team's demand at R_t, and never exists for a
+// team whose requests across the pool stay within R_t: such a team's
+// request is within share at every replica that has a loan or slice
+// room for it. TestReplicasBound checks the bound at every step of
+// random sequences of demand shifts, deaths, new replicas, partitions,
+// store outages and conflicting writes.
 
 // Loans returns member self's loans (an index into members, sorted by
 // ID; self's report carries its current demand): every team's sequences
@@ -75,12 +79,11 @@ func Loans(t Totals, members []Member, self int) (seq []int, tok []int64) {
 				d += max(m.Demand[i], 0)
 			}
 		}
-		seq[i] = max(0, min((r+n-1)/n, r-d))
-		if i < len(t.Whole.ReservedTokens) {
-			// ⌊seq·K_t/R_t⌋ in exact integer arithmetic (seq ≤ R_t).
-			hi, lo := bits.Mul64(uint64(seq[i]), uint64(max(t.Whole.ReservedTokens[i], 0)))
-			q, _ := bits.Div64(hi, lo, uint64(r))
-			tok[i] = int64(q)
+		if d < r {
+			seq[i] = 1
+			if i < len(t.Whole.ReservedTokens) {
+				tok[i] = max(t.Whole.ReservedTokens[i], 0) / int64(r)
+			}
 		}
 	}
 	return seq, tok
@@ -126,10 +129,9 @@ func (p *Pool) LoansApplied() (seq []int, tok []int64) {
 // (teams in the order of t.Teams): one within-share sequence for every
 // team that reserves any, and that sequence's tokens (⌊K_t/R_t⌋), so
 // that a team within its reservation is not made to borrow by a replica
-// that has just joined. One is at most ⌈R_t/n⌉ for any number of
-// replicas n: the over-admission bound above holds with it (it lasts
-// until the replica's first sync instead of one interval). It
-// allocates.
+// that has just joined. It counts in the over-admission bound above as
+// any loan does (lasting until the replica's first sync instead of one
+// interval). It allocates.
 func FirstLoans(t Totals) (seq []int, tok []int64) {
 	T := len(t.Teams)
 	seq, tok = make([]int, T), make([]int64, T)

@@ -538,8 +538,8 @@ func (s *sim) syncWrite(r *simReplica) {
 		seq, tok = make([]int, T), make([]int64, T)
 	}
 	for i := range T {
-		if lim := (s.tot.Whole.Reserved[i] + len(ms) - 1) / len(ms); seq[i] > lim || seq[i] < 0 {
-			s.t.Fatalf("t=%v: loan %v of team %d beyond ⌈R/n⌉ = %d", s.now, seq, i, lim)
+		if seq[i] > 1 || seq[i] < 0 {
+			s.t.Fatalf("t=%v: loan %v of team %d not 0 or 1", s.now, seq, i)
 		}
 	}
 	s.setLoans(r, seq, tok)
@@ -809,9 +809,9 @@ func TestReplicaDeathReturnsSlice(t *testing.T) {
 }
 
 // TestLoans checks the loan rule (lend.go) on its own: a team below its
-// reservation across the pool gets min(⌈R/n⌉, R − D) at every replica,
-// its tokens in proportion; a team whose demand reaches its reservation,
-// and one that reserves nothing, get none.
+// reservation across the pool gets one sequence at every replica, with
+// its tokens per reserved sequence; a team whose demand reaches its
+// reservation, and one that reserves nothing, get none.
 func TestLoans(t *testing.T) {
 	tot := totals3() // reservations 10, 6, 2; tokens 1000, 600, 200
 	members := []Member{
@@ -820,19 +820,18 @@ func TestLoans(t *testing.T) {
 		{ID: "c", Demand: []int{0, 2, 0}},
 	}
 	seq, tok := Loans(tot, members, 1)
-	// a: demand 15 ≥ 10: none. b: 6 − 4 = 2 ≤ ⌈6/3⌉ = 2. c: 2 − 1 = 1.
-	if want := []int{0, 2, 1}; !reflect.DeepEqual(seq, want) {
+	// a: demand 15 ≥ 10: none. b: 4 < 6, c: 1 < 2: one each, with its
+	// tokens per reserved sequence (100).
+	if want := []int{0, 1, 1}; !reflect.DeepEqual(seq, want) {
 		t.Errorf("loans %v, want %v", seq, want)
 	}
-	if want := []int64{0, 200, 100}; !reflect.DeepEqual(tok, want) {
+	if want := []int64{0, 100, 100}; !reflect.DeepEqual(tok, want) {
 		t.Errorf("token loans %v, want %v", tok, want)
 	}
-	// Idle: every replica may take ⌈R/n⌉ beyond its slice.
-	for i := range members {
-		members[i].Demand = []int{0, 0, 0}
-	}
-	if seq, _ := Loans(tot, members, 0); !reflect.DeepEqual(seq, []int{4, 2, 1}) {
-		t.Errorf("idle loans %v, want [4 2 1]", seq)
+	// At its reservation exactly: none.
+	members[2].Demand[2] = 1
+	if seq, _ := Loans(tot, members, 0); seq[2] != 0 {
+		t.Errorf("team c at its reservation (demand 2 of 2) gets loan %d, want 0", seq[2])
 	}
 	tot.Whole.Reserved[2], tot.Whole.ReservedTokens[2] = 0, 0
 	if seq, tok := Loans(tot, members, 0); seq[2] != 0 || tok[2] != 0 {
