@@ -197,6 +197,28 @@ func (s DispatchStatus) String() string {
 // nothing waiting, O(teams + waiting) when it has, O(teams·log teams +
 // waiting) for a borrower; no allocation once the buffers have grown.
 func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
+	return p.arrive(now, r, false)
+}
+
+// ArriveShadow is Arrive for a gateway in shadow mode, which forwards
+// every request at once: it returns the outcome Arrive would return on
+// the same record, but grants the request in every case. A request that
+// Arrive would queue, or refuse for a full queue (QueueFull,
+// TeamQueueFull), is granted at once as a borrower at its team's rank
+// now, exactly as a pool without a queue (QueueLimit 0) grants it: it is
+// counted in flight (sequences and KV tokens), its entry penalty charged,
+// and its Grant must be released like any other (Duplicate, too, when
+// that ID waits). ArriveShadow never queues: on a record that only it has
+// fed nothing waits, so its outcomes are Granted and Queued alone. Cost:
+// as Arrive's.
+func (p *Pool) ArriveShadow(now time.Time, r Request) (Grant, Outcome) {
+	g, _, out := p.arrive(now, r, true)
+	return g, out
+}
+
+// arrive is Arrive, and with shadow ArriveShadow (the grant of a request
+// that Arrive would queue or refuse).
+func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Outcome) {
 	t := now.UnixNano()
 	p.advance(t)
 	i := p.acquireEntry(r.Team)
@@ -229,16 +251,22 @@ func (p *Pool) Arrive(now time.Time, r Request) (Grant, Waiting, Outcome) {
 			return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, Granted
 		}
 	}
+	out := Queued
 	switch {
 	case p.findWait(r.Holder, r.ID) >= 0:
-		p.touch(r.Holder, t, p.holderTimeout > 0)
-		return Grant{released: true}, Waiting{}, Duplicate
+		out = Duplicate
 	case len(p.waits) >= p.queueLimit:
-		p.touch(r.Holder, t, p.holderTimeout > 0)
-		return Grant{released: true}, Waiting{}, QueueFull
+		out = QueueFull
 	case p.teamQueueLimit > 0 && p.teams[i].waiting >= p.teamQueueLimit:
+		out = TeamQueueFull
+	}
+	if shadow {
+		// Forwarded all the same: counted as a borrower granted now.
+		return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, out
+	}
+	if out != Queued {
 		p.touch(r.Holder, t, p.holderTimeout > 0)
-		return Grant{released: true}, Waiting{}, TeamQueueFull
+		return Grant{released: true}, Waiting{}, out
 	}
 	h := p.touch(r.Holder, t, true)
 	p.holders[h].waits++

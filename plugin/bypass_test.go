@@ -204,6 +204,27 @@ func bypassCases() []bypassCase {
 // send plays a bypass case on a new stream.
 func (c *bypassCase) send(h *host.Host) *host.Stream {
 	s := h.NewStream(0)
+	hdrs := c.headers()
+	if s.RequestHeaders(hdrs, len(c.chunks) == 0) == host.Ended || len(c.chunks) == 0 {
+		return s
+	}
+	for i, ch := range c.chunks {
+		last := i == len(c.chunks)-1 && !c.trail
+		if s.RequestBody([]byte(ch), last) == host.Ended {
+			return s
+		}
+	}
+	if c.trail {
+		s.RequestTrailers(bypassTrailers)
+	}
+	return s
+}
+
+// bypassTrailers are the trailers of a case that ends its body with them.
+var bypassTrailers = [][2]string{{"x-checksum", "1"}}
+
+// headers are the request headers the case's client sends, in order.
+func (c *bypassCase) headers() [][2]string {
 	method := c.method
 	if method == "" {
 		method = "POST"
@@ -231,19 +252,7 @@ func (c *bypassCase) send(h *host.Host) *host.Stream {
 	if cl != "" {
 		hdrs = append(hdrs, [2]string{"content-length", cl})
 	}
-	if s.RequestHeaders(hdrs, len(c.chunks) == 0) == host.Ended || len(c.chunks) == 0 {
-		return s
-	}
-	for i, ch := range c.chunks {
-		last := i == len(c.chunks)-1 && !c.trail
-		if s.RequestBody([]byte(ch), last) == host.Ended {
-			return s
-		}
-	}
-	if c.trail {
-		s.RequestTrailers([][2]string{{"x-checksum", "1"}})
-	}
-	return s
+	return hdrs
 }
 
 func TestWasmNoClientPriorityReachesVLLM(t *testing.T) {

@@ -113,6 +113,19 @@ const (
 	// lists (unknown_model): "reject" answers 404, "lowest" forwards it,
 	// uncounted, at the lowest borrowing priority.
 	DefaultUnknownModel = "reject"
+	// DefaultMode is mode: "enforce" schedules requests; "shadow" decides
+	// and accounts them as enforce mode does but forwards every request as
+	// the client sent it, reporting what it would have done (shadow.go).
+	DefaultMode = modeEnforce
+	// DefaultShadowStripPriority is shadow_strip_priority: in shadow mode
+	// a client's priority is left in the body unless the operator opts in.
+	DefaultShadowStripPriority = false
+)
+
+// The modes.
+const (
+	modeEnforce = "enforce"
+	modeShadow  = "shadow"
 )
 
 // DefaultPaths are the request paths scheduled when paths is not set:
@@ -190,6 +203,10 @@ type config struct {
 	batchAging time.Duration
 	// dispatchTick is the tick period while this VM holds requests.
 	dispatchTick time.Duration
+	// shadow is mode "shadow" (shadow.go): decided and accounted, every
+	// request forwarded as the client sent it; shadowStrip
+	// (shadow_strip_priority) still removes a client's priority there.
+	shadow, shadowStrip bool
 	// cluster, when set, shares every pool with the other proxies that
 	// sync through the same etcd (cluster.go).
 	cluster *clusterConfig
@@ -500,6 +517,18 @@ func parse(data []byte) (config, error) {
 					ps.add(key, "must be \"reject\" or \"lowest\", got %q", s)
 				}
 			}
+		case "mode":
+			if s, ok := str(&ps, key, v); ok {
+				switch s {
+				case modeEnforce:
+				case modeShadow:
+					c.shadow = true
+				default:
+					ps.add(key, "must be \"enforce\" or \"shadow\", got %q", s)
+				}
+			}
+		case "shadow_strip_priority":
+			c.shadowStrip = boolean(&ps, key, v, c.shadowStrip)
 		case "pools":
 			c.pools = parsePools(&ps, key, v)
 		case "cluster":

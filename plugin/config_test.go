@@ -59,7 +59,8 @@ func TestParseDefaults(t *testing.T) {
 	d := defaultConfig()
 	if c.teamHeader != d.teamHeader || c.maxBodyBytes != DefaultMaxBodyBytes || c.casRetries != DefaultCASRetries ||
 		c.holderTimeout != DefaultHolderTimeoutTicks*DefaultTick || c.failClosed || !c.responseHeaders ||
-		c.statusPath != DefaultStatusPath || len(c.paths) != len(DefaultPaths) || c.statusPublic || c.rejectUnscheduled || c.defaultModel != "" || c.lowestUnknownModel || c.rejectUnknown || !c.entryPenalty {
+		c.statusPath != DefaultStatusPath || len(c.paths) != len(DefaultPaths) || c.statusPublic || c.rejectUnscheduled || c.defaultModel != "" || c.lowestUnknownModel || c.rejectUnknown || !c.entryPenalty ||
+		c.shadow || c.shadowStrip {
 		t.Errorf("defaults = %+v", c)
 	}
 	// holder_timeout follows tick when not set.
@@ -115,6 +116,8 @@ func TestParseProblems(t *testing.T) {
 			[]string{`pools[0].engine_priority: must be "auto", "on" or "off", got "maybe"`, "pools[1].engine_priority: must be a string"}},
 		{"engine priority off without holding", `{"pools":[` + pool + `,{"name":"q","capacity":1,"models":["n"],"engine_priority":"off"}]}`,
 			[]string{`pools[1].engine_priority: "off" needs flow control`}},
+		{"mode", `{"mode":"dry-run","shadow_strip_priority":"yes","pools":[` + pool + `]}`,
+			[]string{`mode: must be "enforce" or "shadow", got "dry-run"`, "shadow_strip_priority: must be true or false"}},
 		{"engine priority off, queue limit 0", `{"max_queue_time":"10s","queue_limit":0,"pools":[{"name":"q","capacity":1,"models":["n"],"engine_priority":"off"}]}`,
 			[]string{`pools[0].engine_priority: "off" needs flow control`}},
 	}

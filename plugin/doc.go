@@ -45,6 +45,15 @@
 // gets no body callback within hold_headers_probe (the host converted the
 // pause) is continued by the tick and decided as without it.
 //
+// In mode "shadow" (shadow.go) the walk is the same but changes nothing
+// upstream: no header removed or added, the body buffered and forwarded
+// byte for byte, a borrower that finds no room granted at once
+// (fairshare.Pool.ArriveShadow) instead of held, every error of the
+// request path counted as would_refuse_<reason>_total instead of
+// answered; the response carries x-fairshare-mode, -would-hold and
+// -would-refuse with the usual decision headers. Unscheduled requests pass
+// untouched unless shadow_strip_priority is true.
+//
 // Every other request with a body that vLLM could read as JSON is buffered
 // and its top-level "priority" blanked out in place (unscheduled "strip")
 // or refused (unscheduled "reject"): every request forwarded upstream
@@ -81,6 +90,8 @@
 //	grant.go       the decision through the pool record (arrive) and, next to it, its
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	shadow.go      mode "shadow": decided and accounted, forwarded as sent, the would-be
+//	               decision in response headers and counters
 //	engine.go      engine_priority: whether the priority is written, the engine's
 //	               refusal read from the response, the pool's switch and its mark
 //	body.go        the request body: inspect (one pass over its members), rewrite, send
@@ -149,6 +160,9 @@
 //	hold_headers       "off"               "on": stop the headers until the decision, nothing upstream
 //	                                       while held (Envoy >= 1.35 allow_on_headers_stop_iteration)
 //	hold_headers_probe "1s"                "on", no body callback this long: continued, logged critical
+//	mode               "enforce"           "shadow": decided and accounted, every request forwarded as
+//	                                       sent, the would-be decision reported (shadow.go)
+//	shadow_strip_priority false            "shadow": still blank out a client's priority in place
 //	dispatch_tick      "20ms"              tick period while holding is on
 //	batch_aging        "2s"                a held batch request counts as arrived this much later
 //	                                       than an interactive one ("0s": interactive always first)
@@ -202,12 +216,16 @@
 //	fairshare.pool.<pool>.team.<team>.class.<class>.{queue_time_ms, first_byte_ms,
 //	    upstream_first_byte_ms, total_time_ms (histograms, milliseconds), prompt_tokens_total,
 //	    cached_tokens_total, completion_tokens_total}   (latency.go)
+//	fairshare.pool.<pool>.team.<team>.class.<class>.{would_borrow_total, would_hold_total}
+//	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
 //	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
 //	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total}
+//	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
+//	    rejected_<reason>_total)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,

@@ -54,6 +54,7 @@ const (
 type classMetrics struct {
 	queue, firstByte, upstreamFirstByte, total metricID
 	prompt, cached, completion                 metricID
+	wouldBorrow, wouldHold                     metricID // shadow mode (shadow.go)
 }
 
 // appendClassMetric appends fairshare.pool.<pool>.team.<team>.class.<class>.<metric>.
@@ -121,6 +122,8 @@ func fTotal(c *classMetrics) *metricID             { return &c.total }
 func fPrompt(c *classMetrics) *metricID            { return &c.prompt }
 func fCached(c *classMetrics) *metricID            { return &c.cached }
 func fCompletion(c *classMetrics) *metricID        { return &c.completion }
+func fWouldBorrow(c *classMetrics) *metricID       { return &c.wouldBorrow }
+func fWouldHold(c *classMetrics) *metricID         { return &c.wouldHold }
 
 // millis is d in whole milliseconds, 0 when negative (a clock that went
 // back).

@@ -52,11 +52,14 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		return h.serveStatus(method)
 	}
 	if method != "POST" || !pc.scheduled(path) {
-		if !eos {
+		if !eos && (!pc.cfg.shadow || pc.cfg.shadowStrip) {
 			h.state = stStrip
 			h.json = jsonContentType(ct)
 		}
 		return types.ActionContinue
+	}
+	if pc.cfg.shadow {
+		h.json = jsonContentType(ct) // for stripBody
 	}
 	var teams, classes int
 	var team, class string
@@ -64,7 +67,9 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		k := kv[0]
 		switch {
 		case len(k) >= len(headerPrefix) && strings.EqualFold(k[:len(headerPrefix)], headerPrefix):
-			_ = hostcalls.RemoveHttpRequestHeader(k)
+			if !pc.cfg.shadow {
+				_ = hostcalls.RemoveHttpRequestHeader(k)
+			}
 		case strings.EqualFold(k, pc.cfg.teamHeader):
 			teams++
 			team = kv[1]
@@ -74,28 +79,36 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		}
 	}
 	if teams > 1 || strings.IndexByte(team, ',') >= 0 {
-		return h.reply(duplicateHeaderError(pc.cfg.teamHeader), "")
+		return h.refuse(duplicateHeaderError(pc.cfg.teamHeader), "")
 	}
 	if classes > 1 || strings.IndexByte(class, ',') >= 0 {
-		return h.reply(duplicateHeaderError(pc.cfg.classHeader), "")
+		return h.refuse(duplicateHeaderError(pc.cfg.classHeader), "")
 	}
 	team = strings.TrimSpace(team)
 	if team == "" {
 		team = pc.cfg.defaultTeam
 	}
 	if team == "" {
-		return h.reply(errNoTeam, "")
+		return h.refuse(errNoTeam, "")
 	}
 	h.team = pc.intern(team) // team may view pc.hdrBuf: kept, it must not
 	h.class = pc.cfg.defaultClass
 	if class != "" {
 		cl, err := parseClass(strings.ToLower(strings.TrimSpace(class)))
 		if err != nil {
-			return h.reply(badClassError(pc.cfg.classHeader, class), "")
+			return h.refuse(badClassError(pc.cfg.classHeader, class), "")
 		}
 		h.class = cl
 	}
 	h.pooling = pc.pooling(path)
+	if pc.cfg.shadow {
+		// Nothing removed, nothing held (shadow.go).
+		if eos {
+			return h.refuse(errNotObject, "")
+		}
+		h.state = stBody
+		return types.ActionContinue
+	}
 	// Removing an absent header changes nothing: no call for it.
 	if hasLength {
 		_ = hostcalls.RemoveHttpRequestHeader("content-length")
@@ -165,6 +178,9 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) types.Action {
 		return types.ActionContinue
 	}
 	if size > h.pc.cfg.maxBodyBytes {
+		if h.state == stBody {
+			return h.unstrippable(errTooLarge)
+		}
 		return h.reply(errTooLarge, "")
 	}
 	if h.state == stStrip {
@@ -195,34 +211,42 @@ func (h *httpContext) decide(size int) types.Action {
 	body, err := pc.readBody(size)
 	if err != nil && err != types.ErrorStatusNotFound {
 		hostcalls.LogErrorf("fairshare: read request body: %v", err)
-		return h.reply(errBodyRead, "")
+		return h.unstrippable(errBodyRead)
 	}
 	if len(body) > pc.cfg.maxBodyBytes {
-		return h.reply(errTooLarge, "")
+		return h.unstrippable(errTooLarge)
+	}
+	if pc.cfg.shadow && pc.cfg.shadowStrip {
+		if e := h.stripBody(body, false); e != nil {
+			return h.reply(*e, "")
+		}
 	}
 	req, ok := inspect(body, pc.cfg.defaultMaxTokens, h.pooling)
 	if !ok {
-		return h.reply(errNotObject, "")
+		return h.refuse(errNotObject, "")
 	}
 	if req.modelBad {
-		return h.reply(errBadModel, "")
+		return h.refuse(errBadModel, "")
 	}
 	model := req.model
 	if model == "" {
 		model = pc.cfg.defaultModel
 	}
 	if model == "" {
-		return h.reply(errNoModel, "")
+		return h.refuse(errNoModel, "")
 	}
 	ps := pc.poolFor(model)
 	if ps == nil {
 		return h.unknownModel(&req, body, model)
 	}
 	if pc.cfg.rejectUnknown && !ps.cfg.hasTeam(h.team) {
-		return h.reply(unknownTeamError(pc.cfg.teamHeader, h.team, ps.cfg.name), ps.cfg.name)
+		return h.refuse(unknownTeamError(pc.cfg.teamHeader, h.team, ps.cfg.name), ps.cfg.name)
 	}
 	estimate, kv := h.estimate(&req, ps)
 	pc.nextID++
+	if pc.cfg.shadow {
+		return h.shadowDecide(now, ps, estimate, kv)
+	}
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
 		Tokens: kv, Estimate: estimate,
@@ -296,13 +320,16 @@ func failOpenPriority(c fairshare.Class) int {
 func (h *httpContext) unknownModel(req *request, body []byte, model string) types.Action {
 	pc := h.pc
 	if !pc.cfg.lowestUnknownModel {
-		return h.reply(unknownModelError(model), "")
+		return h.refuse(unknownModelError(model), "")
 	}
 	if pc.cfg.rejectUnknown && !pc.knownTeam(h.team) {
-		return h.reply(unknownTeamError(pc.cfg.teamHeader, h.team, "*"), "")
+		return h.refuse(unknownTeamError(pc.cfg.teamHeader, h.team, "*"), "")
 	}
 	h.state = stIgnored
 	pc.met.pluginCounter(mUnscheduled, 1)
+	if pc.cfg.shadow {
+		return types.ActionContinue // forwarded as sent (shadow.go)
+	}
 	if err := pc.writeBody(req, body, failOpenPriority(h.class), false); err != nil {
 		hostcalls.LogErrorf("fairshare: replace request body: %v", err)
 		return h.reply(errRewrite, "")

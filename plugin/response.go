@@ -33,6 +33,9 @@ func (h *httpContext) tracking() bool { return h.state == stGranted || h.state =
 // usage reader.
 func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	if !h.tracking() {
+		if h.wouldRefuse != "" && h.pc.cfg.responseHeaders {
+			h.shadowHeaders() // forwarded in shadow mode, not followed
+		}
 		return types.ActionContinue
 	}
 	// One host call reads :status and content-type (the first value of
@@ -66,6 +69,9 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 			queued = view(pc.scratch)
 		}
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, queued)
+		if pc.cfg.shadow {
+			h.shadowHeaders()
+		}
 	}
 	if hasStatus {
 		h.status = atoi(status)

@@ -51,6 +51,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		pools = append(pools, st)
 	}
 	body := appendStatus(nil, now, pc.holder, pools)
+	body = appendMode(body, &pc.cfg)
 	hdrs := [][2]string{{"content-type", "application/json"}, {"cache-control", "no-store"}}
 	if err := hostcalls.SendHttpResponse(200, hdrs, body, -1); err != nil {
 		hostcalls.LogErrorf("fairshare: status reply: %v", err)
@@ -84,6 +85,23 @@ type poolStatus struct {
 	engine, engineInForce string
 	teams                 []fairshare.TeamStat
 	err                   string // the record could not be read
+}
+
+// appendMode adds the plugin's mode to the status document b (which ends
+// with its closing brace): "mode" ("enforce" or "shadow") and
+// "shadow_strip_priority", whether a client's priority is removed in
+// shadow mode.
+func appendMode(b []byte, c *config) []byte {
+	b = b[:len(b)-1]
+	mode := modeEnforce
+	if c.shadow {
+		mode = modeShadow
+	}
+	b = append(b, `,"mode":"`...)
+	b = append(b, mode...)
+	b = append(b, `","shadow_strip_priority":`...)
+	b = strconv.AppendBool(b, c.shadowStrip)
+	return append(b, '}')
 }
 
 // appendStatus appends the JSON status document, in the spirit of Kueue's

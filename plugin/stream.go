@@ -80,6 +80,11 @@ type httpContext struct {
 	ev                  uint8
 	evMid               bool
 	engine              uint8 // the engine-refusal check of the response (engine.go)
+
+	// Shadow mode (shadow.go): enforce mode would have held the request,
+	// or refused it for wouldRefuse (a reason; "" for none).
+	wouldHold   bool
+	wouldRefuse string
 }
 
 // NewHttpContext implements types.PluginContext: a stream context the host

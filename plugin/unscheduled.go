@@ -46,9 +46,7 @@ func (h *httpContext) unscheduledBody(size int, eos bool) types.Action {
 
 // strip removes (or, with unscheduled "reject", refuses) every top-level
 // priority of the JSON body of a request the plugin does not schedule, so
-// that no client-chosen priority reaches vLLM on any path. A body that is
-// not JSON passes; one that is not valid JSON passes only if it cannot
-// spell priority (no "priority", no escape).
+// that no client-chosen priority reaches vLLM on any path (stripBody).
 func (h *httpContext) strip(size int) types.Action {
 	pc := h.pc
 	h.state = stIgnored
@@ -59,29 +57,45 @@ func (h *httpContext) strip(size int) types.Action {
 	if len(body) > pc.cfg.maxBodyBytes {
 		return h.reply(errTooLarge, "")
 	}
+	// A scheduled request that shadow mode forwards after a would-refuse
+	// (wouldRefuse set) is stripped, never refused for its priority.
+	if e := h.stripBody(body, pc.cfg.rejectUnscheduled && h.wouldRefuse == ""); e != nil {
+		return h.reply(*e, "")
+	}
+	return types.ActionContinue
+}
+
+// stripBody blanks out in place every top-level priority of the buffered
+// request body (its length, and so its content-length, unchanged) and
+// replaces the request body with it; with reject it refuses one instead.
+// A body that is not JSON passes; one that is not valid JSON passes only
+// if it cannot spell priority (no "priority", no escape). It returns the
+// error to answer, or nil when the body may go. It serves the unscheduled
+// path and, in shadow mode with shadow_strip_priority, the scheduled one.
+func (h *httpContext) stripBody(body []byte, reject bool) *apiError {
 	// Python's json module (and so vLLM) reads a UTF-8 byte-order mark:
 	// the object is read after it, and stripped in place behind it.
 	obj := bytes.TrimPrefix(body, utf8BOM)
 	r, ok := inspect(obj, 1, true)
 	if !ok {
 		if h.json && utf16(body) || bytes.Contains(body, []byte("priority")) || bytes.Contains(body, []byte(`\u`)) {
-			return h.reply(errUnreadable, "")
+			return &errUnreadable
 		}
-		return types.ActionContinue
+		return nil
 	}
 	if r.priorities.len() == 0 {
-		return types.ActionContinue
+		return nil
 	}
-	if pc.cfg.rejectUnscheduled {
-		return h.reply(errUnscheduledPriority, "")
+	if reject {
+		return &errUnscheduledPriority
 	}
 	r.strip(obj)
 	if err := hostcalls.ReplaceHttpRequestBody(body); err != nil {
 		hostcalls.LogErrorf("fairshare: strip priority: %v", err)
-		return h.reply(errRewrite, "")
+		return &errRewrite
 	}
-	pc.met.pluginCounter(mStripped, 1)
-	return types.ActionContinue
+	h.pc.met.pluginCounter(mStripped, 1)
+	return nil
 }
 
 // sniffResult is what the buffered start of an unscheduled body shows.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,12 +77,19 @@ const testConfig = `{
 // Envoy would assert on, Host.HostErrors) and closes the host.
 func start(t testing.TB, cfg string, vms int) (*host.Host, *host.VirtualClock) {
 	t.Helper()
+	return startAs(t, "", cfg, vms)
+}
+
+// startAs is start for a second host of the same test: name makes its VM
+// id, and so its shared data, its own.
+func startAs(t testing.TB, name, cfg string, vms int) (*host.Host, *host.VirtualClock) {
+	t.Helper()
 	if hostProfileErr != nil {
 		t.Fatalf("FAIRSHARE_HOST_PROFILE: %v", hostProfileErr)
 	}
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	h, err := compiled(t).Start(context.Background(), host.Options{
-		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg), Clock: clock, Seed: 7,
+		VMs: vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p%s", t.Name(), t, name), PluginConfig: []byte(cfg), Clock: clock, Seed: 7,
 		Profile: hostProfile,
 	})
 	if err != nil {
@@ -290,30 +298,47 @@ func jsonError(t *testing.T, s *host.Stream, status int) {
 	}
 }
 
-func TestWasmBadInputs(t *testing.T) {
-	h, _ := start(t, strings.Replace(testConfig, `"tick"`, `"unknown_team":"reject","max_body_bytes":4096,"tick"`, 1), 1)
-	tests := []struct {
-		name   string
-		hdrs   [][2]string
-		path   string
-		body   string
-		status int
-	}{
-		{"no team", nil, "/v1/chat/completions", chat("m", 1, ""), 401},
-		{"bad class", [][2]string{{"x-team", "a"}, {"x-request-class", "urgent"}}, "/v1/chat/completions", chat("m", 1, ""), 400},
-		{"array body", [][2]string{{"x-team", "a"}}, "/v1/chat/completions", `[1,2]`, 400},
-		{"invalid json", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":`, 400},
-		{"no body", [][2]string{{"x-team", "a"}}, "/v1/completions", ``, 400},
-		{"model not a string", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":1}`, 400},
-		{"too large", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":"m","prompt":"` + strings.Repeat("x", 5000) + `"}`, 413},
-		{"unknown team", [][2]string{{"x-team", "z"}}, "/v1/completions", `{"model":"m","prompt":"x"}`, 403},
+// badInputConfig is testConfig with unknown teams refused and a small
+// body limit, for badInputs.
+var badInputConfig = strings.Replace(testConfig, `"tick"`, `"unknown_team":"reject","max_body_bytes":4096,"tick"`, 1)
+
+// badInput is a request the plugin refuses under badInputConfig.
+type badInput struct {
+	name   string
+	hdrs   [][2]string
+	path   string
+	body   string
+	status int
+	reason string // of rejected_<reason>_total
+}
+
+// badInputs are the requests TestWasmBadInputs refuses (and shadow mode
+// forwards).
+func badInputs() []badInput {
+	return []badInput{
+		{"no team", nil, "/v1/chat/completions", chat("m", 1, ""), 401, "no_team"},
+		{"bad class", [][2]string{{"x-team", "a"}, {"x-request-class", "urgent"}}, "/v1/chat/completions", chat("m", 1, ""), 400, "bad_class"},
+		{"array body", [][2]string{{"x-team", "a"}}, "/v1/chat/completions", `[1,2]`, 400, "bad_body"},
+		{"invalid json", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":`, 400, "bad_body"},
+		{"no body", [][2]string{{"x-team", "a"}}, "/v1/completions", ``, 400, "bad_body"},
+		{"model not a string", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":1}`, 400, "bad_body"},
+		{"too large", [][2]string{{"x-team", "a"}}, "/v1/completions", `{"model":"m","prompt":"` + strings.Repeat("x", 5000) + `"}`, 413, "body_too_large"},
+		{"unknown team", [][2]string{{"x-team", "z"}}, "/v1/completions", `{"model":"m","prompt":"x"}`, 403, "unknown_team"},
 	}
-	for _, tt := range tests {
+}
+
+func TestWasmBadInputs(t *testing.T) {
+	h, _ := start(t, badInputConfig, 1)
+	for _, tt := range badInputs() {
 		t.Run(tt.name, func(t *testing.T) {
+			before := h.Metrics()
 			s := request(h, 0, tt.path, tt.hdrs, tt.body)
 			jsonError(t, s, tt.status)
 			if len(s.ForwardedRequestBody()) != 0 {
 				t.Error("rejected request forwarded")
+			}
+			if r := counterDelta(before, h.Metrics(), "rejected_"); !slices.Equal(r, []string{tt.reason}) {
+				t.Errorf("rejected counters %v, want [%s]", r, tt.reason)
 			}
 			s.Complete()
 		})

@@ -12,19 +12,30 @@
 //     extraction (every extractor on the original name, cuts applied once),
 //     both for sample names and for every name the built plugin.wasm defines
 //     when it runs with the example configuration;
-//   - the two Istio kits, deploy/istio/sidecar and deploy/istio/gateway:
-//     every file decodes strictly into its type (Kubernetes kinds into
-//     k8s.io/api, Istio kinds into metav1.ObjectMeta plus the istio.io/api
-//     spec, EnvoyFilter listener patches into Envoy's Listener, the
-//     proxy.istio.io/config annotation into Istio's ProxyConfig), and the
-//     objects agree: the plugin configuration is the example one, selectors
+//   - the Istio kits, deploy/istio/sidecar, deploy/istio/gateway and
+//     deploy/istio/inference-pool: every file decodes strictly into its type
+//     (Kubernetes kinds into k8s.io/api, Gateway and HTTPRoute into
+//     sigs.k8s.io/gateway-api, GIE's InferencePool and the EPP's
+//     EndpointPickerConfig into types written from GIE's CRD and config
+//     types with the CRD's enums, bounds and required fields, Istio kinds
+//     into metav1.ObjectMeta plus the istio.io/api spec, EnvoyFilter
+//     listener patches into Envoy's Listener, the proxy.istio.io/config
+//     annotation into Istio's ProxyConfig), and the objects agree: the plugin configuration is the example one, selectors
 //     reach the pods that run the plugin, the buffer limit covers
 //     max_body_bytes, the JWT rules write the team header and the
 //     authorization policy refuses requests without that claim, the image is
 //     pinned by digest with a pull secret for its registry, and the pool's
 //     capacity is one replica's max_num_seqs (sidecar) or the pool's
 //     capacity divided by the gateway replicas (gateway); each kit's
-//     bootstrap override carries envoy.yaml's stats_tags;
+//     bootstrap override carries envoy.yaml's stats_tags; in front of an
+//     InferencePool, the plugin's team and the EPP's fairness ID come from
+//     one claim, the route reaches the pool, the pool its EPP, and the EPP
+//     holds nothing (the plugin's flow control is the one);
+//   - every kit is a kustomization listing exactly its files, and
+//     kustomize (sigs.k8s.io/kustomize/api) renders it and the plugin-only
+//     overlay (the sidecar kit without its vLLM) into objects that decode
+//     as strictly; the overlay's policies reach a vLLM patched as its
+//     vllm-pod-patch.yaml says;
 //   - every PromQL expression of deploy/grafana/fairshare-dashboard.json
 //     names a metric the built plugin.wasm defines (driven through every
 //     path that defines one), as Prometheus sees it after envoy.yaml's

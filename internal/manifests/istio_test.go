@@ -22,25 +22,49 @@ import (
 	typev1beta1 "istio.io/api/type/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
-// The two Istio deployment kits, relative to this package's directory.
+// The Istio deployment kits and the plugin-only overlay, relative to this
+// package's directory.
+// kustomizationFile is the kustomize entry point of a kit directory.
+const kustomizationFile = "kustomization.yaml"
+
 const (
-	sidecarKitDir = "../../deploy/istio/sidecar"
-	gatewayKitDir = "../../deploy/istio/gateway"
-	etcdKitDir    = "../../deploy/istio/etcd"
+	sidecarKitDir       = "../../deploy/istio/sidecar"
+	gatewayKitDir       = "../../deploy/istio/gateway"
+	etcdKitDir          = "../../deploy/istio/etcd"
+	inferencePoolKitDir = "../../deploy/istio/inference-pool"
+	pluginOnlyDir       = "../../deploy/istio/plugin-only"
 )
 
-// k8sKinds are the Kubernetes built-in kinds a kit may hold, by
-// "apiVersion kind", with a constructor of their Go type (k8s.io/api).
+// k8sKinds are the Kubernetes kinds a kit may hold that have a Go type, by
+// "apiVersion kind", with a constructor of that type: the built-in kinds
+// (k8s.io/api), the Gateway API's (sigs.k8s.io/gateway-api) and GIE's
+// InferencePool (our reading of its CRD, gie_test.go: the Go module proxy
+// refuses GIE's module).
 var k8sKinds = map[string]func() metav1.Object{
-	"v1 ConfigMap":       func() metav1.Object { return new(corev1.ConfigMap) },
-	"v1 Secret":          func() metav1.Object { return new(corev1.Secret) },
-	"v1 Service":         func() metav1.Object { return new(corev1.Service) },
-	"apps/v1 Deployment": func() metav1.Object { return new(appsv1.Deployment) },
+	"v1 ConfigMap":                                 func() metav1.Object { return new(corev1.ConfigMap) },
+	"v1 Secret":                                    func() metav1.Object { return new(corev1.Secret) },
+	"v1 Service":                                   func() metav1.Object { return new(corev1.Service) },
+	"v1 ServiceAccount":                            func() metav1.Object { return new(corev1.ServiceAccount) },
+	"apps/v1 Deployment":                           func() metav1.Object { return new(appsv1.Deployment) },
+	"rbac.authorization.k8s.io/v1 Role":            func() metav1.Object { return new(rbacv1.Role) },
+	"rbac.authorization.k8s.io/v1 RoleBinding":     func() metav1.Object { return new(rbacv1.RoleBinding) },
+	"gateway.networking.k8s.io/v1 Gateway":         func() metav1.Object { return new(gatewayv1.Gateway) },
+	"gateway.networking.k8s.io/v1 HTTPRoute":       func() metav1.Object { return new(gatewayv1.HTTPRoute) },
+	"inference.networking.k8s.io/v1 InferencePool": func() metav1.Object { return new(inferencePool) },
+}
+
+// schemaChecker is a decoded object that checks the rules its schema states
+// beyond types and field names (enums, required fields, ranges): the CRD
+// types written in this package implement it.
+type schemaChecker interface {
+	validate() error
 }
 
 // istioKinds are the Istio kinds a kit may hold, by "apiVersion kind", with
@@ -106,13 +130,39 @@ func decodeObject(data []byte) (kitObject, error) {
 		if err := strictJSON(obj); err != nil {
 			return kitObject{}, err
 		}
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			// Istio reads this annotation as a ProxyConfig in JSON; a
-			// misspelt field there is silently ignored by nothing else.
-			if pc, ok := d.Spec.Template.Annotations["proxy.istio.io/config"]; ok {
+		// Istio reads this annotation as a ProxyConfig in JSON; a misspelt
+		// field there is silently ignored by nothing else. A Gateway's
+		// infrastructure annotations reach the pods Istio deploys for it.
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			if pc, ok := o.Spec.Template.Annotations["proxy.istio.io/config"]; ok {
 				if err := strict.Unmarshal([]byte(pc), new(meshv1alpha1.ProxyConfig)); err != nil {
 					return kitObject{}, fmt.Errorf("%s: spec.template.metadata.annotations[proxy.istio.io/config]: %w", key, err)
 				}
+			}
+		case *gatewayv1.Gateway:
+			if inf := o.Spec.Infrastructure; inf != nil {
+				if pc, ok := inf.Annotations["proxy.istio.io/config"]; ok {
+					if err := strict.Unmarshal([]byte(pc), new(meshv1alpha1.ProxyConfig)); err != nil {
+						return kitObject{}, fmt.Errorf("%s: spec.infrastructure.annotations[proxy.istio.io/config]: %w", key, err)
+					}
+				}
+			}
+		case *corev1.ConfigMap:
+			// An EPP configuration held in a ConfigMap decodes strictly
+			// too (gie_test.go).
+			for name, v := range o.Data {
+				if !strings.Contains(v, "kind: EndpointPickerConfig") {
+					continue
+				}
+				if _, err := decodeEndpointPickerConfig([]byte(v)); err != nil {
+					return kitObject{}, fmt.Errorf("%s: data[%s]: %w", key, name, err)
+				}
+			}
+		}
+		if v, ok := obj.(schemaChecker); ok {
+			if err := v.validate(); err != nil {
+				return kitObject{}, fmt.Errorf("%s: %w", key, err)
 			}
 		}
 		return kitObject{kind: head.Kind, meta: obj, obj: obj}, nil
@@ -186,7 +236,8 @@ func listenerPatchValue(t *testing.T, ef *networkingv1alpha3.EnvoyFilter) *liste
 	return found[0]
 }
 
-// loadKit decodes every .yaml file of dir (see decodeObject); replace maps a
+// loadKit decodes every .yaml file of dir (see decodeObject) but its
+// kustomization.yaml (kustomize_test.go checks that one); replace maps a
 // file name to contents used instead of the file's, for the mistake tests.
 func loadKit(dir string, replace map[string]string) (*kit, error) {
 	files, err := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.yaml"))
@@ -199,6 +250,9 @@ func loadKit(dir string, replace map[string]string) (*kit, error) {
 	k := &kit{dir: dir}
 	for _, f := range files {
 		name := filepath.Base(f)
+		if name == kustomizationFile {
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
@@ -297,9 +351,61 @@ func podLabelsMatch(sel map[string]string, d *appsv1.Deployment) bool {
 // digestURL is an OCI image URL pinned by manifest digest.
 var digestURL = regexp.MustCompile(`^oci://([^/]+)/[^@:]+@sha256:[0-9a-f]{64}$`)
 
-// checkKitCommon checks what both kits share. proxy is the Deployment whose
-// pods run the plugin; it returns the plugin configuration.
-func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]any {
+// pluginHost is where a kit runs the plugin: the pods of a Deployment the
+// kit holds (the sidecar and gateway kits), or those Istio deploys for a
+// Gateway API Gateway (the inference-pool kit).
+type pluginHost struct {
+	deploy  *appsv1.Deployment
+	gateway *gatewayv1.Gateway
+}
+
+// String names the host in test messages.
+func (h pluginHost) String() string {
+	if h.deploy != nil {
+		return "Deployment " + h.deploy.Name
+	}
+	return "Gateway " + h.gateway.Name
+}
+
+// reaches reports whether a policy with workload selector labels sel and
+// targetRefs refs applies to the host's pods: a Deployment's by its pod
+// labels (no targetRefs), a Gateway's by one targetRef naming it, or by the
+// label Istio puts on the pods it deploys for it.
+func (h pluginHost) reaches(sel map[string]string, refs []*typev1beta1.PolicyTargetReference) bool {
+	if h.deploy != nil {
+		return len(refs) == 0 && podLabelsMatch(sel, h.deploy)
+	}
+	if len(sel) > 0 {
+		return len(refs) == 0 && len(sel) == 1 && sel[gatewayNameLabel] == h.gateway.Name
+	}
+	return len(refs) == 1 && refs[0].GetGroup() == gatewayv1.GroupName && refs[0].GetKind() == "Gateway" &&
+		refs[0].GetName() == h.gateway.Name && refs[0].GetNamespace() == ""
+}
+
+// podAnnotations returns the annotations the host's pods carry.
+func (h pluginHost) podAnnotations() map[string]string {
+	if h.deploy != nil {
+		return h.deploy.Spec.Template.Annotations
+	}
+	m := map[string]string{}
+	if inf := h.gateway.Spec.Infrastructure; inf != nil {
+		for k, v := range inf.Annotations {
+			m[string(k)] = string(v)
+		}
+	}
+	return m
+}
+
+// gatewayNameLabel is the label Istio sets on the pods of a Gateway it
+// deploys (manifests/charts/istio-control/istio-discovery/files/
+// kube-gateway.yaml at Istio 1.28.0).
+const gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
+
+// checkKitCommon checks what every kit that runs the plugin shares; host is
+// where the plugin runs. With ownCapacity the kit's pools[0].capacity may
+// differ from the example configuration's (the caller checks it). It
+// returns the plugin configuration.
+func checkKitCommon(t *testing.T, k *kit, host pluginHost, ownCapacity bool) map[string]any {
 	t.Helper()
 	for _, o := range k.objs {
 		if o.meta.GetNamespace() != "llm-serving" {
@@ -324,8 +430,8 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 			t.Errorf("WasmPlugin %s = %q, want %q", c.field, c.got, c.want)
 		}
 	}
-	if !podLabelsMatch(wp.GetSelector().GetMatchLabels(), proxy) {
-		t.Errorf("WasmPlugin selector %v does not select the pods of %s %v", wp.GetSelector().GetMatchLabels(), proxy.Name, proxy.Spec.Template.Labels)
+	if wp.GetTargetRef() != nil || !host.reaches(wp.GetSelector().GetMatchLabels(), wp.GetTargetRefs()) {
+		t.Errorf("WasmPlugin selector %v targetRef %v targetRefs %v do not reach the pods of %s", wp.GetSelector().GetMatchLabels(), wp.GetTargetRef(), wp.GetTargetRefs(), host)
 	}
 
 	// Istio hands pluginConfig to the plugin as JSON; it is the example
@@ -334,6 +440,9 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 	d := jsonDiff("pluginConfig", any(cfg), exampleConfig(t))
 	sort.Strings(d)
 	for _, line := range d {
+		if ownCapacity && strings.HasPrefix(line, "pluginConfig.pools[0].capacity: ") {
+			continue
+		}
 		t.Errorf("%s pluginConfig differs from %s: %s", wpo.file, examplePath, line)
 	}
 	teamHeader, _ := cfg["team_header"].(string)
@@ -362,8 +471,8 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 	// Identity: jwt_authn writes the team header from a claim, on the same
 	// pods as the plugin.
 	ra := k.get(t, "RequestAuthentication", "").obj.(*securityv1.RequestAuthentication)
-	if !podLabelsMatch(ra.GetSelector().GetMatchLabels(), proxy) {
-		t.Errorf("RequestAuthentication selector %v does not select the plugin's pods", ra.GetSelector().GetMatchLabels())
+	if !host.reaches(ra.GetSelector().GetMatchLabels(), ra.GetTargetRefs()) {
+		t.Errorf("RequestAuthentication selector %v targetRefs %v do not reach the plugin's pods", ra.GetSelector().GetMatchLabels(), ra.GetTargetRefs())
 	}
 	if len(ra.GetJwtRules()) == 0 {
 		t.Fatalf("RequestAuthentication has no jwtRules")
@@ -391,8 +500,8 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 	// Authorization: every rule that admits a request requires a verified
 	// token carrying that claim.
 	ap := k.get(t, "AuthorizationPolicy", "").obj.(*securityv1.AuthorizationPolicy)
-	if !podLabelsMatch(ap.GetSelector().GetMatchLabels(), proxy) {
-		t.Errorf("AuthorizationPolicy selector %v does not select the plugin's pods", ap.GetSelector().GetMatchLabels())
+	if !host.reaches(ap.GetSelector().GetMatchLabels(), ap.GetTargetRefs()) {
+		t.Errorf("AuthorizationPolicy selector %v targetRefs %v do not reach the plugin's pods", ap.GetSelector().GetMatchLabels(), ap.GetTargetRefs())
 	}
 	if ap.GetAction() != securityv1.AuthorizationPolicy_ALLOW || len(ap.GetRules()) == 0 {
 		t.Errorf("AuthorizationPolicy action %v with %d rules, want ALLOW with rules (anything else is denied)", ap.GetAction(), len(ap.GetRules()))
@@ -417,8 +526,8 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 
 	// The buffer limit lets a body of max_body_bytes through to the plugin.
 	ef := k.get(t, "EnvoyFilter", "").obj.(*networkingv1alpha3.EnvoyFilter)
-	if !podLabelsMatch(ef.GetWorkloadSelector().GetLabels(), proxy) {
-		t.Errorf("EnvoyFilter workloadSelector %v does not select the plugin's pods", ef.GetWorkloadSelector().GetLabels())
+	if !host.reaches(ef.GetWorkloadSelector().GetLabels(), ef.GetTargetRefs()) {
+		t.Errorf("EnvoyFilter workloadSelector %v targetRefs %v do not reach the plugin's pods", ef.GetWorkloadSelector().GetLabels(), ef.GetTargetRefs())
 	}
 	limit := listenerPatchValue(t, ef).GetPerConnectionBufferLimitBytes().GetValue()
 	if float64(limit) < maxBody {
@@ -426,16 +535,16 @@ func checkKitCommon(t *testing.T, k *kit, proxy *appsv1.Deployment) map[string]a
 	}
 
 	// The proxy's pods carry the stats tags and export the plugin's stats.
-	ann := proxy.Spec.Template.Annotations
+	ann := host.podAnnotations()
 	cmName := ann["sidecar.istio.io/bootstrapOverride"]
 	cm := k.get(t, "ConfigMap", cmName).obj.(*corev1.ConfigMap)
 	checkStatsOverride(t, cm)
 	var pc meshv1alpha1.ProxyConfig
 	if err := strict.Unmarshal([]byte(ann["proxy.istio.io/config"]), &pc); err != nil {
-		t.Errorf("%s: annotation proxy.istio.io/config: %v", proxy.Name, err)
+		t.Errorf("%s: annotation proxy.istio.io/config: %v", host, err)
 	}
 	if !slices.Contains(pc.GetProxyStatsMatcher().GetInclusionPrefixes(), "wasmcustom.fairshare") {
-		t.Errorf("%s: proxyStatsMatcher.inclusionPrefixes = %v, want wasmcustom.fairshare", proxy.Name, pc.GetProxyStatsMatcher().GetInclusionPrefixes())
+		t.Errorf("%s: proxyStatsMatcher.inclusionPrefixes = %v, want wasmcustom.fairshare", host, pc.GetProxyStatsMatcher().GetInclusionPrefixes())
 	}
 	return cfg
 }
@@ -506,7 +615,7 @@ func TestSidecarKit(t *testing.T) {
 		t.Errorf("sidecar kit objects = %v, want %v", got, want)
 	}
 	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
-	cfg := checkKitCommon(t, k, vllm)
+	cfg := checkKitCommon(t, k, pluginHost{deploy: vllm}, false)
 	seqs, port := checkVLLM(t, vllm)
 
 	// One replica's max_num_seqs is the pool: the plugin sees only its
@@ -543,7 +652,7 @@ func TestGatewayKit(t *testing.T) {
 		t.Errorf("gateway kit objects = %v, want %v", got, want)
 	}
 	gw := k.get(t, "Deployment", "llm-gateway").obj.(*appsv1.Deployment)
-	cfg := checkKitCommon(t, k, gw)
+	cfg := checkKitCommon(t, k, pluginHost{deploy: gw}, false)
 	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
 	seqs, port := checkVLLM(t, vllm)
 
