@@ -232,7 +232,7 @@
 // off from the store, whose overshoot is bounded (replicas.go states the
 // bound; SafeSlice is what a cut-off replica shrinks to). Loans
 // (lend.go, SetLoans) let a team below its reservation across the pool
-// run one within-share request beyond a replica's slice, a permission
+// run up to MaxLoan within-share requests beyond a replica's slice, a permission
 // only its own requests take and never capacity for borrowers, within a
 // stated over-admission bound. SumUsage adds the replicas' usage
 // contributions into the pool's global usage.

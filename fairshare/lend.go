@@ -12,20 +12,23 @@ package fairshare
 // slice:
 //
 //	allowed_t,r = slice_t,r + loan_t,r
-//	loan_t,r    = 1 if D_t < R_t, else 0
+//	loan_t,r    = min(MaxLoan, R_t − D_t) if D_t < R_t, else 0
 //
 // where D_t is the team's demand (requests in flight, waiting included)
 // across the pool as the replica saw it at its sync: its own then, the
-// others' as they last reported. One sequence per team and replica: a
-// replica whose slice holds none (or all in use) of a team's
-// reservation runs the team's next request within share while the team
-// has room across the pool; more than one would only serve a team
-// whose demand at one replica grows by two or more within one sync
-// interval, and each one adds to the bound below. The token loan is the
-// team's token reservation per reserved sequence, ⌊K_t / R_t⌋. A loan is
-// recomputed at every sync (it is 0 once the team's demand reaches R_t),
-// and is 0 for a replica that decides against its safe slice (cut off
-// from the store).
+// others' as they last reported. MaxLoan (2) sequences at most per team
+// and replica: a replica whose slice holds none (or all in use) of a
+// team's reservation runs the team's next two requests within share
+// while the team has room across the pool. One was not enough: a small
+// team's two requests overlapping at a replica that carries 1/35 of the
+// load (S1 on ten proxies) were held as borrowers until the next sync,
+// its p99 TTFT 9× one proxy's; more would only serve a team whose
+// demand at one replica grows by three or more within one sync
+// interval, and each one adds n to the bound below. The token loan is
+// the team's token reservation per reserved sequence, ⌊K_t / R_t⌋, per
+// sequence lent. A loan is recomputed at every sync (it is 0 once the
+// team's demand reaches R_t), and is 0 for a replica that decides
+// against its safe slice (cut off from the store).
 //
 // A loan is a permission, not capacity: only the team's own within-share
 // requests at that replica take it, and nothing adds it to the slice's
@@ -37,9 +40,9 @@ package fairshare
 //
 // The over-admission bound. A team's within-share requests across the
 // pool exceed R_t only when its demand grew past R_t since some
-// replica's last sync, and then by at most one per replica:
+// replica's last sync, and then by at most MaxLoan per replica:
 //
-//	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + n
+//	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + MaxLoan·n
 //
 // (plus the cut-off replicas' holds of replicas.go's bound), n the
 // replicas that lent within the last D. A loan lives one sync interval
@@ -52,6 +55,10 @@ package fairshare
 // room for it. TestReplicasBound checks the bound at every step of
 // random sequences of demand shifts, deaths, new replicas, partitions,
 // store outages and conflicting writes.
+
+// MaxLoan is the most within-share requests a replica lends a team
+// beyond its slice (see above).
+const MaxLoan = 2
 
 // Loans returns member self's loans (an index into members, sorted by
 // ID; self's report carries its current demand): every team's sequences
@@ -80,9 +87,9 @@ func Loans(t Totals, members []Member, self int) (seq []int, tok []int64) {
 			}
 		}
 		if d < r {
-			seq[i] = 1
+			seq[i] = min(MaxLoan, r-d)
 			if i < len(t.Whole.ReservedTokens) {
-				tok[i] = max(t.Whole.ReservedTokens[i], 0) / int64(r)
+				tok[i] = int64(seq[i]) * (max(t.Whole.ReservedTokens[i], 0) / int64(r))
 			}
 		}
 	}

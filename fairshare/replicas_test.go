@@ -538,8 +538,8 @@ func (s *sim) syncWrite(r *simReplica) {
 		seq, tok = make([]int, T), make([]int64, T)
 	}
 	for i := range T {
-		if seq[i] > 1 || seq[i] < 0 {
-			s.t.Fatalf("t=%v: loan %v of team %d not 0 or 1", s.now, seq, i)
+		if seq[i] > MaxLoan || seq[i] < 0 {
+			s.t.Fatalf("t=%v: loan %v of team %d not in [0, MaxLoan]", s.now, seq, i)
 		}
 	}
 	s.setLoans(r, seq, tok)
@@ -809,8 +809,8 @@ func TestReplicaDeathReturnsSlice(t *testing.T) {
 }
 
 // TestLoans checks the loan rule (lend.go) on its own: a team below its
-// reservation across the pool gets one sequence at every replica, with
-// its tokens per reserved sequence; a team whose demand reaches its
+// reservation across the pool gets min(MaxLoan, R − D) at every replica,
+// with its tokens per reserved sequence; a team whose demand reaches its
 // reservation, and one that reserves nothing, get none.
 func TestLoans(t *testing.T) {
 	tot := totals3() // reservations 10, 6, 2; tokens 1000, 600, 200
@@ -820,12 +820,12 @@ func TestLoans(t *testing.T) {
 		{ID: "c", Demand: []int{0, 2, 0}},
 	}
 	seq, tok := Loans(tot, members, 1)
-	// a: demand 15 ≥ 10: none. b: 4 < 6, c: 1 < 2: one each, with its
-	// tokens per reserved sequence (100).
-	if want := []int{0, 1, 1}; !reflect.DeepEqual(seq, want) {
+	// a: demand 15 ≥ 10: none. b: 6 − 4 = 2 (MaxLoan), c: 2 − 1 = 1,
+	// with their tokens per reserved sequence (100).
+	if want := []int{0, 2, 1}; !reflect.DeepEqual(seq, want) {
 		t.Errorf("loans %v, want %v", seq, want)
 	}
-	if want := []int64{0, 100, 100}; !reflect.DeepEqual(tok, want) {
+	if want := []int64{0, 200, 100}; !reflect.DeepEqual(tok, want) {
 		t.Errorf("token loans %v, want %v", tok, want)
 	}
 	// At its reservation exactly: none.

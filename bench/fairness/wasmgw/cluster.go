@@ -64,7 +64,7 @@ type Cluster struct {
 	// the borrowers in flight at the engines must be at most C + Bound
 	// (with flow control: without, borrowers are never held), and every
 	// team's within-share requests at most its reservation + Bound + the
-	// proxies (the loans' over-admission bound, fairshare.Loans: one per
+	// proxies times fairshare.MaxLoan (the loans' over-admission bound: per
 	// team and proxy), or the run fails. Without faults the plugin's
 	// stated bound is 0.
 	Bound int
@@ -230,8 +230,8 @@ func (p *proxies) newStream(id int64) *host.Stream {
 // checkBound fails the run when, after the submission of r (the only
 // event that raises them), the borrowers in flight at the engines exceed
 // C + the bound (with flow control), or a team's within-share requests
-// in flight exceed its reservation + the bound + one loan per proxy
-// (fairshare.Loans); it keeps the most within-share requests of a team
+// in flight exceed its reservation + the bound + the loans
+// (fairshare.MaxLoan per proxy); it keeps the most within-share requests of a team
 // beyond its reservation. On one proxy the same holds with bound 0 and
 // no loans;
 // within-share requests are never held, so the total in flight may pass
@@ -251,9 +251,9 @@ func (p *proxies) checkBound(r *fairbench.Request) {
 	case p.holding() && p.borrowing > p.g.c+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
 			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.g.c, b, p.describe()))
-	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b+len(p.hs):
-		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d + one loan per proxy (%d); %s",
-			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, len(p.hs), p.describe()))
+	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b+fairshare.MaxLoan*len(p.hs):
+		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d + the loans (%d per proxy); %s",
+			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, fairshare.MaxLoan, p.describe()))
 	}
 }
 
@@ -374,7 +374,7 @@ func (p *proxies) stats() string {
 	}
 	over := "none"
 	if p.excess > 0 {
-		over = fmt.Sprintf("%d (`%s`; bound: one per proxy, %d)", p.excess, p.excessTeam, len(p.hs))
+		over = fmt.Sprintf("%d (`%s`; bound: the loans, %d per proxy, %d)", p.excess, p.excessTeam, fairshare.MaxLoan, fairshare.MaxLoan*len(p.hs))
 	}
 	return fmt.Sprintf("%d proxies: %.2f etcd calls per proxy per second, %s bytes per sync (%d syncs), most within-share requests of a team beyond its reservation %s",
 		len(p.hs), float64(calls)/float64(len(p.hs))/secs, perSync, syncs, over)
