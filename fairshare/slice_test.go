@@ -114,8 +114,9 @@ func TestSetSliceReconfigure(t *testing.T) {
 // TestLoansDecide: a loan (SetLoans) lets the team's own requests run
 // within share beyond the slice's reservation, queued ones too once the
 // team has room, and adds nothing for borrowers: they are held once the
-// replica's requests in flight, the lent ones included, fill its slice.
-// The record keeps the loans; a nil slice clears them.
+// replica's requests in flight, the lent ones included, fill its slice;
+// a held request goes within share once its team has a loan free. The
+// record keeps the loans; a nil slice clears them.
 func TestLoansDecide(t *testing.T) {
 	now := time.Unix(0, 0)
 	p := slicePool(t)
@@ -142,6 +143,15 @@ func TestLoansDecide(t *testing.T) {
 	if st := stat(t, p, now, "b"); st.Lent != 2 || st.Reserved != 0 {
 		t.Errorf("b's snapshot: reserved %d, lent %d; want 0 and 2", st.Reserved, st.Lent)
 	}
+	// c's held request: the next sync finds c below its reservation
+	// across the pool and lends it one; the request is dispatched within
+	// share, though the slice is still full.
+	p.SetLoans([]int{0, 2, 1}, []int64{0, 200, 100})
+	g, _, st := p.Dispatch(now, 1)
+	if st != Dispatched || g.Team != "c" || g.Borrowing {
+		t.Fatalf("Dispatch after c's loan = %v, team %q, borrowing %v; want c dispatched within share", st, g.Team, g.Borrowing)
+	}
+	verify(t, p)
 	b, err := p.AppendBinary(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -150,8 +160,8 @@ func TestLoansDecide(t *testing.T) {
 	if err := q.UnmarshalBinary(b); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	if seq, tok := q.LoansApplied(); !reflect.DeepEqual(seq, []int{0, 2, 0}) || !reflect.DeepEqual(tok, []int64{0, 200, 0}) {
-		t.Errorf("decoded loans %v %v, want [0 2 0] [0 200 0]", seq, tok)
+	if seq, tok := q.LoansApplied(); !reflect.DeepEqual(seq, []int{0, 2, 1}) || !reflect.DeepEqual(tok, []int64{0, 200, 100}) {
+		t.Errorf("decoded loans %v %v, want [0 2 1] [0 200 100]", seq, tok)
 	}
 	p.SetSlice(nil)
 	if seq, _ := p.LoansApplied(); !reflect.DeepEqual(seq, []int{0, 0, 0}) {
