@@ -97,6 +97,7 @@ func parseCluster(ps *problems, path string, v gjson.Result) *clusterConfig {
 			}
 		default:
 			ps.add(p, "unknown field")
+			ps.suggest(key, clusterFields)
 		}
 		return true
 	})

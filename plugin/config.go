@@ -535,6 +535,7 @@ func parse(data []byte) (config, error) {
 			c.cluster = parseCluster(&ps, key, v)
 		default:
 			ps.add(key, "unknown field")
+			ps.suggest(key, rootFields)
 		}
 		return true
 	})
@@ -723,6 +724,7 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 			dst = &c.completion
 		default:
 			ps.add(p, "unknown field")
+			ps.suggest(key, costFields)
 			return true
 		}
 		if f, ok := number(ps, p, w, *dst); ok {
@@ -844,6 +846,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, poolFields)
 			}
 			return true
 		})
@@ -926,6 +929,7 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 				}
 			default:
 				ps.add(fp, "unknown field")
+				ps.suggest(key, teamFields)
 			}
 			return true
 		})

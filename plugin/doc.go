@@ -135,8 +135,10 @@
 // # Configuration
 //
 // The plugin configuration is one JSON object (testdata/plugin/example.json);
-// unknown fields are errors and every problem is reported with its field
-// path. Fields and defaults:
+// unknown fields are errors (with the nearest known field at that path when
+// one is within an edit or two, suggest.go) and every problem is reported
+// with its field path. CheckConfig runs the same validation natively
+// (fairshare-run -check). Fields and defaults:
 //
 //	team_header        "x-team"            request header naming the team
 //	class_header       "x-request-class"   "interactive" or "batch"; anything else is 400
@@ -232,7 +234,8 @@
 //	    duplicate_header, client_priority, body_read, rewrite, status_auth, status_method
 //	    (body_read and rewrite count per pool once the request's pool is known)
 //
-// Teams missing from the configuration share one entry, team _unknown.
+// Teams missing from the configuration share one entry, named _unknown in
+// metrics, the status endpoint and the x-fairshare-team headers.
 //
 // # Several proxies, one pool
 //

@@ -61,7 +61,10 @@ const (
 // unknown_team and unavailable).
 func rejectedName(reason string) string { return "rejected_" + reason + "_total" }
 
-// teamSegment is the metric name segment of a team.
+// teamSegment is the metric name segment of a team, and the name every
+// output of the plugin gives it (metrics, the status endpoint, the
+// x-fairshare-team headers): the shared entry of teams missing from the
+// configuration is "_unknown" everywhere.
 func teamSegment(team string) string {
 	if team == fairshare.UnknownTeam {
 		return unknownTeamMetricName

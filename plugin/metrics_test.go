@@ -232,7 +232,7 @@ func TestStatusJSON(t *testing.T) {
 	if a.Team != "a" || a.Share != 0.5 || a.Weight != 2 || a.InFlight != 2 || a.Usage != 12.5 || a.LevelFairshare != nil || a.LastUpdate == nil || !a.LastUpdate.Equal(t0) {
 		t.Errorf("team a = %+v", a)
 	}
-	if u := v.Pools[0].Teams[1]; u.Team != "*" || u.LastUpdate != nil {
+	if u := v.Pools[0].Teams[1]; u.Team != "_unknown" || u.LastUpdate != nil {
 		t.Errorf("unknown team = %+v", u)
 	}
 }

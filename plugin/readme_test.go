@@ -366,3 +366,29 @@ func checkConfigRows(t *testing.T, doc string, rows []configRow, want []string) 
 		}
 	}
 }
+
+// TestSuggestionFieldsMatchParser: the field lists behind "did you mean"
+// (suggest.go) are exactly the fields the parser accepts at each path, so a
+// field added to the parser is also suggested.
+func TestSuggestionFieldsMatchParser(t *testing.T) {
+	lists := map[string][]string{"": rootFields, "cost.": costFields, "cluster.": clusterFields,
+		"pools[].": poolFields, "pools[].teams.*.": teamFields}
+	want := map[string][]string{}
+	for _, f := range parserFields(t) {
+		prefix, name := "", f
+		for p := range lists {
+			if p != "" && strings.HasPrefix(f, p) && len(p) > len(prefix) {
+				prefix, name = p, strings.TrimPrefix(f, p)
+			}
+		}
+		want[prefix] = append(want[prefix], name)
+	}
+	for p, got := range lists {
+		w := want[p]
+		slices.Sort(w)
+		g := slices.Sorted(slices.Values(got))
+		if !slices.Equal(g, w) {
+			t.Errorf("suggest.go's fields at %q are %v; the parser accepts %v", p, g, w)
+		}
+	}
+}

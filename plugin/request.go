@@ -289,9 +289,19 @@ func (h *httpContext) decisionHeaders() {
 		return
 	}
 	h.headersHeld = false
-	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.team)
+	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.teamName())
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"pool", h.pool.cfg.name)
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"priority", strconv.Itoa(h.prio))
+}
+
+// teamName is the team as the plugin's headers name it: the configured
+// team, or "_unknown" for a team its pool does not list (the entry it is
+// counted in, under the name metrics and the status endpoint give it).
+func (h *httpContext) teamName() string {
+	if h.pool != nil && !h.pool.cfg.hasTeam(h.team) {
+		return unknownTeamMetricName
+	}
+	return h.team
 }
 
 // poolFor returns the first pool whose models contain model ("*" matches

@@ -56,7 +56,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		}
 	}
 	if pc := h.pc; pc.cfg.responseHeaders {
-		_ = hostcalls.ReplaceHttpResponseHeader(HeaderTeam, h.team)
+		_ = hostcalls.ReplaceHttpResponseHeader(HeaderTeam, h.teamName())
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderPool, h.pool.cfg.name)
 		// The values are formatted into a buffer kept for the next
 		// response: the host copies them during the call.

@@ -129,7 +129,7 @@ func appendMode(b []byte, c *config) []byte {
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
-// of unknown teams is listed as team "*".
+// of unknown teams is listed as team "_unknown" (teamSegment), as in metrics.
 func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []byte {
 	b = append(b, `{"time":`...)
 	b = appendTime(b, now)
@@ -174,7 +174,7 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 				b = append(b, ',')
 			}
 			b = append(b, `{"team":`...)
-			b = gjson.AppendJSONString(b, t.Team)
+			b = gjson.AppendJSONString(b, teamSegment(t.Team))
 			b = appendFloatField(b, "share", t.Share)
 			b = appendFloatField(b, "normalized_share", t.NormalizedShare)
 			b = appendFloatField(b, "weight", t.Weight)

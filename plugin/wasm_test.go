@@ -512,14 +512,16 @@ func TestWasmTickAndGauges(t *testing.T) {
 
 // TestWasmInterleavedStreamsKeepTheirTeam: the plugin reads every stream's
 // headers into one buffer it reuses, so a team kept past its headers
-// callback must not view it. Streams of a configured team and of an
-// unknown one (counted under _unknown, its name still answered) are opened
-// on one VM before either is answered: each response names its own team.
+// callback must not view it. Streams of configured teams and of unknown
+// ones are opened on one VM before either is answered: each response
+// names its own team, and the unknown ones the entry they are counted in,
+// _unknown (a team kept viewing the buffer would read as another's).
 func TestWasmInterleavedStreamsKeepTheirTeam(t *testing.T) {
 	h, _ := start(t, testConfig, 1)
-	teams := []string{"a", "unlisted-team", "b", "another-unlisted"}
+	sent := []string{"a", "unlisted-team", "b", "another-unlisted"}
+	teams := []string{"a", "_unknown", "b", "_unknown"}
 	var open []*host.Stream
-	for _, team := range teams {
+	for _, team := range sent {
 		open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", team}, {"x-padding", strings.Repeat("p", 64)}}, chat("m", 1, "")))
 	}
 	for i, s := range open {

@@ -5,20 +5,23 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/fairshare-wasm/fairshare/plugin"
 	"github.com/tidwall/gjson"
 )
 
 // demoConfig is the plugin configuration used without -config: the example
-// configuration (testdata/plugin/example.json) with three changes, listed
+// configuration (testdata/plugin/example.json) with two changes, listed
 // in demoChanges: the pool's capacity is the simulated engine's
 // max_num_seqs (16), so that the teams' reservations (search 8, chat 5,
-// research 3) cover exactly what the engine runs at once; the usage
+// research 3) cover exactly what the engine runs at once; and the usage
 // half-life is 10 minutes instead of a week, so that a 30-second demo moves
-// the usage; and flow control is on (max_queue_time 30s), so that a
-// flooding team's borrowers wait at the gateway (the view's WAIT column)
+// the usage. Flow control is on as in the example (max_queue_time 30s), so
+// a flooding team's borrowers wait at the gateway (the view's WAIT column)
 // rather than in vLLM's queue.
 //
 //go:embed demo.json
@@ -26,7 +29,7 @@ var demoConfig []byte
 
 // demoChanges are the fields of demo.json that differ from example.json, as
 // the banner names them (a test checks the list against both files).
-var demoChanges = []string{"half_life 10m", "max_queue_time 30s", "pools[0].capacity 16"}
+var demoChanges = []string{"half_life 10m", "pools[0].capacity 16"}
 
 // demoConfigName names the embedded configuration in the output.
 var demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: testdata/plugin/example.json with " +
@@ -48,6 +51,8 @@ type configView struct {
 	StatusPublic bool
 	Paths        []string
 	Pools        []configPool
+	// Flow is flow control as configured (max_queue_time, queue_limit).
+	Flow flowControl
 }
 
 // configPool is one pool of the configuration.
@@ -110,6 +115,15 @@ func readConfig(b []byte) (configView, error) {
 		c.StatusToken = v.Str
 	}
 	c.StatusPublic = root.Get("status_public").Type == gjson.True
+	if v := root.Get("max_queue_time"); v.Type == gjson.String {
+		c.Flow.MaxQueueTime, _ = time.ParseDuration(v.Str) // checked by the plugin's parser
+	}
+	queueLimit := int64(plugin.DefaultQueueLimit)
+	if v := root.Get("queue_limit"); v.Type == gjson.Number {
+		queueLimit = v.Int()
+	}
+	c.Flow.Shadow = root.Get("mode").Str == "shadow"
+	c.Flow.On = c.Flow.MaxQueueTime > 0 && queueLimit > 0 && !c.Flow.Shadow
 	if v := root.Get("paths"); v.IsArray() && len(v.Array()) > 0 {
 		c.Paths = nil
 		for _, p := range v.Array() {
@@ -190,6 +204,16 @@ func (c configView) poolOf(model string) configPool {
 	return c.Pools[0]
 }
 
+// poolNamed returns the pool of that name (the zero pool if none).
+func (c configView) poolNamed(name string) configPool {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	return configPool{}
+}
+
 // share returns the team's configured share in pool p (0 if absent).
 func (p configPool) share(team string) float64 {
 	for _, t := range p.Teams {
@@ -231,4 +255,48 @@ func setMember(obj []byte, name string, raw []byte) []byte {
 		return true
 	})
 	return append(out, '}')
+}
+
+// configProblems is a configuration the plugin would refuse: every problem
+// with its field path, one per line under the file's name.
+type configProblems struct {
+	name     string
+	problems []string
+}
+
+func (e *configProblems) Error() string {
+	n := "1 problem"
+	if len(e.problems) != 1 {
+		n = fmt.Sprintf("%d problems", len(e.problems))
+	}
+	return fmt.Sprintf("%s: invalid plugin configuration (%s; the plugin would refuse to start):\n  %s",
+		e.name, n, strings.Join(e.problems, "\n  "))
+}
+
+// checkConfig validates the configuration b (named name in messages) with
+// the plugin's parser, as the plugin does in proxy_on_configure.
+func checkConfig(name string, b []byte) (plugin.ConfigCheck, error) {
+	c := plugin.CheckConfig(b)
+	if len(c.Problems) > 0 {
+		return c, &configProblems{name: name, problems: c.Problems}
+	}
+	return c, nil
+}
+
+// checkFile is -check: it validates the configuration file and prints a
+// one-line summary and the plugin's warnings, or returns every problem.
+func checkFile(file string, out io.Writer) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("-check: %w", err)
+	}
+	c, err := checkConfig(file, b)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: OK: %s\n", file, c.Summary)
+	for _, w := range c.Warnings {
+		fmt.Fprintf(out, "%s: warning: %s\n", file, w)
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ func TestReadConfigDemo(t *testing.T) {
 			Name: "llama-8b", Capacity: 16, Models: []string{"meta-llama/Llama-3.1-8B-Instruct"},
 			Teams: []configTeam{{"search", 0.5, 0}, {"chat", 0.3, 2}, {"research", 0.2, 0}},
 		}},
+		Flow: flowControl{On: true, MaxQueueTime: 30 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("readConfig(demo.json) =\n%+v\nwant\n%+v", c, want)

@@ -25,8 +25,9 @@ import (
 // firstByteMetric is the suffix of the plugin's first-byte histograms.
 const firstByteMetric = ".first_byte_ms"
 
-// unknownTeam is the team segment of the plugin's metrics for teams the
-// pool does not list.
+// unknownTeam is the name the plugin gives the shared entry of teams the
+// pool does not list, in its metrics, status and headers; the view's row
+// of those teams has it too.
 const unknownTeam = "_unknown"
 
 // latencyKey names one histogram: pool, team segment and class.
@@ -160,5 +161,5 @@ func ttftCell(d time.Duration, t teamView) string {
 }
 
 // ttftLegend says where the TTFT columns come from.
-const ttftLegend = "TTFT: the plugin's first_byte_ms (arrival at the gateway to the first SSE event, or a JSON response's headers); " +
-	"* the client's (sent to the first content chunk), where the plugin has none"
+const ttftLegend = "TTFT: the plugin's first_byte_ms, arrival at the gateway to the first SSE event (JSON: the headers); " +
+	"* the client's where the plugin has none"

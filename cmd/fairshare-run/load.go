@@ -212,6 +212,7 @@ func (g *loadGen) exchange(req *http.Request, st *teamStats, sent time.Time) (re
 	}
 	defer resp.Body.Close()
 	r.Priority, r.Borrowing = parseStanding(resp.Header)
+	r.Held = parseHeld(resp.Header)
 	st.headers(time.Now(), r.Priority, r.Borrowing)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -268,6 +269,17 @@ func parseStanding(h http.Header) (priority int, borrowing bool) {
 }
 
 // errDone ends readSSE early without an error.
+// parseHeld reads the x-fairshare-queue-time response header (seconds the
+// plugin held the request at the gateway); 0 when absent or malformed.
+func parseHeld(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("x-fairshare-queue-time"))
+	f, err := strconv.ParseFloat(v, 64)
+	if v == "" || err != nil || f < 0 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
 var errDone = errors.New("done")
 
 // readSSE calls fn with the payload of every "data:" line of an event stream

@@ -14,6 +14,7 @@
 //	              [-listen 127.0.0.1:10000] [-vms 2] [-duration 30s] [-no-load]
 //	              [-model name] [-drain 15s] [-view auto|live|lines]
 //	              [-time-scale 1] [-v]
+//	fairshare-run -check file.json
 //	              [-trace FILE -trace-format F [-trace-start s] [-trace-duration s]
 //	               [-trace-time-scale x] [-trace-rate-scale x] [-trace-every n]
 //	               [-trace-offset k] [-trace-teams a=0.5,b=0.3,c=0.2:batch]
@@ -24,6 +25,12 @@
 // passes any other flag. Under make, on a terminal, the command takes the
 // terminal's foreground so that Ctrl-C stops it (with its summary) and not
 // make.
+//
+// -check validates a configuration file with the plugin's own parser
+// (plugin.CheckConfig, natively: no proxy, no Wasm) and exits: 0 with a
+// one-line summary, 1 with every problem and its field path, a misspelt
+// field with the field it probably means. Without -check, the configuration
+// of a run is checked the same way before anything starts.
 //
 // Without -config it uses an embedded demo configuration (the example
 // configuration with the changes the banner lists). The local proxy buffers
@@ -93,6 +100,7 @@ type options struct {
 	verbose   bool
 	replicas  int
 	tr        traceOptions
+	check     string // -check: validate this configuration file and exit
 }
 
 // Default flag values.
@@ -148,6 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tr.offset, "trace-offset", 0, "-trace: the first row taken, in [0, every)")
 	fs.StringVar(&o.tr.teams, "trace-teams", "", "-trace: split the rows among teams by weight, e.g. search=0.5,chat=0.3,research=0.2:batch (each row goes to one team by a fixed hash of its line, so each team replays a thinning of the trace; class interactive unless :batch, a jsonl row's class wins); default: the pool's teams by share")
 	fs.IntVar(&o.tr.requests, "trace-requests", 0, "-trace: send at most this many requests (0: the whole window, until -duration)")
+	fs.StringVar(&o.check, "check", "", "validate this plugin configuration file with the plugin's own parser and exit (0: valid, with a one-line summary; 1: every problem with its field path); starts nothing")
 	fs.IntVar(&o.replicas, "replicas", 1, "local proxies sharing every pool through an embedded etcd (the plugin's cluster block); the demo load is split 70/20/10 with 3, evenly otherwise")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -197,6 +206,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.check != "" {
+		return checkFile(o.check, stdout)
 	}
 	r, err := start(ctx, o, stdout, stderr)
 	if err != nil {

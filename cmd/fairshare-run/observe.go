@@ -17,7 +17,8 @@ import (
 // pool and team, the figures of every scheduled request that passes,
 // whoever sends it: in flight, the priority and standing the plugin gave
 // (its response headers), time to first token, tokens, errors. The team is
-// the configured team header ("-" when absent), the pool the one whose
+// the configured team header ("-" when absent; a team the pool does not
+// list is the plugin's shared entry, _unknown), the pool the one whose
 // models list the body's model (else the "*" pool, else "-": the plugin
 // does not schedule it). Every configured team has a row from the start.
 // Safe for concurrent use.
@@ -93,10 +94,14 @@ func (o *observer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 	team := r.Header.Get(o.cfg.TeamHeader)
-	if team == "" {
+	pool := o.poolFor(gjson.GetBytes(head, "model").String())
+	switch {
+	case team == "":
 		team = "-"
+	case pool != "-" && o.cfg.poolNamed(pool).share(team) == 0:
+		team = unknownTeam // the entry the plugin counts it in, as its status and metrics name it
 	}
-	st := o.stats(o.poolFor(gjson.GetBytes(head, "model").String()), team)
+	st := o.stats(pool, team)
 	st.begin()
 	rec := &recorder{ResponseWriter: w, st: st, sent: time.Now(), res: result{Priority: -1}}
 	o.next.ServeHTTP(rec, r)
@@ -130,6 +135,7 @@ func (rc *recorder) WriteHeader(code int) {
 	if !rc.gotHeaders {
 		rc.gotHeaders, rc.status, rc.usage = true, code, -1
 		rc.res.Priority, rc.res.Borrowing = parseStanding(rc.Header())
+		rc.res.Held = parseHeld(rc.Header())
 		rc.sse = strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
 		rc.st.headers(time.Now(), rc.res.Priority, rc.res.Borrowing)
 	}

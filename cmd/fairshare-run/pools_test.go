@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -160,6 +161,7 @@ func TestBannerMatchesConfig(t *testing.T) {
 		UnknownTeam  string `json:"unknown_team"`
 		HalfLife     string `json:"half_life"`
 		MaxBodyBytes int    `json:"max_body_bytes"`
+		MaxQueueTime string `json:"max_queue_time"`
 		Pools        []pool `json:"pools"`
 	}
 	for _, file := range []string{"", "../../testdata/plugin/two-pools.json", "../../testdata/plugin/example.json"} {
@@ -177,8 +179,12 @@ func TestBannerMatchesConfig(t *testing.T) {
 		}
 		_, out := startRun(t, file)
 		var want []string
-		want = append(want, fmt.Sprintf("settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d\n",
-			c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes))
+		flow := "flow control OFF (max_queue_time 0s: nothing is held)"
+		if d, _ := time.ParseDuration(c.MaxQueueTime); d > 0 {
+			flow = "flow control on (max_queue_time " + d.String() + ")"
+		}
+		want = append(want, fmt.Sprintf("settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
+			c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, flow))
 		for _, p := range c.Pools {
 			var teams []string
 			gjson.ParseBytes(p.Teams).ForEach(func(k, v gjson.Result) bool {

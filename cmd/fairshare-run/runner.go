@@ -66,6 +66,12 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	// The plugin's own validation, natively and before anything starts:
+	// the plugin would refuse the same configuration in the proxy, behind
+	// the host's error and after compiling the module.
+	if _, err := checkConfig(name, cfgBytes); err != nil {
+		return nil, err
+	}
 	generated := ""
 	if cfg.StatusPath != "" && cfg.StatusToken == "" && !cfg.StatusPublic {
 		// The plugin's status endpoint is closed without a token: give it
@@ -194,8 +200,8 @@ func (r *runner) banner(wasmSize int) {
 	c := r.cfg
 	fmt.Fprintf(r.out, "fairshare-run: plugin %s (%.1f MB) on %d VMs\n", r.opts.wasm, float64(wasmSize)/1e6, r.opts.vms)
 	fmt.Fprintf(r.out, "config:   %s\n", r.configName)
-	fmt.Fprintf(r.out, "settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d\n",
-		c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes)
+	fmt.Fprintf(r.out, "settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
+		c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, c.Flow.header())
 	for _, p := range c.Pools {
 		fmt.Fprintf(r.out, "pool:     %s\n", describePool(p))
 	}
@@ -443,6 +449,13 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 	if r.trace != nil {
 		s.TraceLine = r.trace.summaryLine()
 	}
+	s.Flow = r.cfg.Flow
+	if r.upstream.simulated && r.trace == nil && r.obs == nil && !interrupted {
+		s.Baseline = map[string]map[string]baselineTeam{}
+		for _, p := range r.plans {
+			s.Baseline[p.pool.Name] = fcfsBaseline(p, poolEngine(p.pool.Capacity), duration, r.opts.drain, r.opts.timeScale)
+		}
+	}
 	if !r.opts.verbose {
 		for _, p := range r.proxies {
 			s.PluginLogs += p.logs.count()
@@ -471,6 +484,9 @@ type view struct {
 	out    io.Writer
 	live   *liveView // nil: lines
 	period time.Duration
+	// legend: lines only, the legend was printed (once, before the first
+	// frame; the live view redraws it with every frame).
+	legend bool
 }
 
 func (r *runner) newView(live bool) *view {
@@ -486,6 +502,13 @@ func (v *view) draw(f frame) {
 		return
 	}
 	var b strings.Builder
+	if !v.legend {
+		v.legend = true
+		b.WriteString(f.Flow.header() + "\n")
+		for _, l := range legend(f.Flow) {
+			b.WriteString(l + "\n")
+		}
+	}
 	renderLines(&b, f)
 	io.WriteString(v.out, b.String())
 }
@@ -634,6 +657,7 @@ func (r *runner) frameWith(start time.Time, duration time.Duration, rows []row, 
 		Pools:     r.poolOrder(pools),
 		StatusErr: statusErr,
 		Upstream:  r.upstream.simLine(),
+		Flow:      r.cfg.Flow,
 	}
 	r.pollLatency(now)
 	for _, rw := range rows {

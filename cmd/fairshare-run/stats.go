@@ -111,6 +111,7 @@ type sample struct {
 	at        time.Time
 	ttft      time.Duration
 	borrowing bool
+	held      time.Duration // x-fairshare-queue-time: time held at the gateway
 }
 
 // result is the outcome of one demo request, as the client saw it.
@@ -119,6 +120,9 @@ type result struct {
 	Priority int
 	// Borrowing is the x-fairshare-borrowing response header.
 	Borrowing bool
+	// Held is the x-fairshare-queue-time response header: how long the
+	// plugin held the request at the gateway (0 when absent).
+	Held time.Duration
 	// TTFT is the time from sending the request to the first content chunk;
 	// HasTTFT is false when no content arrived.
 	TTFT    time.Duration
@@ -224,7 +228,7 @@ func (s *teamStats) end(now time.Time, r result, gotHeaders bool) {
 		}
 	}
 	if r.HasTTFT {
-		s.samples = append(s.samples, sample{at: now, ttft: r.TTFT, borrowing: r.Borrowing})
+		s.samples = append(s.samples, sample{at: now, ttft: r.TTFT, borrowing: r.Borrowing, held: r.Held})
 	}
 }
 
@@ -256,9 +260,11 @@ type teamView struct {
 	DoneWithin, DoneBorrow int
 	Tokens                 int64
 
-	// Borrowers' and within-share requests' TTFT p50 (summary).
+	// Borrowers' and within-share requests' TTFT p50 (summary), and the
+	// p50 of the time they were held at the gateway (part of that TTFT).
 	P50Within, P50Borrow       time.Duration
 	HasP50Within, HasP50Borrow bool
+	HeldWithin, HeldBorrow     time.Duration
 
 	Status *statusTeam // the plugin's view, nil if unknown
 }
@@ -305,18 +311,20 @@ func (s *teamStats) view(now time.Time, window time.Duration, elapsed time.Durat
 	sort.Ints(prios)
 	v.Prios = prios
 	v.Bands = formatBands(prios)
-	var all, within, borrow []time.Duration
+	var all, within, borrow, heldWithin, heldBorrow []time.Duration
 	for _, x := range s.samples {
 		if window > 0 && !x.at.After(since) {
 			continue
 		}
 		all = append(all, x.ttft)
 		if x.borrowing {
-			borrow = append(borrow, x.ttft)
+			borrow, heldBorrow = append(borrow, x.ttft), append(heldBorrow, x.held)
 		} else {
-			within = append(within, x.ttft)
+			within, heldWithin = append(within, x.ttft), append(heldWithin, x.held)
 		}
 	}
+	v.HeldWithin, _ = percentile(heldWithin, 50)
+	v.HeldBorrow, _ = percentile(heldBorrow, 50)
 	if len(all) > 0 {
 		slices.Sort(all)
 		v.P50, v.P99, v.HasTTFT = sortedPercentile(all, 50), sortedPercentile(all, 99), true

@@ -23,6 +23,54 @@ type frame struct {
 	// Replicas is every proxy's status with -replicas (Pools is then the
 	// pool as a whole, merged); nil with one proxy.
 	Replicas []replicaStatus
+	// Flow is the configuration's flow control, named in the header.
+	Flow flowControl
+}
+
+// flowControl is what the configuration says of flow control (the
+// plugin's max_queue_time and queue_limit): whether borrowers that find
+// the pool full are held at the gateway.
+type flowControl struct {
+	On           bool
+	MaxQueueTime time.Duration
+	// Shadow is mode "shadow": the plugin holds nothing whatever
+	// max_queue_time says (On is then false).
+	Shadow bool
+}
+
+// header names flow control in the view's first line and the summary's.
+func (fc flowControl) header() string {
+	switch {
+	case fc.Shadow:
+		return "mode shadow: nothing held, every request forwarded as sent (the x-fairshare-* headers say what enforce would do)"
+	case fc.On:
+		return fmt.Sprintf("flow control on (max_queue_time %s)", fc.MaxQueueTime)
+	case fc.MaxQueueTime > 0:
+		return "flow control OFF (queue_limit 0: nothing is held)"
+	default:
+		return "flow control OFF (max_queue_time 0s: nothing is held)"
+	}
+}
+
+// legend explains the live view's columns and figures, in lines of at most
+// 150 characters (what docs/make-run.txt was captured at).
+func legend(fc flowControl) []string {
+	over := []string{
+		"in flight above capacity: a team's requests within its reservation are never held, even while borrowers fill the pool;",
+		"  they wait in vLLM's queue (first, by priority) until running borrowers end: vLLM preempts no running request for a waiting one",
+	}
+	if !fc.On {
+		over = []string{
+			"in flight above capacity: without flow control every request goes to vLLM at once; it runs capacity of them and queues",
+			"  the rest, lowest priority first, so borrowers wait there behind within-share requests",
+		}
+	}
+	return append([]string{
+		"RSV reserved slots (share × capacity) · FLIGHT = WITHIN (in its reservation) + BORROW (beyond it), the plugin's count · WAIT held at the gateway",
+		"PRIORITY the vLLM priorities given in the last 10s, lower runs first: 0 interactive or 1 batch within share; 10 + 10 × RANK + class when borrowing",
+		"  (\"1, 31\": batch within share, and batch borrowing at rank 2) · USAGE decayed usage in cost units · RANK by LF, 0 borrows first",
+		"LF level fairshare: its share over its part of the usage (inf: no usage yet); the higher, the sooner it borrows",
+	}, over...)
 }
 
 // Live view windows: tokens/s over rateWindow (the rate meter's 20 × 250 ms),
@@ -128,7 +176,7 @@ func renderTable(b *strings.Builder, f frame) {
 	if f.Duration > 0 {
 		progress += fmt.Sprintf(" / %.0fs", f.Duration.Seconds())
 	}
-	fmt.Fprintf(b, "%s · %s\n", progress, f.Phase)
+	fmt.Fprintf(b, "%s · %s · %s\n", progress, f.Phase, f.Flow.header())
 	if len(f.Pools) == 0 {
 		fmt.Fprintf(b, "plugin status: %s\n", orDash(f.StatusErr))
 	}
@@ -142,8 +190,12 @@ func renderTable(b *strings.Builder, f frame) {
 		switch {
 		case g.status != nil:
 			n, borrow := g.status.inFlight()
-			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)\n",
+			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)",
 				g.name, g.status.Capacity, n, n-borrow, borrow)
+			if over := n - g.status.Capacity; over > 0 && g.status.Capacity > 0 {
+				fmt.Fprintf(b, " · %d above capacity: waiting in vLLM's queue", over)
+			}
+			b.WriteString("\n")
 		case g.name == "-":
 			b.WriteString("not scheduled (no pool serves the model)\n")
 		case g.name != "":
@@ -164,6 +216,9 @@ func renderTable(b *strings.Builder, f frame) {
 		}
 	}
 	renderReplicas(b, "", f.Replicas)
+	for _, l := range legend(f.Flow) {
+		b.WriteString(l + "\n")
+	}
 	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n%s.\n",
 		rateWindow, viewWindow, ttftLegend)
 }
@@ -262,6 +317,10 @@ type summary struct {
 	UpstreamLine string   // the simulator's counters, or ""
 	PluginLogs   int      // warnings and errors the plugin logged
 	TraceLine    string   // -trace: what was replayed, or ""
+	Flow         flowControl
+	// Baseline is the same demo load without the plugin (baseline.go), by
+	// pool and team; nil when not computed (a real vLLM, a trace, -no-load).
+	Baseline map[string]map[string]baselineTeam
 }
 
 // renderSummary writes the final summary table: per team the requests, how
@@ -273,7 +332,7 @@ func renderSummary(b *strings.Builder, s summary) {
 	if s.Interrupted {
 		how = "interrupted after"
 	}
-	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config)
+	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config, s.Flow.header())
 	if s.TraceLine != "" {
 		b.WriteString(s.TraceLine + "\n")
 	}
@@ -303,7 +362,11 @@ func renderSummary(b *strings.Builder, s summary) {
 			tokShare, fmtShare(share), ttftCell(t.P50, t), ttftCell(t.P99, t),
 			fmtDur(t.P50Within, t.HasP50Within), fmtDur(t.P50Borrow, t.HasP50Borrow))
 	}
-	fmt.Fprintf(b, "%s; p50 within and p50 borrow: the client's, by standing (the plugin's histogram has no standing).\n", ttftLegend)
+	fmt.Fprintf(b, "%s.\n", ttftLegend)
+	b.WriteString("TOK%: the team's part of its pool's completion tokens. ENTITLED: its share, which it gets whenever it asks for it; a team below it\n" +
+		"  that never borrowed asked for less, and what it left was lent to the others.\n" +
+		"WITHIN, BORROWED: its requests that ran within its reservation, and beyond it. p50 within, p50 borrow: their TTFT p50 (the client's figures).\n")
+	renderBaseline(b, s)
 	for _, t := range s.Teams {
 		if t.Canceled > 0 {
 			fmt.Fprintf(b, "%s: %d requests cancelled at the end\n", t.label(), t.Canceled)
@@ -361,6 +424,11 @@ func verdict(teams []teamView) []string {
 		if t.HasP50Borrow {
 			line += fmt.Sprintf("; its borrowers waited TTFT p50 %s", fmtDur(t.P50Borrow, true))
 		}
+		if t.HasP50Within && t.HasP50Borrow && t.HeldWithin > 0 {
+			line += fmt.Sprintf(", its within-share requests %s: both include the time held at the gateway (p50 %s borrowing, %s within share), "+
+				"since a slot of its reservation goes to its own oldest held request",
+				fmtDur(t.P50Within, true), fmtDur(t.HeldBorrow, true), fmtDur(t.HeldWithin, true))
+		}
 		share := t.Share
 		if t.Status != nil && t.Status.Share > 0 {
 			share = t.Status.Share
@@ -378,4 +446,37 @@ func verdict(teams []teamView) []string {
 		}
 	}
 	return out
+}
+
+// renderBaseline writes what the same demo load got without the plugin
+// (summary.Baseline), team by team next to what it got with it.
+func renderBaseline(b *strings.Builder, s summary) {
+	if s.Baseline == nil {
+		return
+	}
+	b.WriteString("without the plugin: the same demo load on the same simulated engine under vLLM's default fcfs, computed in virtual time:\n")
+	total := poolTokens(s.Teams)
+	width := 10
+	for _, t := range s.Teams {
+		width = max(width, utf8.RuneCountInString(t.label()))
+	}
+	for _, t := range s.Teams {
+		base, ok := s.Baseline[t.Pool][t.Name]
+		if !ok {
+			continue
+		}
+		var sum int64
+		for _, x := range s.Baseline[t.Pool] {
+			sum += x.Tokens
+		}
+		pct := func(n, of int64) string {
+			if of <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(of))
+		}
+		fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s (with the plugin %s, %s) · %s of the tokens (with %s) · %d requests (with %d)\n",
+			width, t.label(), fmtDur(base.P50, base.HasTTFT), fmtDur(base.P99, base.HasTTFT), ttftCell(t.P50, t), ttftCell(t.P99, t),
+			pct(base.Tokens, sum), pct(t.Tokens, total[t.Pool]), base.Done, t.Done)
+	}
 }

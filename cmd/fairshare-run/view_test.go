@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestFmtDur(t *testing.T) {
@@ -55,6 +56,7 @@ func demoFrame() frame {
 		Elapsed:  12 * time.Second,
 		Duration: 40 * time.Second,
 		Phase:    "demo load",
+		Flow:     flowControl{On: true, MaxQueueTime: 30 * time.Second},
 		Pools: []statusPool{{Name: "llama-8b", Capacity: 16, Teams: []statusTeam{
 			{Team: "search", Share: 0.5, Reserved: 8, InFlight: 5, Usage: 1200, LevelFairshare: 2.5},
 			{Team: "research", Share: 0.2, Reserved: 3, InFlight: 28, Borrowing: 25, Usage: 9000, LevelFairshare: 0.3, Rank: 1},
@@ -76,8 +78,10 @@ func TestRenderTable(t *testing.T) {
 	renderTable(&b, demoFrame())
 	got := b.String()
 	for _, want := range []string{
-		"12s / 40s · demo load\n",
-		"pool llama-8b: capacity 16 · in flight 33 (within share 8, borrowing 25)\n",
+		"12s / 40s · demo load · flow control on (max_queue_time 30s)\n",
+		"pool llama-8b: capacity 16 · in flight 33 (within share 8, borrowing 25) · 17 above capacity: waiting in vLLM's queue\n",
+		"RSV reserved slots (share × capacity) · FLIGHT = WITHIN (in its reservation) + BORROW (beyond it), the plugin's count · WAIT held at the gateway\n",
+		"in flight above capacity: a team's requests within its reservation are never held",
 		"TEAM ",
 		"│ WAIT    USAGE      LF RANK\n",
 		"search       50%    8      5      5      0  0              612     38ms     95ms    214    0 │    0     1200     2.5    0\n",
@@ -91,6 +95,39 @@ func TestRenderTable(t *testing.T) {
 	}
 	if strings.Contains(got, "\x1b") {
 		t.Errorf("renderTable() wrote escape codes:\n%q", got)
+	}
+}
+
+// TestRenderTableFlowControlOff: a configuration without flow control says
+// so in the view's first line, and the legend says why in flight then
+// exceeds capacity; every legend line fits the 150 columns of
+// docs/make-run.txt.
+func TestRenderTableFlowControlOff(t *testing.T) {
+	f := demoFrame()
+	f.Flow = flowControl{}
+	var b strings.Builder
+	renderTable(&b, f)
+	got := b.String()
+	for _, want := range []string{
+		"12s / 40s · demo load · flow control OFF (max_queue_time 0s: nothing is held)\n",
+		"in flight above capacity: without flow control every request goes to vLLM at once",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("renderTable() lacks %q; got:\n%s", want, got)
+		}
+	}
+	f.Flow = flowControl{MaxQueueTime: 30 * time.Second, Shadow: true}
+	b.Reset()
+	renderTable(&b, f)
+	if want := "12s / 40s · demo load · mode shadow: nothing held"; !strings.Contains(b.String(), want) {
+		t.Errorf("renderTable() in shadow mode lacks %q; got:\n%s", want, b.String())
+	}
+	for _, fc := range []flowControl{{}, {On: true, MaxQueueTime: time.Minute}} {
+		for _, l := range append(legend(fc), ttftLegend+".") {
+			if n := utf8.RuneCountInString(l); n > 150 {
+				t.Errorf("legend line of %d characters, want at most 150: %q", n, l)
+			}
+		}
 	}
 }
 
@@ -172,8 +209,13 @@ func TestRenderSummary(t *testing.T) {
 			{Name: "research", Share: 0.2, Bands: "1, 11-21", Done: 100, DoneWithin: 20, DoneBorrow: 80, Tokens: 7000, TokPerSec: 175,
 				P50: 2 * time.Second, P99: 5 * time.Second, HasTTFT: true,
 				P50Within: 100 * time.Millisecond, HasP50Within: true, P50Borrow: 2500 * time.Millisecond, HasP50Borrow: true,
-				Canceled: 3},
+				HeldWithin: 50 * time.Millisecond, HeldBorrow: 2 * time.Second, Canceled: 3},
 		},
+		Flow: flowControl{On: true, MaxQueueTime: 30 * time.Second},
+		Baseline: map[string]map[string]baselineTeam{"": {
+			"search":   {Done: 100, Tokens: 1000, P50: 2 * time.Second, P99: 3 * time.Second, HasTTFT: true},
+			"research": {Done: 150, Tokens: 9000, P50: time.Second, P99: 2 * time.Second, HasTTFT: true},
+		}},
 		Pools:      []statusPool{{Name: "llama-8b", Capacity: 16, Teams: []statusTeam{{Team: "search", Usage: 10, LevelFairshare: 2}, {Team: "research", Usage: 90, LevelFairshare: 0.2, Rank: 1}}}},
 		Errors:     []string{"research: status 500"},
 		PluginLogs: 2,
@@ -182,15 +224,22 @@ func TestRenderSummary(t *testing.T) {
 	renderSummary(&b, s)
 	got := b.String()
 	for _, want := range []string{
-		"summary after 40.0s (simulated vLLM, demo)\n",
+		"summary after 40.0s (simulated vLLM, demo, flow control on (max_queue_time 30s))\n",
 		"search     interactive   300    0    300        0  0             3000     75    30%      50%     40ms     90ms       40ms          -\n",
 		"research   batch         100    0     20       80  1, 11-21      7000    175    70%      20%   2.00s*   5.00s*      100ms      2.50s\n",
-		ttftLegend + "; p50 within and p50 borrow: the client's, by standing",
+		ttftLegend + ".\n",
+		"TOK%: the team's part of its pool's completion tokens. ENTITLED: its share, which it gets whenever it asks for it;",
+		"p50 within, p50 borrow: their TTFT p50 (the client's figures).\n",
+		"without the plugin: the same demo load on the same simulated engine under vLLM's default fcfs, computed in virtual time:\n",
+		"  search     TTFT p50 2.00s, p99 3.00s (with the plugin 40ms, 90ms) · 10% of the tokens (with 30%) · 100 requests (with 300)\n",
+		"  research   TTFT p50 1.00s, p99 2.00s (with the plugin 2.00s*, 5.00s*) · 90% of the tokens (with 70%) · 150 requests (with 100)\n",
 		"research: 3 requests cancelled at the end\n",
 		"plugin at the end: pool llama-8b in flight 0 (borrowing 0); usage / LF / rank: search 10 / 2 / 0, research 90 / 0.2 / 1\n",
 		"last error of research: status 500\n",
 		"the plugin logged 2 warnings or errors (-v prints them)\n",
-		"research borrowed for 80 of its 100 requests (priority 1, 11-21); its borrowers waited TTFT p50 2.50s; it got 70% of the tokens for a 20% share: capacity the others left idle.\n",
+		"research borrowed for 80 of its 100 requests (priority 1, 11-21); its borrowers waited TTFT p50 2.50s, its within-share requests 100ms: " +
+			"both include the time held at the gateway (p50 2.00s borrowing, 50ms within share), since a slot of its reservation goes to its own oldest held request; " +
+			"it got 70% of the tokens for a 20% share: capacity the others left idle.\n",
 		"search stayed within its share: 300 requests at priority 0, TTFT p50 40ms.\n",
 	} {
 		if !strings.Contains(got, want) {

@@ -112,8 +112,8 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 	team := func(t, class string) [][2]string { return [][2]string{{"x-team", t}, {"x-request-class", class}} }
 
 	// Capacity 2, so a team's second request borrows; a status token; a
-	// small body limit; failure_mode open.
-	run("open", edit(example, `"capacity": 64`, `"capacity": 2`, `"status_token": ""`, `"status_token": "s3cret"`,
+	// small body limit; failure_mode open; no flow control, so borrowers go.
+	run("open", edit(example, `"capacity": 64`, `"capacity": 2`, `"status_token": ""`, `"status_token": "s3cret"`, `"max_queue_time": "30s"`, `"max_queue_time": "0s"`,
 		`"max_body_bytes": 8388608`, `"max_body_bytes": 4096`),
 		func(h *host.Host, setFault, _ *atomic.Uint32) {
 			for _, tm := range []string{"search", "chat", "research", "intruder"} {
@@ -149,7 +149,7 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 			getFault.Store(0)
 		})
 	// Flow control: a borrower held, one dispatched, one timed out.
-	run("flow", edit(example, `"max_queue_time": "0s"`, `"max_queue_time": "5s"`, `"capacity": 64`, `"capacity": 2`),
+	run("flow", edit(example, `"max_queue_time": "30s"`, `"max_queue_time": "5s"`, `"capacity": 64`, `"capacity": 2`),
 		func(h *host.Host, _, _ *atomic.Uint32) {
 			first := send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model)) // within share
 			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))          // borrows the last slot

@@ -30,7 +30,10 @@ func TestPluginMetricsSplitByEnvoyTags(t *testing.T) {
 	mod := pluginModule(t)
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	// A capacity of 2 so that the second request of a team borrows.
+	// Without flow control (the example holds borrowers for 30s), so that
+	// every request goes and its series exist.
 	cfg := strings.Replace(string(readFile(t, examplePath)), `"capacity": 64`, `"capacity": 2`, 1)
+	cfg = strings.Replace(cfg, `"max_queue_time": "30s"`, `"max_queue_time": "0s"`, 1)
 	h, err := mod.Start(ctx, host.Options{VMs: 1, PluginName: "fairshare", VMID: t.Name(), PluginConfig: []byte(cfg), Clock: clock})
 	if err != nil {
 		t.Fatalf("start plugin.wasm: %v", err)
