@@ -535,9 +535,15 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 }
 
 // TestWasmClusterFlowControlBound: with flow control, three proxies never
-// have more than the pool's 12 requests in flight between them, while
-// each holds 8 requests (24 in all, none finishing): the slices split the
-// capacity by demand and every request beyond waits at its proxy.
+// have more than the pool's 12 borrowers in flight between them, while
+// each holds 8 requests of team b (24 in all, none finishing): the
+// slices split the capacity by demand and every borrower beyond waits at
+// its proxy. b (3 reserved) arrives from idle, so every proxy may have
+// lent it up to fairshare.MaxLoan within-share requests before its next
+// sync: b's within-share requests stay within 3 + 2·3 (the loans'
+// bound), and the requests in flight within 12 + those beyond b's
+// reservation (lent requests take the room of borrowers at their proxy,
+// but a proxy whose slice shrinks keeps them).
 func TestWasmClusterFlowControlBound(t *testing.T) {
 	url := etcdtest.Started(t).URL()
 	var hs []*host.Host
@@ -557,27 +563,33 @@ func TestWasmClusterFlowControlBound(t *testing.T) {
 			open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "b"}}, chat("m", 10, "")))
 		}
 	}
-	inFlight := func() (int, string) {
-		n := 0
+	const reserved, lent = 3, fairshare.MaxLoan * 3
+	check := func() (int, string) {
+		n, borrowing := 0, 0
 		var seen []string
 		for i, h := range hs {
 			st := teamStats(t, h, "small")["b"]
 			n += st.InFlight
-			seen = append(seen, fmt.Sprintf("r%d: %d in flight, %d waiting", i, st.InFlight, st.Waiting))
+			borrowing += st.Borrowing
+			seen = append(seen, fmt.Sprintf("r%d: %d in flight (%d borrowing), %d waiting", i, st.InFlight, st.Borrowing, st.Waiting))
+		}
+		within := n - borrowing
+		switch {
+		case borrowing > 12:
+			t.Fatalf("%d borrowers in flight across the proxies, more than the pool's 12: %s", borrowing, strings.Join(seen, "; "))
+		case within > reserved+lent:
+			t.Fatalf("%d of b's requests within share across the proxies, more than its %d reserved + %d lent: %s", within, reserved, lent, strings.Join(seen, "; "))
+		case n > 12+max(0, within-reserved):
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12 + the %d lent beyond b's reservation: %s", n, within-reserved, strings.Join(seen, "; "))
 		}
 		return n, strings.Join(seen, "; ")
 	}
 	eventually(t, "the pool's 12 in flight", func() (bool, string) {
-		n, seen := inFlight()
-		if n > 12 {
-			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
-		}
-		return n == 12, seen
+		n, seen := check()
+		return n >= 12, seen
 	})
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if n, seen := inFlight(); n > 12 {
-			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
-		}
+		check()
 	}
 	for _, s := range open {
 		s.Reset()
