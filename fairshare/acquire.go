@@ -23,8 +23,10 @@ type Grant struct {
 	// within-share requests first and preempts it before them.
 	BorrowsTokens bool
 	// Saturated is set when, as the request arrived, the pool already had
-	// C or more requests in flight (phantoms included).
-	// Not yet reached by the plugin: kept for spill-over.
+	// C or more requests in flight (phantoms included): the request waits
+	// in the engine's queue. The plugin counts such grants
+	// (granted_saturated_total); spill-over does not read it, since under
+	// the flow control it needs a granted borrower always had room.
 	Saturated bool
 	// Holder is the holder (Wasm VM instance) that holds the request.
 	Holder uint32
@@ -82,8 +84,8 @@ func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, e
 // in flight, phantoms included), decided and recorded in the same
 // transition: a fallback that moves a request to this pool never pushes it
 // past C. When the pool is full it returns a released zero Grant and false
-// (it still counts as a heartbeat of holder).
-// Not yet reached by the plugin: kept for spill-over.
+// (it still counts as a heartbeat of holder). The plugin's spill-over
+// moves a request into a fallback pool with it.
 func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class, estimate float64) (Grant, bool) {
 	t := now.UnixNano()
 	p.advance(t)
@@ -160,4 +162,34 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, t
 		e.within++
 		e.wTok += tok
 	}
+}
+
+// HasRoom reports whether the pool has room for a borrower of team (a
+// team the configuration does not list counts as UnknownTeam) demanding
+// tokens KV tokens, as Arrive and Dispatch judge a borrower (see
+// resources.go): in every resource, what is in flight plus what the other
+// teams' lending limits keep free for them, plus the demand, fits the
+// capacity. It changes nothing. A spill-over asks it before TryAcquire
+// (whose test is fewer than C requests in flight) in the same transition,
+// so that a request moved into a pool never takes what the pool's teams
+// keep for themselves. Cost: O(teams).
+func (p *Pool) HasRoom(team string, tokens int64) bool {
+	u := p.usage()
+	i := p.find(team)
+	if i < 0 || !p.teams[i].configured {
+		i = p.unknownIndex()
+	}
+	tok := p.tokens(tokens)
+	if i >= 0 {
+		return p.hasRoom(u, i, tok)
+	}
+	// No entry yet: nothing of its own in flight, nothing kept.
+	if u.seq+u.keptSeq+1 > p.capacity {
+		return false
+	}
+	if p.kvTokens == 0 {
+		return true
+	}
+	tok = min(tok, max(0, p.kvCap()-u.keepTok))
+	return u.tok+u.keptTok+tok <= p.kvCap()
 }

@@ -290,7 +290,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			what = fmt.Sprintf("SetUsage(%q, %v)", team, amount)
 			m.terms[name] = []term{{sanitizeAmount(amount), now, -1}}
 		case 14:
-			how := 2
+			how := 2 + pick(2)
 			if sliced {
 				how = pick(4)
 			}
@@ -317,6 +317,15 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 					if got.Reserved[i] > sl.Reserved[i] || got.ReservedTokens[i] > sl.ReservedTokens[i] {
 						t.Fatalf("%s: Slice() = %+v grew a reservation", what, got)
 					}
+				}
+			case 2:
+				// The engines report another KV cache size (capacity_from).
+				k := int64(pick(1200))
+				prev := p.KVTokens()
+				p.SetKVTokens(k)
+				what = fmt.Sprintf("SetKVTokens(%d)", k)
+				if prev == 0 && p.KVTokens() != 0 {
+					t.Fatalf("%s turned a KV resource on", what)
 				}
 			default:
 				c := pick(20)

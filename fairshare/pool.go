@@ -370,13 +370,40 @@ func (p *Pool) rewindow(rt time.Duration) {
 // unchanged: it describes the configuration applied. On a
 // pool that decides against a slice (SetSlice) it sets the slice's
 // capacity, at most the configured one, and cuts the slice's
-// reservations to fit it.
-// Not yet reached by the plugin: kept for elastic capacity.
+// reservations to fit it. The plugin calls it when a pool takes its
+// capacity from the engines (capacity_from).
 func (p *Pool) SetCapacity(capacity int) int {
 	prev := p.capacity
 	p.capacity = cleanCapacity(capacity)
 	if p.sliced {
 		p.capacity = min(p.capacity, p.cfgCapacity)
+	}
+	p.reapportion()
+	p.invalidate()
+	return prev
+}
+
+// KVTokens returns K, the live KV capacity in tokens (0: the pool has no
+// KV resource); see SetKVTokens.
+func (p *Pool) KVTokens() int64 { return p.kvTokens }
+
+// SetKVTokens changes K, the KV capacity in tokens, as SetCapacity changes
+// C (an elastic pool whose engines come and go, or are restarted with
+// another cache size), and recomputes the reservations in KV tokens.
+// Requests in flight keep their standing and the tokens they were granted;
+// a waiting request demands at most the new K. A pool without a KV
+// resource (K = 0) keeps none: the grants in flight were recorded without
+// tokens, so K is never turned on here. Values below 1 count as 1. On a
+// sliced pool (SetSlice) it changes nothing: the slice's tokens are the
+// Rebalance's. It returns the previous K. The fingerprint is unchanged.
+func (p *Pool) SetKVTokens(tokens int64) int64 {
+	prev := p.kvTokens
+	if prev == 0 || p.sliced {
+		return prev
+	}
+	p.kvTokens = max(cleanTokens(tokens), 1)
+	for k := range p.waits {
+		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
 	}
 	p.reapportion()
 	p.invalidate()

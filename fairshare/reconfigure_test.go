@@ -140,3 +140,31 @@ func TestFingerprint(t *testing.T) {
 		t.Errorf("Config() = %+v does not round-trip the fingerprint", got)
 	}
 }
+
+func TestSetKVTokens(t *testing.T) {
+	p := twoTeams(func(c *Config) { c.KVTokens = 1000 }) // a 600, b 400 tokens
+	g, _, _ := p.Arrive(base, Request{Holder: 1, ID: 1, Team: "a", Tokens: 500})
+	if prev := p.SetKVTokens(500); prev != 1000 || p.KVTokens() != 500 {
+		t.Fatalf("SetKVTokens(500) = %d, K %d; want 1000, 500", prev, p.KVTokens())
+	}
+	verify(t, p)
+	if s := stat(t, p, base, "a"); s.ReservedTokens != 300 || s.InFlight != 1 || s.Borrowing != 0 {
+		t.Fatalf("a after SetKVTokens(500): %+v, want 300 reserved tokens and its request within share", s)
+	}
+	if g2, _, _ := p.Arrive(base, Request{Holder: 1, ID: 2, Team: "a", Tokens: 100}); !g2.Borrowing && !g2.BorrowsTokens {
+		t.Fatalf("a holds 500 of its 300 reserved tokens: Arrive = %+v, want borrowing", g2)
+	}
+	p.Release(base, &g, 0)
+	p.SetKVTokens(-5)
+	if p.KVTokens() != 1 {
+		t.Fatalf("SetKVTokens(-5): K %d, want 1 (the KV resource stays on)", p.KVTokens())
+	}
+	verify(t, p)
+	q := twoTeams(nil)
+	if q.SetKVTokens(800); q.KVTokens() != 0 {
+		t.Fatalf("SetKVTokens on a pool without a KV resource: K %d, want 0", q.KVTokens())
+	}
+	if p.Fingerprint() != twoTeams(func(c *Config) { c.KVTokens = 1000 }).Fingerprint() {
+		t.Fatal("SetKVTokens changed the fingerprint")
+	}
+}

@@ -228,6 +228,11 @@ type poolConfig struct {
 	// engine is engine_priority: whether the pool's priorities are
 	// written into the body (engine.go).
 	engine engineMode
+	// capFrom is capacity_from: C and K read from the engines
+	// (capacity.go); nil: the configured capacity and kv_tokens.
+	capFrom *capacityFrom
+	// spillTo are the fallback pools (spill_to, spill.go), in order.
+	spillTo []string
 }
 
 // coreConfig is the fairshare configuration of pool p under c.
@@ -560,6 +565,14 @@ func parse(data []byte) (config, error) {
 		ps.add("pools", "required: at least one pool")
 	}
 	checkEngineModes(&ps, &c)
+	if c.cluster != nil {
+		for i := range c.pools {
+			if c.pools[i].capFrom != nil {
+				ps.add("pools["+strconv.Itoa(i)+"].capacity_from", "cannot be used with the cluster block yet: each proxy would take the engines' sum as the whole pool while etcd hands out its slices of the configured capacity")
+			}
+		}
+	}
+	checkSpill(&ps, &c)
 	if len(ps) > 0 {
 		return c, &configError{ps}
 	}
@@ -836,6 +849,10 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				})
 			case "teams":
 				p.teams = parseTeams(ps, fp, f)
+			case "capacity_from":
+				p.capFrom = parseCapacityFrom(ps, fp, f)
+			case "spill_to":
+				p.spillTo = parseSpillTo(ps, fp, f)
 			case "engine_priority":
 				if s, ok := str(ps, fp, f); ok {
 					m, ok := parseEngineMode(s)

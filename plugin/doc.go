@@ -90,6 +90,8 @@
 //	grant.go       the decision through the pool record (arrive) and, next to it, its
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
+//	spill.go       spill-over: a request that would be held moves to a fallback pool with room
+//	               (TryAcquire), routed by x-fairshare-pool; spill_to's validation, counts, status
 //	shadow.go      mode "shadow": decided and accounted, forwarded as sent, the would-be
 //	               decision in response headers and counters
 //	engine.go      engine_priority: whether the priority is written, the engine's
@@ -104,6 +106,9 @@
 //	               in the filter, with the CAS-retry, failure and log accounting),
 //	               creation, configuration generations
 //	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
+//	capacity.go    capacity_from: C and K read from the engines' /metrics by one poller VM
+//	               per proxy, learnt engine addresses (upstream.address), SetCapacity
+//	promtext.go    the engines' Prometheus text: vllm:cache_config_info and the gauges
 //	latency.go     the latency histograms and token counters by pool, team and class
 //	               (arrival, dispatch, first byte, end), Jain's fairness index
 //	config.go, valid.go, path.go, metrics.go, cluster*.go, etcd.go, jsonpos.go, host.go
@@ -121,6 +126,7 @@
 //	                     request.go     poolFor
 //	                     estimate.go    estimate (cost, KV demand)
 //	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
+//	                     spill.go       Queued: a fallback with room takes it (TryAcquire there)
 //	                     flow.go        Queued: hold (dispatch and resume later, or expire)
 //	                     body.go        writeBody: "priority" written, the body forwarded
 //	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers
@@ -183,9 +189,14 @@
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
-//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority,
-//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
-//	                                       engine_priority "auto" (default), "on" or "off": see below
+//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority, spill_to,
+//	                                       capacity_from, teams: {name: {share, weight, lending_limit,
+//	                                       borrowing_limit}}}]
+//	                                       engine_priority "auto" (default), "on" or "off": see below;
+//	                                       spill_to: fallback pools, in order (spill.go; needs hold_headers "on")
+//	                                       capacity_from {cluster, engines, addresses, header, path,
+//	                                       authority, interval, timeout, expire, max_num_seqs}: C and K
+//	                                       from the engines (capacity.go; README: Configuration)
 //
 // A pool's engine_priority says whether the decided priority is written
 // into the body (engine.go): "on" always; "off" never (every priority
@@ -211,7 +222,7 @@
 // tags (see metrics.go):
 //
 //	fairshare.pool.<pool>.team.<team>.class.<class>.standing.<within|borrowing>.requests_total
-//	fairshare.pool.<pool>.team.<team>.{borrowed_total, in_flight, borrowing, reserved,
+//	fairshare.pool.<pool>.team.<team>.{borrowed_total, granted_saturated_total, in_flight, borrowing, reserved,
 //	    usage (milli), rank, level_fairshare (milli), phantoms}
 //	fairshare.pool.<pool>.team.<team>.{waiting, dispatched_total, queue_timeouts_total}
 //	    (flow control)
@@ -221,11 +232,13 @@
 //	fairshare.pool.<pool>.team.<team>.class.<class>.{would_borrow_total, would_hold_total}
 //	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
+//	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
 //	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
-//	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total}
+//	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
+//	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
 //	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
 //	    rejected_<reason>_total)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,

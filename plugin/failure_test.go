@@ -77,13 +77,24 @@ func (f *faults) lift() {
 // switched on).
 func startFaulty(t testing.TB, cfg string, vms int, prefix string) (*host.Host, *faults) {
 	t.Helper()
+	return startFaultyOpts(t, cfg, vms, prefix, nil)
+}
+
+// startFaultyOpts is startFaulty with the host options changed by opt
+// (nil: none).
+func startFaultyOpts(t testing.TB, cfg string, vms int, prefix string, opt func(*host.Options)) (*host.Host, *faults) {
+	t.Helper()
 	f := &faults{prefix: prefix}
 	clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	h, err := compiled(t).Start(context.Background(), host.Options{
+	o := host.Options{
 		Profile: hostProfile,
 		VMs:     vms, PluginName: pluginName, VMID: fmt.Sprintf("%s-%p", t.Name(), t), PluginConfig: []byte(cfg),
 		Clock: clock, Seed: 11, SharedDataFault: f.hook,
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	h, err := compiled(t).Start(context.Background(), o)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}

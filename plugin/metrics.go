@@ -29,6 +29,7 @@ const (
 const (
 	mRequests     = "requests_total"          // counter, pool/team/class/standing
 	mBorrowed     = "borrowed_total"          // counter, pool/team: requests sent borrowing
+	mSatGrants    = "granted_saturated_total" // counter, pool/team: requests granted with C or more already in flight (Grant.Saturated)
 	mCASRetries   = "cas_retries_total"       // counter, pool
 	mFailures     = "failures_total"          // counter, pool: shared-data failures
 	mFailOpen     = "failed_open_total"       // counter, pool: forwarded at the lowest priority after a failure
@@ -50,6 +51,10 @@ const (
 
 	mEngineRefused  = "engine_priority_refused_total" // counter, pool: responses that were the engine's refusal of a priority
 	mEnginePriority = "engine_priority"               // gauge, pool: 1 while priorities are written, 0 once not
+
+	mKVTokens             = "kv_tokens"                    // gauge, pool: K, the live KV capacity in tokens (0: no KV resource)
+	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
+	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
 
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
 	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare
@@ -206,6 +211,13 @@ func (m *metrics) teamCounter(pool, team, metric string, delta int64) {
 // slot of g.Team: the counters' ids are kept there once defined, so that
 // the next request of the team looks up no name.
 func (m *metrics) request(pool string, g *fairshare.Grant, s *teamSlot) {
+	if g.Saturated {
+		// The gateway's own view of saturation: granted into a pool that
+		// already had C or more in flight, so it waits in the engine's
+		// queue (under flow control a within-share request: a borrower
+		// needs room).
+		m.teamCounter(pool, g.Team, mSatGrants, 1)
+	}
 	borrowing := borrows(g)
 	if s == nil || s.name != g.Team || uint(g.Class) >= uint(len(s.requests)) {
 		m.requestSlow(pool, g, borrowing)
@@ -302,6 +314,12 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 	m.set(int64(capacity))
 	m.buf = appendPoolMetric(m.buf[:0], pool, mWaiting)
 	m.set(int64(waiting))
+}
+
+// poolGauge records v in fairshare.pool.<pool>.<metric>.
+func (m *metrics) poolGauge(pool, metric string, v int64) {
+	m.buf = appendPoolMetric(m.buf[:0], pool, metric)
+	m.set(v)
 }
 
 func (m *metrics) teamGauge(pool, team, metric string, v int64) {

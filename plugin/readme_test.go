@@ -118,14 +118,14 @@ func splitColumns(s string) []string {
 // parserFields returns the configuration fields the parser accepts, as
 // README paths ("cluster.timeout", "pools[].capacity"; a team's fields as
 // "pools[].teams.*.share"): the string cases of every switch over a key in
-// config.go and cluster_config.go whose default answers "unknown field",
+// config.go, cluster_config.go and capacity.go whose default answers "unknown field",
 // each under the path of the function that holds the switch.
 func parserFields(t *testing.T) []string {
 	t.Helper()
-	prefix := map[string]string{"parse": "", "parseCost": "cost.", "parseCluster": "cluster.", "parsePools": "pools[].", "parseTeams": "pools[].teams.*."}
+	prefix := map[string]string{"parse": "", "parseCost": "cost.", "parseCluster": "cluster.", "parsePools": "pools[].", "parseTeams": "pools[].teams.*.", "parseCapacityFrom": "pools[].capacity_from."}
 	var out []string
 	fset := token.NewFileSet()
-	for _, name := range []string{"config.go", "cluster_config.go"} {
+	for _, name := range []string{"config.go", "cluster_config.go", "capacity.go"} {
 		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -192,6 +192,10 @@ func withField(t *testing.T, path, raw string) []byte {
 	cluster := map[string]any{"etcd_cluster": "etcd"}
 	obj, key := root, path
 	switch {
+	case strings.HasPrefix(path, "pools[].capacity_from."):
+		from := map[string]any{"cluster": "vllm"}
+		pool["capacity_from"] = from
+		obj, key = from, strings.TrimPrefix(path, "pools[].capacity_from.")
 	case strings.HasPrefix(path, "pools[].teams.*."):
 		obj, key = team, strings.TrimPrefix(path, "pools[].teams.*.")
 	case strings.HasPrefix(path, "pools[]."):
@@ -232,6 +236,8 @@ var proseDefaults = map[string]string{
 	"absent":         "",
 	"`etcd_cluster`": `"etcd"`, // cluster.authority: the etcd_cluster of withField
 	"random":         "",
+	"3 × `interval`": `"15s"`,  // capacity_from.expire with the default interval of 5s
+	"`cluster`":      `"vllm"`, // capacity_from.authority: the cluster of withField
 }
 
 // TestREADMEConfigTable checks README.md's configuration table against the
@@ -372,7 +378,7 @@ func checkConfigRows(t *testing.T, doc string, rows []configRow, want []string) 
 // field added to the parser is also suggested.
 func TestSuggestionFieldsMatchParser(t *testing.T) {
 	lists := map[string][]string{"": rootFields, "cost.": costFields, "cluster.": clusterFields,
-		"pools[].": poolFields, "pools[].teams.*.": teamFields}
+		"pools[].": poolFields, "pools[].teams.*.": teamFields, "pools[].capacity_from.": capacityFromFields}
 	want := map[string][]string{}
 	for _, f := range parserFields(t) {
 		prefix, name := "", f

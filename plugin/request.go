@@ -253,6 +253,13 @@ func (h *httpContext) decide(size int) types.Action {
 	})
 	h.pool = ps
 	h.hide = req.stream && !req.includeUsage
+	if err == nil && outcome == fairshare.Queued {
+		// It would be held here: a fallback with room takes it (spill.go).
+		if sg, ok := h.spill(now, ps, wait, estimate, kv); ok {
+			g, outcome, ps = sg, fairshare.Granted, h.pool
+			pc.met.request(ps.cfg.name, &g, ps.slot(g.Team))
+		}
+	}
 	switch {
 	case err == nil && outcome == fairshare.Granted:
 		h.state = stGranted
@@ -292,6 +299,7 @@ func (h *httpContext) decisionHeaders() {
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.teamName())
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"pool", h.pool.cfg.name)
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"priority", strconv.Itoa(h.prio))
+	h.spillHeader()
 }
 
 // teamName is the team as the plugin's headers name it: the configured

@@ -69,6 +69,9 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 			queued = view(pc.scratch)
 		}
 		_ = hostcalls.ReplaceHttpResponseHeader(HeaderQueueTime, queued)
+		if h.spilledFrom != nil {
+			_ = hostcalls.ReplaceHttpResponseHeader(HeaderSpilledFrom, h.spilledFrom.cfg.name)
+		}
 		if pc.cfg.shadow {
 			h.shadowHeaders()
 		}
@@ -79,6 +82,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 	h.sse = eventStream(ct)
 	h.responseStarted()
 	h.engineHeaders()
+	h.learnEngine()
 	if h.sse && h.hide {
 		h.scan.hide = true
 		_ = hostcalls.RemoveHttpResponseHeader("content-length")

@@ -35,11 +35,12 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			ps.eng.off = true // another VM saw the refusal
 		}
 		st := poolStatus{name: ps.cfg.name, capacity: ps.cfg.capacity, models: ps.cfg.models,
-			engine: ps.eng.mode.String(), engineInForce: ps.engineInForce()}
+			engine: ps.eng.mode.String(), engineInForce: ps.engineInForce(), spill: pc.spillStatusOf(ps)}
 		if _, err := pc.rs.load(now, ps.rec); err != nil {
 			st.err = err.Error()
 		} else {
 			st.capacity = ps.rec.p.Capacity()
+			st.kv = ps.rec.p.KVTokens()
 			if ps.rec.p.Sliced() {
 				st.whole = ps.cfg.capacity
 			}
@@ -47,6 +48,9 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
 			}
+		}
+		if ps.cfg.capFrom != nil && pc.caps != nil {
+			st.caps = &capacityStatus{cf: ps.cfg.capFrom, set: pc.caps.loadEngines(ps)}
 		}
 		pools = append(pools, st)
 	}
@@ -84,7 +88,12 @@ type poolStatus struct {
 	// this VM applies it ("on" or "off").
 	engine, engineInForce string
 	teams                 []fairshare.TeamStat
-	err                   string // the record could not be read
+	err                   string       // the record could not be read
+	spill                 *spillStatus // spill-over to and from the pool (spill.go)
+	// kv is the live K (0: no KV resource); caps, for a pool with
+	// capacity_from, its engines as the poller last wrote them.
+	kv   int64
+	caps *capacityStatus
 }
 
 // appendMode adds the plugin's mode to the status document b (which ends
@@ -109,7 +118,9 @@ func appendMode(b []byte, c *config) []byte {
 //
 //	{"time": RFC 3339, "holder": "hex id of the answering VM",
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
-//	   "engine_priority", "engine_priority_in_force", "error"?,
+//	   "engine_priority", "engine_priority_in_force", "spill_to"?,
+//	   "spilled_to"?, "spilled_in"?, "error"?,
+//	   "kv_tokens"?, "capacity_source"?, "engines"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "lent"?, "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
@@ -126,6 +137,14 @@ func appendMode(b []byte, c *config) []byte {
 // engine_priority_in_force is "on" while the plugin writes priorities for
 // the pool and "off" once it does not (mode off, or auto after the
 // engine refused one).
+// kv_tokens (the live K) is present when the pool has a KV resource.
+// capacity_source and engines are present for a pool with capacity_from:
+// capacity_source "engines (N)" when C and K are the sum of N engines'
+// readings, "config" when no engine could be read (the configured
+// values); engines lists every engine the poller knows (capacityStatus).
+// spill_to, spilled_to (requests moved to each fallback) and spilled_in
+// (requests moved here from other pools), counted on every VM of this
+// proxy, are present when the pool spills or is a fallback (spill.go).
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -163,9 +182,16 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			b = append(b, `,"engine_priority_in_force":`...)
 			b = gjson.AppendJSONString(b, p.engineInForce)
 		}
+		b = appendSpillStatus(b, p.spill)
 		if p.err != "" {
 			b = append(b, `,"error":`...)
 			b = gjson.AppendJSONString(b, p.err)
+		}
+		if p.kv > 0 {
+			b = appendIntField(b, "kv_tokens", int(p.kv))
+		}
+		if p.caps != nil {
+			b = p.caps.append(b, now)
 		}
 		b = append(b, `,"teams":[`...)
 		for j := range p.teams {

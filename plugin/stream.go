@@ -53,6 +53,9 @@ type httpContext struct {
 	// without a body callback by then, is continued (flow.go probe).
 	headersHeld bool
 	probeAt     int64
+	// spilledFrom is the pool the request was for when spill-over moved
+	// it to pool (spill.go); nil otherwise.
+	spilledFrom *poolState
 
 	pooling bool  // a pooling endpoint: nothing is generated
 	choices int64 // prompts × n: the completions the request asks for

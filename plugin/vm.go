@@ -62,6 +62,9 @@ type pluginContext struct {
 	// cl syncs the pools with the other proxies (cluster.go); nil
 	// without a cluster block.
 	cl *clusterSync
+	// caps reads the engines of the pools with capacity_from
+	// (capacity.go); nil when no pool has it.
+	caps *capacitySync
 }
 
 // poolState is a configured pool and its shared record.
@@ -213,6 +216,11 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 		pc.cl = &clusterSync{pc: pc, cfg: cfg.cluster, call: hostEtcdCaller(cfg.cluster), now: time.Now}
 		period = min(period, cfg.cluster.syncInterval)
 	}
+	pc.caps = nil
+	if cfg.capacityFrom() {
+		pc.caps = newCapacitySync(pc)
+		period = min(period, pc.caps.minInterval())
+	}
 	if err := hostcalls.SetTickPeriodMilliSeconds(uint32(period / time.Millisecond)); err != nil {
 		hostcalls.LogWarnf("fairshare: set tick period: %v", err)
 	}
@@ -260,6 +268,9 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	p := ps.rec.p
 	stats := p.Snapshot(now)
 	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
+	if k := p.KVTokens(); k > 0 || ps.cfg.capFrom != nil {
+		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
+	}
 	pc.fairness(now, ps, stats)
 }
 
@@ -278,6 +289,9 @@ func (pc *pluginContext) OnTick() {
 	}
 	if pc.cl != nil {
 		pc.cl.tick(now)
+	}
+	if pc.caps != nil {
+		pc.caps.tick(now)
 	}
 	if len(pc.pending) > 0 {
 		kept := pc.pending[:0]

@@ -221,8 +221,8 @@ func TestFlowControlAcceptance(t *testing.T) {
 	policies := append(fairbench.Baselines(), flowPlugin(t))
 	seen := map[string]bool{}
 	for _, s := range scenarios {
-		if len(s.TraceWindows()) > 0 {
-			continue
+		if len(s.TraceWindows()) > 0 || s.Spill != nil {
+			continue // spill scenarios: TestSpillAcceptance
 		}
 		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies})
 		if err != nil {
@@ -399,5 +399,67 @@ func TestEngineOffHoldsSharesOnFCFS(t *testing.T) {
 	}
 	if col := rep.Column(fairbench.ModeVLLM, fairbench.EngineOffColumn); col == nil || col.Pool.ServiceRate < 0.97*rep.Column(fairbench.ModeVLLM, "fcfs").Pool.ServiceRate {
 		t.Errorf("engine-off column %+v: want at least 0.97 of FCFS's service", col)
+	}
+}
+
+// TestElasticFollowsEngines runs S9 at a third of its length twice
+// through the flow-control plugin column, which reads the engines over
+// the host's http_call path and is never told C: the runs are identical
+// (the reads wait for the simulation), C follows every change of the
+// engines, and nothing is lost.
+func TestElasticFollowsEngines(t *testing.T) {
+	newPlugin := flowPlugin(t)
+	s := reduced(t, "s9-elastic", 1.0/3)
+	a := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	b := runOne(t, s, newPlugin(), fairbench.ModeVLLM)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two runs of %s with the same seed differ", s.Name)
+	}
+	lag, n := a.CapacityLag()
+	if n != len(s.CapacityChanges) || lag > 3*2*time.Second {
+		t.Errorf("C followed %d changes of %d, worst lag %v; want every change within three 2 s intervals", n, len(s.CapacityChanges), lag)
+	}
+	if a.Ledger == nil || a.Ledger.Lost() != 0 {
+		t.Errorf("ledger %+v: want nothing lost", a.Ledger)
+	}
+	t.Logf("worst lag %v over %d changes; ledger %+v", lag, n, *a.Ledger)
+}
+
+// TestSpillAcceptance runs S8 (two pools, spill-over) at full length
+// through plugin.wasm with and without spill_to: every target of the
+// scenario file holds in both engine modes (the gateway also fails the
+// run if a pool ever has more than C borrowers, or a spilled request
+// leaves its fallback past C, on the plugin's count after any
+// submission), and the spill column moved requests while the no-spill
+// column moved none.
+func TestSpillAcceptance(t *testing.T) {
+	s := reduced(t, "s8-spill", 1)
+	plugin(t)
+	sp, nsp := spillOptions()
+	rep, err := fairbench.RunSpillScenario(s, wasmgw.New(mod, sp), wasmgw.New(mod, nsp), fairbench.Modes, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range rep.Modes {
+		ts := rep.SpillTargets(m)
+		if len(ts) != 5 {
+			t.Errorf("%s: %d targets, want 5", m, len(ts))
+		}
+		for _, tg := range ts {
+			if !tg.OK() {
+				t.Error(tg)
+			} else {
+				t.Log(tg)
+			}
+		}
+		rs := rep.Results[m]
+		if in := rs[0].Spill.Pools[1].SpilledIn; in == 0 {
+			t.Errorf("%s: nothing spilled into ondemand", m)
+		}
+		for _, p := range rs[1].Spill.Pools {
+			if p.SpilledIn != 0 || p.SpilledOut != 0 {
+				t.Errorf("%s: the no-spill column moved requests: %+v", m, p)
+			}
+		}
 	}
 }

@@ -195,8 +195,21 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 	return v
 }
 
-// pluginGateway returns the constructor of the plugin column, the extra
-// plugin columns of the ablation tables, and the column's label: "wasm"
+// spillOptions are the two columns of a spill scenario (S8): the `plugin`
+// column's flow control with the pools' spill_to, and without.
+func spillOptions() (spill, noSpill wasmgw.Options) {
+	p, _, _ := flowOptions()
+	spill = p
+	spill.Name = fairbench.SpillColumn
+	noSpill = p
+	noSpill.Name = fairbench.NoSpillColumn
+	noSpill.NoSpill = true
+	return spill, noSpill
+}
+
+// pluginGateways returns the constructor of the plugin column, the extra
+// plugin columns of the ablation tables, the column's label and the spill
+// scenarios' two columns (spillOptions; nil unless wasm with flow): "wasm"
 // builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
 // runs package fairshare directly. With flow (wasm only) the plugin runs
 // with flow control and its ablations are plugin-noflow, plugin-nohold,
@@ -210,13 +223,13 @@ func nolend(v fairbench.Variant) fairbench.Variant {
 // gateway_replicas, its proxies syncing through the etcd at etcdURL. With
 // flow the last ablation is fairbench.EngineOffColumn (engine_priority
 // "off" in front of FCFS engines).
-func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, error) {
+func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, []fairbench.NewGateway, error) {
 	switch kind {
 	case "native":
 		if flow {
-			return nil, nil, "", fmt.Errorf("-flow needs -plugin wasm")
+			return nil, nil, "", nil, fmt.Errorf("-flow needs -plugin wasm")
 		}
-		return fairbench.NewNativePlugin, nativeFlowVariants(), "native (package fairshare, no Wasm)", nil
+		return fairbench.NewNativePlugin, nativeFlowVariants(), "native (package fairshare, no Wasm)", nil, nil
 	case "wasm":
 		if wasmFile == "" {
 			wasmFile = os.Getenv("FAIRSHARE_WASM")
@@ -229,15 +242,15 @@ func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.
 			wasm, err = wasmbuild.Build(wasmbuild.PluginPackage)
 		}
 		if err != nil {
-			return nil, nil, "", err
+			return nil, nil, "", nil, err
 		}
 		mod, err := host.Compile(context.Background(), wasm)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("compile plugin.wasm: %w", err)
+			return nil, nil, "", nil, fmt.Errorf("compile plugin.wasm: %w", err)
 		}
 		label := fmt.Sprintf("wasm (plugin.wasm in the wazero host, %d VMs, virtual clock", wasmgw.DefaultVMs)
 		if !flow {
-			return wasmgw.New(mod, wasmgw.Options{}), nativeFlowVariants(), label + ", no flow control)", nil
+			return wasmgw.New(mod, wasmgw.Options{}), nativeFlowVariants(), label + ", no flow control)", nil, nil
 		}
 		p, abl, notes := flowOptions()
 		var vs []fairbench.Variant
@@ -260,8 +273,10 @@ func pluginGateway(kind, wasmFile string, flow bool, etcdURL string) (fairbench.
 			}
 		}
 		vs = append(vs, fairbench.Variant{New: wasmgw.New(mod, engineOffOptions()), Note: engineOffNote})
+		sp, nsp := spillOptions()
+		spill := []fairbench.NewGateway{wasmgw.New(mod, sp), wasmgw.New(mod, nsp)}
 		return wasmgw.New(mod, p), vs, fmt.Sprintf("%s, flow control: max_queue_time %v, dispatch_tick %v, batch_aging %v (the default), kv_tokens, lending limits)",
-			label, queueTime, wasmgw.DefaultDispatchTick, fairbench.NativeBatchAging), nil
+			label, queueTime, wasmgw.DefaultDispatchTick, fairbench.NativeBatchAging), spill, nil
 	}
-	return nil, nil, "", fmt.Errorf("-plugin: unknown %q (wasm, native)", kind)
+	return nil, nil, "", nil, fmt.Errorf("-plugin: unknown %q (wasm, native)", kind)
 }

@@ -61,6 +61,14 @@ type configPool struct {
 	Capacity int
 	Models   []string
 	Teams    []configTeam // in the configuration's order
+	// MetricsCluster is capacity_from.cluster ("" without capacity_from),
+	// EngineSeqs its max_num_seqs, LearnedEngines its engines "learned"
+	// (elastic.go).
+	MetricsCluster string
+	EngineSeqs     int
+	LearnedEngines bool
+	EngineHeader   string   // capacity_from.header ("": the default)
+	SpillTo        []string // the pool's fallback pools (spill_to)
 }
 
 // configTeam is one team of a pool.
@@ -135,6 +143,9 @@ func readConfig(b []byte) (configView, error) {
 		for _, m := range p.Get("models").Array() {
 			cp.Models = append(cp.Models, m.String())
 		}
+		for _, f := range p.Get("spill_to").Array() {
+			cp.SpillTo = append(cp.SpillTo, f.String())
+		}
 		p.Get("teams").ForEach(func(k, v gjson.Result) bool {
 			cp.Teams = append(cp.Teams, configTeam{Name: k.String(), Share: v.Get("share").Float(), Weight: v.Get("weight").Float()})
 			return true
@@ -142,6 +153,7 @@ func readConfig(b []byte) (configView, error) {
 		if v := p.Get("max_body_bytes"); v.Type == gjson.Number {
 			c.MaxBodyBytes = max(c.MaxBodyBytes, int(v.Int()))
 		}
+		readCapacityFrom(&cp, p)
 		c.Pools = append(c.Pools, cp)
 	}
 	if len(c.Pools) == 0 {

@@ -101,6 +101,9 @@ type options struct {
 	replicas  int
 	tr        traceOptions
 	check     string // -check: validate this configuration file and exit
+	// engines is -engines: the engines in service over time in the
+	// simulator of every capacity_from pool (elastic.go).
+	engines []engineStep
 }
 
 // Default flag values.
@@ -158,7 +161,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.tr.requests, "trace-requests", 0, "-trace: send at most this many requests (0: the whole window, until -duration)")
 	fs.StringVar(&o.check, "check", "", "validate this plugin configuration file with the plugin's own parser and exit (0: valid, with a one-line summary; 1: every problem with its field path); starts nothing")
 	fs.IntVar(&o.replicas, "replicas", 1, "local proxies sharing every pool through an embedded etcd (the plugin's cluster block); the demo load is split 70/20/10 with 3, evenly otherwise")
+	enginesFlag := fs.String("engines", "", "simulator only, for the pools with capacity_from: engines in service at the start and from each time on, e.g. 2,10s=4,20s=1 (the plugin reads them from the engines' /metrics)")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.engines, err = parseEngines(*enginesFlag); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {

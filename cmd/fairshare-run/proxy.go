@@ -31,15 +31,17 @@ type proxy struct {
 }
 
 // startProxy compiles the plugin, starts o.vms VMs with the configuration
-// and serves the host's handler, forwarding to upstream, on o.listen. A
+// and serves the host's handler, forwarding to upstream (or to the route of
+// routes the request's released headers match, spill.go), on o.listen. A
 // request may buffer bufferLimit bytes (413 beyond). obs, if not nil, sees
 // every request first (-no-load's view).
 //
 // listen is the address to serve; vmid the host's shared-data namespace
 // (each proxy of -replicas its own); clusters the http_call clusters (the
-// embedded etcd), nil for none.
-func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, obs *observer, stderr io.Writer,
-	listen, vmid string, clusters map[string]string) (*proxy, error) {
+// embedded etcd, a capacity_from pool's engines), nil for none; originalDst
+// the ORIGINAL_DST clusters (a capacity_from pool with engines "learned").
+func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit int, upstream *url.URL, routes []hostproxy.Route, obs *observer, stderr io.Writer,
+	listen, vmid string, clusters, originalDst map[string]string) (*proxy, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w (use -listen to choose another address)", err)
@@ -53,12 +55,16 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit in
 		VMs:          o.vms,
 		VMID:         vmid,
 		Clusters:     clusters,
+		OriginalDst:  originalDst,
 		PluginName:   "fairshare",
 		RootID:       "fairshare",
 		PluginConfig: cfg,
 		ClusterName:  "vllm",
 		LogLevel:     hostcalls.LogLevelWarn,
 		BufferLimit:  bufferLimit,
+		// As envoy.yaml sets it: hold_headers "on" (testdata/plugin/spill.json)
+		// keeps the headers stopped until the decision, which routes.
+		AllowOnHeadersStopIteration: true,
 	}
 	sink := &logSink{}
 	if o.verbose {
@@ -74,7 +80,7 @@ func startProxy(ctx context.Context, wasm, cfg []byte, o options, bufferLimit in
 		}
 		return nil, fmt.Errorf("proxy: start plugin: %w", err)
 	}
-	var handler http.Handler = hostproxy.New(h, upstream)
+	var handler http.Handler = hostproxy.NewRouted(h, upstream, routes)
 	if obs != nil {
 		obs.next, handler = handler, obs
 	}

@@ -102,8 +102,12 @@ func start(ctx context.Context, o options, out, stderr io.Writer) (*runner, erro
 			return nil, err
 		}
 	}
+	if o.upstream == "" && len(o.engines) == 0 && cfg.capacityFrom() {
+		o.engines = defaultEngines
+		r.opts.engines = o.engines
+	}
 	if o.upstream == "" {
-		up, err := startSimulator(cfg, o.timeScale, r.trace != nil && r.trace.Caching)
+		up, err := startSimulator(cfg, o.timeScale, r.trace != nil && r.trace.Caching, o.engines)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +162,7 @@ func (r *runner) planTrace(o options) error {
 // every proxy, each with its own cluster.replica.
 func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o options, stderr io.Writer) error {
 	if o.replicas == 1 {
-		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.obs, stderr, o.listen, "fairshare", nil)
+		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), r.obs, stderr, o.listen, "fairshare", r.metricsClusters(false), r.metricsClusters(true))
 		if err != nil {
 			return err
 		}
@@ -179,8 +183,8 @@ func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o opti
 			if i > 0 {
 				obs = nil
 			}
-			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, obs, stderr,
-				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()})
+			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), obs, stderr,
+				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()}, nil)
 		}
 		if err != nil {
 			for _, q := range r.proxies {
@@ -206,6 +210,9 @@ func (r *runner) banner(wasmSize int) {
 		fmt.Fprintf(r.out, "pool:     %s\n", describePool(p))
 	}
 	fmt.Fprintf(r.out, "upstream: %s\n", r.upstreamDesc)
+	if len(r.opts.engines) > 0 && r.upstream.simulated && len(r.upstream.elastic) > 0 {
+		fmt.Fprintf(r.out, "engines:  %s in service over time (-engines; the plugin's capacity_from reads them, the view's capacity follows)\n", describeEngines(r.opts.engines))
+	}
 	limit := fmt.Sprintf("buffer limit %d bytes = max_body_bytes", r.proxy.bufferLimit)
 	switch {
 	case r.generatedToken != "":
@@ -285,8 +292,9 @@ func planTeams(p configPool) []demoTeam {
 	return out
 }
 
-// planPools plans the demo load: every pool of the configuration, each with
-// its model (see configPool.model) and planTeams scaled to its capacity; or,
+// planPools plans the demo load: every pool of the configuration that is
+// not another pool's fallback (spill_to), each with its model (see
+// configPool.model) and planTeams scaled to its capacity; or,
 // when model is set (-model), only the pool serving it, sending model.
 func planPools(c configView, model string) []poolPlan {
 	if model != "" {
@@ -295,6 +303,9 @@ func planPools(c configView, model string) []poolPlan {
 	}
 	var plans []poolPlan
 	for _, p := range c.Pools {
+		if c.isFallback(p.Name) {
+			continue // idle but for what the others spill into it (spill.go)
+		}
 		plans = append(plans, poolPlan{pool: p, model: p.model(), teams: scaleTeams(planTeams(p), p.Capacity)})
 	}
 	return plans
@@ -344,6 +355,7 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 
 	stopLoad, cancelStop := context.WithTimeout(ctx, r.opts.duration)
 	defer cancelStop()
+	go r.scaleEngines(stopLoad, r.opts.engines)
 	reqCtx, cancelReq := context.WithCancel(context.Background())
 	defer cancelReq()
 	var gens []*loadGen

@@ -37,6 +37,15 @@ type statusPool struct {
 	Name     string
 	Capacity int
 	Teams    []statusTeam
+	// Source is capacity_source: "engines (N)" or "config" for a pool
+	// with capacity_from, "" otherwise.
+	Source string
+	// Spill-over: the fallbacks and the requests moved to each, and those
+	// moved here (absent when the pool neither spills nor is a fallback).
+	Spill     bool // the status has the pool's spill-over fields
+	SpillTo   []string
+	SpilledTo []int64 // as SpillTo
+	SpilledIn int64
 }
 
 // inFlight returns the requests in flight in the pool, phantoms included.
@@ -106,7 +115,12 @@ func parseStatus(b []byte) ([]statusPool, error) {
 		if !v.IsObject() {
 			return
 		}
-		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int())}
+		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int()), Source: v.Get("capacity_source").String(),
+			SpilledIn: v.Get("spilled_in").Int(), Spill: v.Get("spilled_in").Exists()}
+		for _, f := range v.Get("spill_to").Array() {
+			p.SpillTo = append(p.SpillTo, f.String())
+			p.SpilledTo = append(p.SpilledTo, v.Get("spilled_to").Get(gjson.Escape(f.String())).Int())
+		}
 		eachNamed(v.Get("teams"), []string{"team", "name"}, func(team string, t gjson.Result) {
 			if !t.IsObject() {
 				return

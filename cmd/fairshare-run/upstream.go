@@ -33,6 +33,12 @@ type upstream struct {
 	preemptions atomic.Int64 // preemptions of finished requests
 	preemptedBy atomic.Int64 // of which of borrowers (priority ≥ 10)
 	finished    atomic.Int64 // finished engine requests
+	// elastic are the simulators of the pools with capacity_from, by pool:
+	// -engines scales them (elastic.go).
+	elastic map[string]*vllmsim.Server
+	// byPool counts the finished requests of each pool's engine (spill-over
+	// shows in the fallback's).
+	byPool map[string]*atomic.Int64
 }
 
 // simLine summarises the simulator's preemptions ("" for a real vLLM).
@@ -71,7 +77,10 @@ func poolEngine(capacity int) vllmsim.EngineConfig {
 // address, as one vLLM deployment per pool behind a gateway. A generate
 // request goes to the engine of the pool that lists its model, else to the
 // pool with the wildcard "*", else to the first pool's engine (which then
-// answers vLLM's 404 for an unknown model). GET /v1/models lists every
+// answers vLLM's 404 for an unknown model); a request under /pools/<pool>/
+// goes to that pool's engine whatever its model (the proxy's route for the
+// plugin's x-fairshare-pool, spill.go), and a fallback's engine serves the
+// models of the pools that spill to it too. GET /v1/models lists every
 // pool's models; other paths (/health, /metrics, /load, /version) answer from
 // the first pool's engine. Safe for concurrent use.
 type simRouter struct {
@@ -100,6 +109,20 @@ func (rt *simRouter) route(model string) *vllmsim.Server {
 
 // ServeHTTP implements http.Handler.
 func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rt.serveEngines(w, r) {
+		return
+	}
+	// /pools/<name>/...: that pool's engine, whatever the model (the local
+	// proxy's route for x-fairshare-pool: <name>, spill.go).
+	for i, p := range rt.pools {
+		if rest, ok := strings.CutPrefix(r.URL.Path, poolPrefix(p.Name)+"/"); ok {
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = "/" + rest
+			r2.URL.RawPath = ""
+			rt.servers[i].ServeHTTP(w, r2)
+			return
+		}
+	}
 	switch {
 	case r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"):
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxSimBody+1))
@@ -128,37 +151,57 @@ func (rt *simRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startSimulator starts the embedded simulated vLLM on a free local port:
 // an engine per pool of cfg (see simRouter and poolEngine).
-func startSimulator(cfg configView, timeScale float64, caching bool) (*upstream, error) {
+//
+// A pool with capacity_from gets maxEngines(steps) engine cores of
+// capacity_from.max_num_seqs sequences each, the first steps[0].N in
+// service (one without -engines): steps are -engines.
+func startSimulator(cfg configView, timeScale float64, caching bool, steps []engineStep) (*upstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	up := &upstream{simulated: true}
+	up := &upstream{simulated: true, elastic: map[string]*vllmsim.Server{}, byPool: map[string]*atomic.Int64{}}
 	rt := &simRouter{pools: cfg.Pools}
 	var engines []string
 	for _, p := range cfg.Pools {
 		ec := poolEngine(p.Capacity)
+		replicas := 1
+		if p.MetricsCluster != "" {
+			ec, replicas = poolEngine(p.EngineSeqs), maxEngines(steps)
+		}
 		ec.EnablePrefixCaching = caching
 		if err := ec.Validate(); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("simulator: pool %s: %w", p.Name, err)
 		}
 		var more []string
-		for _, m := range p.Models {
-			if m != p.model() {
+		for _, m := range append(slices.Clone(p.Models), cfg.fallbackModels(p.Name)...) {
+			if m != p.model() && !slices.Contains(more, m) {
 				more = append(more, m)
 			}
 		}
-		rt.servers = append(rt.servers, vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale,
+		done := new(atomic.Int64)
+		up.byPool[p.Name] = done
+		srv := vllmsim.NewServer(ec, vllmsim.ServerOptions{Model: p.model(), Models: more, TimeScale: timeScale, Replicas: replicas,
 			EnablePromptTokensDetails: caching,
 			OnRecord: func(r vllmsim.Record) {
 				up.finished.Add(1)
+				done.Add(1)
 				up.preemptions.Add(int64(r.Preemptions))
 				if r.Priority >= borrowBase {
 					up.preemptedBy.Add(int64(r.Preemptions))
 				}
-			}}))
+			}})
+		rt.servers = append(rt.servers, srv)
 		e := fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
+		if p.MetricsCluster != "" {
+			if len(steps) > 0 {
+				srv.SetActive(steps[0].N)
+			}
+			up.elastic[p.Name] = srv
+			e = fmt.Sprintf("%s: %d engines in service of %d (capacity_from reads their /metrics), each max_num_seqs %d, %d KV blocks × %d tokens",
+				p.Name, srv.Active(), replicas, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
+		}
 		if caching {
 			e += ", prefix caching"
 		}

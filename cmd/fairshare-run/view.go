@@ -190,12 +190,12 @@ func renderTable(b *strings.Builder, f frame) {
 		switch {
 		case g.status != nil:
 			n, borrow := g.status.inFlight()
-			fmt.Fprintf(b, "pool %s: capacity %d · in flight %d (within share %d, borrowing %d)",
-				g.name, g.status.Capacity, n, n-borrow, borrow)
+			fmt.Fprintf(b, "pool %s: capacity %d%s · in flight %d (within share %d, borrowing %d)",
+				g.name, g.status.Capacity, capacityNote(g.status), n, n-borrow, borrow)
 			if over := n - g.status.Capacity; over > 0 && g.status.Capacity > 0 {
 				fmt.Fprintf(b, " · %d above capacity: waiting in vLLM's queue", over)
 			}
-			b.WriteString("\n")
+			b.WriteString(spillNote(g.status) + "\n")
 		case g.name == "-":
 			b.WriteString("not scheduled (no pool serves the model)\n")
 		case g.name != "":
@@ -285,7 +285,7 @@ func renderLines(b *strings.Builder, f frame) {
 	for _, g := range groups(f) {
 		if p := g.status; p != nil {
 			n, borrow := p.inFlight()
-			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing\n", at, p.Name, n, p.Capacity, borrow)
+			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing%s%s\n", at, p.Name, n, p.Capacity, borrow, capacityNote(p), spillNote(p))
 		}
 		for _, t := range g.teams {
 			n, within, borrow := standing(t)

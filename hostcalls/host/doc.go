@@ -39,7 +39,10 @@
 // replies deferred until the callback returns; the end-of-stream order
 // on_log → on_done → on_delete for every stream (reset ones too); tick
 // timers per VM; http_call to named
-// clusters; properties; the allocator rules (malloc before
+// clusters, and to ORIGINAL_DST clusters routed by a header
+// (Options.OriginalDst: the address in x-envoy-original-dst-host, a 503
+// "no healthy upstream" without one); properties (upstream.address once
+// the front end names the host, Stream.SetUpstreamAddress); the allocator rules (malloc before
 // proxy_on_memory_allocate, empty results as ptr=0,size=0 without
 // allocation, restricted callbacks during allocation and _initialize).
 //
@@ -81,7 +84,8 @@
 // on_queue_ready, an http_call answer. What Envoy refuses is refused here
 // with Envoy's status: an id that is not a live context of this VM
 // (BAD_ARGUMENT), a write to a body that is not held (BAD_ARGUMENT), a
-// header change after the headers continued (BAD_ARGUMENT); what Envoy
+// header change after the headers continued, or after a continue_stream
+// earlier in the same callback (BAD_ARGUMENT); what Envoy
 // ignores is ignored (a continue or local reply with no stream effective:
 // OK, nothing done, noted in the transcript). A continue from a callback
 // of the same stream and direction, on which a debug Envoy aborts and a

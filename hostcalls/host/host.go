@@ -1,10 +1,12 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,13 +35,17 @@ type Host struct {
 	logs    []LogEntry
 	hostErr []error // HostErrors, under logMu
 
-	stop    chan struct{}
-	ticks   sync.WaitGroup
-	calls   sync.WaitGroup
-	serving sync.WaitGroup // front-end requests in flight (EnterServe: Add under mu while !closed)
-	rr      atomic.Uint32
-	connID  atomic.Uint64
-	token   atomic.Uint32
+	stop  chan struct{}
+	ticks sync.WaitGroup
+	calls sync.WaitGroup
+	// answered are the http_call answers kept for Wait (Options.
+	// HTTPCallsOnWait), under answeredMu.
+	answeredMu sync.Mutex
+	answered   []heldAnswer
+	serving    sync.WaitGroup // front-end requests in flight (EnterServe: Add under mu while !closed)
+	rr         atomic.Uint32
+	connID     atomic.Uint64
+	token      atomic.Uint32
 }
 
 // LogEntry is one guest log line: proxy_log, or a line written to
@@ -410,8 +416,36 @@ func (h *Host) ResetTranscript(i int) {
 }
 
 // Wait blocks until every http_call issued so far has been answered
-// (its proxy_on_http_call_response has returned).
-func (h *Host) Wait() { h.calls.Wait() }
+// (its proxy_on_http_call_response has returned). With
+// Options.HTTPCallsOnWait it delivers the answers itself, in the order the
+// calls were made, once every call under way has its answer, and again
+// for the calls those callbacks make, until none is left.
+func (h *Host) Wait() {
+	for {
+		h.calls.Wait()
+		h.answeredMu.Lock()
+		a := h.answered
+		h.answered = nil
+		h.answeredMu.Unlock()
+		if len(a) == 0 {
+			return
+		}
+		slices.SortFunc(a, func(x, y heldAnswer) int { return cmp.Compare(x.token, y.token) })
+		for _, x := range a {
+			x.vm.deliverHTTPCall(x.ctxID, x.s, x.token, x.res, x.ok)
+		}
+	}
+}
+
+// heldAnswer is an http_call answer kept for Wait.
+type heldAnswer struct {
+	vm    *VM
+	ctxID uint32
+	s     *Stream
+	token uint32
+	res   *httpCallResult
+	ok    bool
+}
 
 // Call calls the guest export name on VM vm with the root context
 // effective, as a test or benchmark hook (for example an export that runs

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +78,9 @@ func proxySendLocalResponse(vm *VM, mod api.Module, stack []uint64) {
 // passed on, stopped trailers passed on. Applied when the running
 // callback returns (Envoy defers continueDecoding/continueEncoding to
 // after the VM call), so a body rewritten after this call in the same
-// callback is the one passed on. Resuming works from any later callback
+// callback is the one passed on, while the request headers are forgotten
+// at once, as Envoy forgets them: a request-header call after this one
+// answers BAD_ARGUMENT. Resuming works from any later callback
 // with the stream effective: a tick, on_queue_ready, an http_call answer,
 // another stream's callback. It has no effect (still OK) when the
 // direction is not stopped or when no HTTP stream is effective; the
@@ -116,6 +119,13 @@ func proxyContinueStream(vm *VM, _ api.Module, stack []uint64) {
 		return
 	}
 	s.dir(t == hostcalls.StreamHTTPResponse).continuePending = true
+	// Envoy's Context::continueStream defers the continue but forgets the
+	// request header map at once, for either direction
+	// (request_headers_ = nullptr after its switch; envoyproxy/envoy at
+	// cb2a49b0, source/extensions/common/wasm/context.cc): a header call
+	// later in the same callback is BAD_ARGUMENT, and cannot reach the
+	// router's route selection (proxy.NewRouted).
+	s.req.headersMutable = false
 	vm.deferred = append(vm.deferred, func() {
 		s.lock()
 		s.applyResume()
@@ -206,6 +216,11 @@ func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
 			hv[k] = kv[1]
 		}
 	}
+	var noHost bool
+	if hdr, ok := vm.h.opts.OriginalDst[cluster]; ok {
+		known = true
+		base, noHost = originalDst(hdr, hv)
+	}
 	if !known || err1 != nil || err2 != nil || hv[":method"] == "" || hv[":path"] == "" || hv[":authority"] == "" {
 		fail(vm, stack, hostcalls.StatusBadArgument)
 		return
@@ -220,12 +235,60 @@ func proxyHTTPCall(vm *VM, mod api.Module, stack []uint64) {
 	h.calls.Add(1)
 	go func() {
 		defer h.calls.Done()
-		res, ok := doHTTPCall(base, hdrs, body, timeout)
+		res, ok := noHealthyUpstream(), true
+		if !noHost {
+			res, ok = doHTTPCall(base, hdrs, body, timeout)
+		}
+		if h.opts.HTTPCallsOnWait {
+			h.answeredMu.Lock()
+			h.answered = append(h.answered, heldAnswer{vm: vm, ctxID: ctxID, s: s, token: token, res: res, ok: ok})
+			h.answeredMu.Unlock()
+			return
+		}
 		vm.deliverHTTPCall(ctxID, s, token, res, ok)
 	}()
 	setStatus(stack, hostcalls.StatusOK)
 	if vm.tracing {
 		vm.traceRet(hostcalls.StatusOK, "token=%d", token)
+	}
+}
+
+// originalDst is the base URL of a call to an ORIGINAL_DST cluster whose
+// load balancer reads the destination from header hdr ("":
+// x-envoy-original-dst-host) of the call (hv: the call's headers by
+// lower-case name, first value each), or noHost when the header is
+// missing or not an IP address and port. Envoy's load balancer takes the
+// first value of the header and parses it with
+// parseInternetAddressAndPortNoThrow (an IPv4 "a.b.c.d:port" or an IPv6
+// "[addr]:port", never a name), and with no address it chooses no host
+// (source/extensions/clusters/original_dst/original_dst_cluster.cc,
+// requestOverrideHost and chooseHost, at
+// 051b1bcc155c058389ac5ab5118a89068c7f307f); the router then answers the
+// request itself with 503 "no healthy upstream"
+// (source/common/router/router.cc, sendNoHealthyUpstreamResponse, at
+// 001b1c0cd4cb18d9a3658d5453c1e534b3ff864e), which an http_call's caller
+// receives as the response. The call's headers are the async request's,
+// which the load balancer reads as the downstream headers.
+func originalDst(hdr string, hv map[string]string) (base string, noHost bool) {
+	if hdr == "" {
+		hdr = "x-envoy-original-dst-host"
+	}
+	v, ok := hv[strings.ToLower(hdr)]
+	if !ok {
+		return "", true
+	}
+	ap, err := netip.ParseAddrPort(v)
+	if err != nil || ap.Addr().Zone() != "" {
+		return "", true
+	}
+	return "http://" + ap.String(), false
+}
+
+// noHealthyUpstream is the router's local reply when no host is chosen.
+func noHealthyUpstream() *httpCallResult {
+	return &httpCallResult{
+		headers: [][2]string{{":status", "503"}, {"content-length", "19"}, {"content-type", "text/plain"}},
+		body:    []byte("no healthy upstream"),
 	}
 }
 

@@ -57,6 +57,17 @@ type Options struct {
 	// Clusters maps proxy_http_call cluster names to base URLs
 	// ("http://127.0.0.1:8080"). An unknown cluster is BAD_ARGUMENT.
 	Clusters map[string]string
+	// OriginalDst names clusters of type ORIGINAL_DST with
+	// original_dst_lb_config.use_http_header, each with its header
+	// ("": x-envoy-original-dst-host): a proxy_http_call to one goes to
+	// the address in the call's header (see proxyHTTPCall).
+	OriginalDst map[string]string
+	// HTTPCallsOnWait keeps every http_call answer until Host.Wait, which
+	// delivers them in the order the calls were made: on a VirtualClock
+	// the answers then come at the same point of every run, where Envoy
+	// delivers each on its event loop when it arrives (a test and
+	// benchmark hook; the calls themselves still run in real time).
+	HTTPCallsOnWait bool
 	// ClusterName and RouteName are the xds.cluster_name and
 	// xds.route_name properties of every stream.
 	ClusterName, RouteName string

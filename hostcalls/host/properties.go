@@ -15,8 +15,17 @@ import (
 // Modelled: plugin_name, plugin_root_id, plugin_vm_id; with an HTTP stream
 // effective also request.{path,url_path,host,method,scheme,protocol,id,
 // headers,headers.<name>}, response.{code,headers,headers.<name>},
-// xds.cluster_name, xds.route_name, connection_id; and filter state set
-// with proxy_set_property (looked up as "wasm.<path>").
+// xds.cluster_name, xds.route_name, connection_id, upstream.address (once
+// the front end has said it: Stream.SetUpstreamAddress); and filter state
+// set with proxy_set_property (looked up as "wasm.<path>").
+//
+// upstream.address is, in Envoy, the address of the upstream host the
+// router chose, as a string (Network::Address asString: "ip:port",
+// "[v6]:port"), absent until a host is chosen
+// (source/extensions/filters/common/expr/context.cc, UpstreamLookupValues
+// Address, at 00ab8ce99a54be6eacf986b4095d40036823a301); a string property
+// is handed to the guest raw (source/extensions/common/wasm/context.cc,
+// serializeValue kString, at 031fa2b510f4215d0afc72cae5e46343175ad2bd).
 func (vm *VM) property(path string) ([]byte, bool) {
 	o := &vm.h.opts
 	switch path {
@@ -51,6 +60,8 @@ func (vm *VM) property(path string) ([]byte, bool) {
 		return []byte(o.RouteName), true
 	case "connection_id":
 		return u64(s.conn), true
+	case "upstream.address":
+		return []byte(s.upstream), s.upstream != ""
 	case "request.path":
 		return first(req, ":path")
 	case "request.url_path":

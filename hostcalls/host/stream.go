@@ -123,6 +123,19 @@ type Stream struct {
 	notify chan struct{}
 	// keepBodies false (PickStream streams) drops passed-on data once taken.
 	keepBodies bool
+	// upstream is the address of the upstream host that serves the
+	// stream (SetUpstreamAddress): the upstream.address property.
+	upstream string
+}
+
+// SetUpstreamAddress says which upstream host the stream's request went
+// to ("10.0.0.5:8000", "[::1]:8000": the host address's asString in
+// Envoy): the upstream.address property answers it from then on, as
+// Envoy's does once the router has chosen a host, and NOT_FOUND before.
+func (s *Stream) SetUpstreamAddress(addr string) {
+	s.lock()
+	s.upstream = addr
+	s.unlock()
 }
 
 // NewStream opens an HTTP stream on VM vm (0 ≤ vm < VMs). The HTTP

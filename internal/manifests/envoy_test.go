@@ -200,22 +200,23 @@ func TestEnvoyBootstrap(t *testing.T) {
 		t.Fatalf("request_timeout: %v", err)
 	}
 	vhs := f.hcm.GetRouteConfig().GetVirtualHosts()
-	if len(vhs) != 1 || len(vhs[0].GetRoutes()) != 1 {
-		t.Fatalf("want one virtual host with one route, got %v", vhs)
+	if len(vhs) != 1 || len(vhs[0].GetRoutes()) != 2 {
+		t.Fatalf("want one virtual host with two routes (spill-over, catch-all), got %v", vhs)
 	}
-	r := vhs[0].GetRoutes()[0].GetRoute()
-	if r.GetCluster() != "vllm" {
-		t.Errorf("route cluster = %q, want vllm", r.GetCluster())
+	for _, rt := range vhs[0].GetRoutes() {
+		if to := rt.GetRoute().GetTimeout().AsDuration(); to != 0 && to < reqTimeout {
+			t.Errorf("route %s timeout = %v, want 0 (none) or >= request_timeout %v", rt.GetRoute().GetCluster(), to, reqTimeout)
+		}
 	}
-	if to := r.GetTimeout().AsDuration(); to != 0 && to < reqTimeout {
-		t.Errorf("route timeout = %v, want 0 (none) or >= request_timeout %v", to, reqTimeout)
+	if r := vhs[0].GetRoutes()[1].GetRoute(); r.GetCluster() != "vllm" {
+		t.Errorf("catch-all route cluster = %q, want vllm", r.GetCluster())
 	}
 
 	cs := f.bootstrap.GetStaticResources().GetClusters()
-	if len(cs) != 3 || cs[0].GetName() != "vllm" || cs[1].GetName() != "jwks" || cs[2].GetName() != "etcd" {
-		t.Fatalf("clusters = %v, want vllm, jwks and etcd", cs)
+	if len(cs) != 4 || cs[0].GetName() != "vllm" || cs[1].GetName() != "vllm-ondemand" || cs[2].GetName() != "jwks" || cs[3].GetName() != "etcd" {
+		t.Fatalf("clusters = %v, want vllm, vllm-ondemand, jwks and etcd", cs)
 	}
-	if cs[1].GetTransportSocket() == nil {
+	if cs[2].GetTransportSocket() == nil {
 		t.Errorf("cluster jwks has no transport_socket: keys fetched without TLS")
 	}
 	eps := cs[0].GetLoadAssignment().GetEndpoints()
@@ -320,28 +321,32 @@ func flowSettings(f *envoyFront) []string {
 		c, _ := p.(map[string]any)["capacity"].(float64)
 		need += queue + c
 	}
-	var vllm *clusterv3.Cluster
-	for _, c := range f.bootstrap.GetStaticResources().GetClusters() {
-		if c.GetName() == "vllm" {
-			vllm = c
+	// Every cluster a route sends to (vllm, and the spill-over fallback's)
+	// may get a pool's held and in-flight requests.
+	for _, name := range routeClusters(f) {
+		var cl *clusterv3.Cluster
+		for _, c := range f.bootstrap.GetStaticResources().GetClusters() {
+			if c.GetName() == name {
+				cl = c
+			}
 		}
-	}
-	var th *clusterv3.CircuitBreakers_Thresholds
-	for _, t := range vllm.GetCircuitBreakers().GetThresholds() {
-		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
-			th = t
+		var th *clusterv3.CircuitBreakers_Thresholds
+		for _, t := range cl.GetCircuitBreakers().GetThresholds() {
+			if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
+				th = t
+			}
 		}
-	}
-	for _, b := range []struct {
-		name string
-		v    *wrapperspb.UInt32Value
-	}{{"max_requests", th.GetMaxRequests()}, {"max_pending_requests", th.GetMaxPendingRequests()}, {"max_connections", th.GetMaxConnections()}} {
-		got := uint32(1024) // Envoy's default
-		if b.v != nil {
-			got = b.v.GetValue()
-		}
-		if float64(got) < need {
-			out = append(out, fmt.Sprintf("cluster vllm circuit_breakers %s %d, want >= held + in flight %v", b.name, got, need))
+		for _, b := range []struct {
+			name string
+			v    *wrapperspb.UInt32Value
+		}{{"max_requests", th.GetMaxRequests()}, {"max_pending_requests", th.GetMaxPendingRequests()}, {"max_connections", th.GetMaxConnections()}} {
+			got := uint32(1024) // Envoy's default
+			if b.v != nil {
+				got = b.v.GetValue()
+			}
+			if float64(got) < need {
+				out = append(out, fmt.Sprintf("cluster %s circuit_breakers %s %d, want >= held + in flight %v", name, b.name, got, need))
+			}
 		}
 	}
 	if !f.wasm.GetAllowOnHeadersStopIteration().GetValue() {
@@ -365,7 +370,8 @@ func TestEnvoyFlowControlSettings(t *testing.T) {
 		{"          stream_idle_timeout: 900s\n", "", "stream_idle_timeout 5m0s"},
 		{"stream_idle_timeout: 900s", "stream_idle_timeout: 600s", "stream_idle_timeout 10m0s"},
 		{"request_timeout: 0s", "request_timeout: 300s", "request_timeout 5m0s"},
-		{"max_requests: 2048", "max_requests: 1024", "max_requests 1024"},
+		{"max_requests: 2048\n    load_assignment:\n      cluster_name: vllm\n", "max_requests: 1024\n    load_assignment:\n      cluster_name: vllm\n", "cluster vllm circuit_breakers max_requests 1024"},
+		{"max_requests: 2048\n    load_assignment:\n      cluster_name: vllm-ondemand\n", "max_requests: 1000\n    load_assignment:\n      cluster_name: vllm-ondemand\n", "cluster vllm-ondemand circuit_breakers max_requests 1000"},
 		{"allow_on_headers_stop_iteration: true", "allow_on_headers_stop_iteration: false", "allow_on_headers_stop_iteration"},
 		{`"max_queue_time": "30s"`, `"max_queue_time": "20m"`, "above max_queue_time 20m0s"},
 	} {

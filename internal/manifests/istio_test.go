@@ -3,6 +3,7 @@ package manifests
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/fairshare-wasm/fairshare/plugin"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -680,10 +681,30 @@ func TestGatewayKit(t *testing.T) {
 	if !slices.Contains(vs.GetGateways(), k.get(t, "Gateway", "").meta.GetName()) {
 		t.Errorf("VirtualService gateways %v do not name the Gateway", vs.GetGateways())
 	}
-	if len(vs.GetHttp()) != 1 || len(vs.GetHttp()[0].GetRoute()) != 1 {
-		t.Fatalf("VirtualService: want one http route with one destination")
+	// The spill-over entries (match on the plugin's x-fairshare-pool,
+	// exact), then the catch-all, last.
+	hs := vs.GetHttp()
+	if len(hs) == 0 {
+		t.Fatalf("VirtualService: no http route")
 	}
-	route := vs.GetHttp()[0]
+	for i, hr := range hs {
+		if len(hr.GetRoute()) != 1 {
+			t.Fatalf("VirtualService http[%d]: want one destination", i)
+		}
+		if to := hr.GetTimeout().AsDuration(); hr.GetTimeout() != nil && to < requestTimeout(t, cfg) {
+			t.Errorf("VirtualService http[%d] timeout %v, want none or >= request_timeout", i, to)
+		}
+		if i == len(hs)-1 {
+			if len(hr.GetMatch()) != 0 {
+				t.Errorf("VirtualService: the last http route has a match: no catch-all")
+			}
+			continue
+		}
+		if len(hr.GetMatch()) != 1 || len(hr.GetMatch()[0].GetHeaders()) != 1 || hr.GetMatch()[0].GetHeaders()[plugin.HeaderPool].GetExact() == "" {
+			t.Errorf("VirtualService http[%d]: want one match on %s (exact), got %v", i, plugin.HeaderPool, hr.GetMatch())
+		}
+	}
+	route := hs[len(hs)-1]
 	dst := route.GetRoute()[0].GetDestination()
 	if dst.GetHost() != host || dst.GetPort().GetNumber() != uint32(svc.Spec.Ports[0].Port) {
 		t.Errorf("VirtualService destination %s:%d, want %s:%d", dst.GetHost(), dst.GetPort().GetNumber(), host, svc.Spec.Ports[0].Port)

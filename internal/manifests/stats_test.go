@@ -141,7 +141,7 @@ func TestStatsTags(t *testing.T) {
 	for _, x := range xs {
 		names = append(names, x.name)
 	}
-	if got, want := strings.Join(names, ","), "pool,team,class,standing"; got != want {
+	if got, want := strings.Join(names, ","), "pool,team,class,standing,to_pool"; got != want {
 		t.Fatalf("stats_tags = %s, want %s", got, want)
 	}
 	for _, n := range names {
@@ -165,6 +165,11 @@ func TestStatsTags(t *testing.T) {
 			`fairshare_in_flight{pool="llama-8b",team="chat"}`},
 		{"wasmcustom.fairshare.pool.llama-8b.team._unknown.borrowed_total",
 			`fairshare_borrowed_total{pool="llama-8b",team="_unknown"}`},
+		// Spill-over: from pool, team and to pool.
+		{"wasmcustom.fairshare.pool.llama-8b.team.chat.to_pool.llama-8b-ondemand.spilled_total",
+			`fairshare_spilled_total{pool="llama-8b",team="chat",to_pool="llama-8b-ondemand"}`},
+		{"wasmcustom.fairshare.pool.a.team._unknown.to_pool.team.spilled_total",
+			`fairshare_spilled_total{pool="a",team="_unknown",to_pool="team"}`},
 		// A <metric> with dots keeps them as underscores.
 		{"wasmcustom.fairshare.pool.llama-8b.team.chat.usage.tokens",
 			`fairshare_usage_tokens{pool="llama-8b",team="chat"}`},

@@ -188,8 +188,27 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 	if cfg.EnablePrefixCaching {
 		caching = "True"
 	}
-	for _, s := range snaps {
-		fmt.Fprintf(w, "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\",engine=\"%d\",gpu_memory_utilization=\"0.92\",num_gpu_blocks=\"%d\"} 1.0\n",
-			cfg.BlockSize, caching, s.engine, cfg.NumBlocks)
+	// kv_cache_size_tokens and kv_cache_max_concurrency: the engine's KV
+	// capacity in tokens (every block, the null block included, as vLLM
+	// reports its GPU KV cache size) and how many max_model_len requests
+	// it holds. A gateway reads them for capacity_from.
+	kvTokens := cfg.NumBlocks * cfg.BlockSize
+	maxConc := 0.0
+	if cfg.MaxModelLen > 0 {
+		maxConc = float64(kvTokens) / float64(cfg.MaxModelLen)
 	}
+	for _, s := range snaps {
+		fmt.Fprintf(w, "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\",engine=\"%d\",gpu_memory_utilization=\"0.92\",kv_cache_max_concurrency=\"%s\",kv_cache_size_tokens=\"%d\",num_gpu_blocks=\"%d\"} 1.0\n",
+			cfg.BlockSize, caching, s.engine, pyFloat(maxConc), kvTokens, cfg.NumBlocks)
+	}
+}
+
+// WriteMetrics writes replica's /metrics, as a vLLM server of that one
+// engine answers it (engine="0"), from the Sim's state now. The Sim must
+// not run meanwhile: a caller on another goroutine reads it while the
+// Sim's goroutine waits for it.
+func (s *Sim) WriteMetrics(w io.Writer, model string, replica int) {
+	snap := s.engines[replica].snapshot()
+	snap.engine = 0
+	writeMetrics(w, model, s.cfg, []metricsSnapshot{snap})
 }

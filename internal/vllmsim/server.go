@@ -85,6 +85,10 @@ type Server struct {
 	recMu   sync.Mutex
 	records []Record
 
+	// active is the number of replicas in service (SetActive): new
+	// requests go to the first active ones, and /metrics shows only them.
+	active atomic.Int64
+
 	// gate, if set (tests), is called by each engine loop, without its
 	// lock, before every step that has work: it returns when the step may
 	// run, so a test can hold the engines still while it arranges
@@ -123,6 +127,7 @@ func newServer(cfg EngineConfig, opts ServerOptions, gate func()) *Server {
 	opts.Replicas = max(opts.Replicas, 1)
 	s := &Server{cfg: cfg, opts: opts, wallStart: time.Now(), done: make(chan struct{}), gate: gate}
 	s.created = func() int64 { return s.Now().Unix() }
+	s.active.Store(int64(opts.Replicas))
 	for i := range opts.Replicas {
 		r := &replica{eng: newEngine(cfg, i), wake: make(chan struct{}, 1)}
 		s.reps = append(s.reps, r)
@@ -147,6 +152,17 @@ func (s *Server) Close() {
 
 // Replicas returns the number of engines.
 func (s *Server) Replicas() int { return len(s.reps) }
+
+// SetActive puts the first n replicas in service (n clamped to [1,
+// Replicas]): an engine out of service gets no new request, finishes what
+// it runs and is absent from /metrics, as a vLLM server scaled away; one
+// put back starts from its state then. It returns the previous count.
+func (s *Server) SetActive(n int) int {
+	return int(s.active.Swap(int64(min(max(n, 1), len(s.reps)))))
+}
+
+// Active returns the number of replicas in service.
+func (s *Server) Active() int { return int(s.active.Load()) }
 
 // Running returns the number of running requests of replica r.
 func (s *Server) Running(r int) int {
@@ -279,7 +295,7 @@ func (c *call) take(buf []event) []event {
 // submit enqueues the engine requests of req on the least loaded replica.
 func (s *Server) submit(req *apiRequest, id string) *call {
 	rep := s.reps[0]
-	for _, r := range s.reps[1:] {
+	for _, r := range s.reps[1:s.Active()] {
 		if r.out.Load() < rep.out.Load() {
 			rep = r
 		}
@@ -432,8 +448,8 @@ func (s *Server) Serves(model string) bool {
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter) {
-	snaps := make([]metricsSnapshot, len(s.reps))
-	for i, r := range s.reps {
+	snaps := make([]metricsSnapshot, s.Active())
+	for i, r := range s.reps[:len(snaps)] {
 		r.mu.Lock()
 		snaps[i] = r.eng.snapshot()
 		r.mu.Unlock()

@@ -285,7 +285,7 @@ func TestEndpoints(t *testing.T) {
 		`vllm:time_to_first_token_seconds_count{model_name="m",engine="0"} 1.0`,
 		`vllm:e2e_request_latency_seconds_bucket{model_name="m",engine="0",le="7680.0"} 1.0`,
 		`vllm:request_queue_time_seconds_count{model_name="m",engine="0"} 1.0`,
-		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.92",num_gpu_blocks="64"} 1.0`,
+		`vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.92",kv_cache_max_concurrency="2.0",kv_cache_size_tokens="1024",num_gpu_blocks="64"} 1.0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -645,5 +645,42 @@ func TestServedModelNames(t *testing.T) {
 	_, wild := newTestServer(t, TestConfig(), ServerOptions{Model: "a", Models: []string{"*"}})
 	if st, _, body := post(t, wild.URL+"/v1/completions", "application/json", `{"model":"zz","prompt":"hi","max_tokens":1}`); st != 200 || !strings.Contains(body, `"model":"zz"`) {
 		t.Errorf("wildcard server, model zz: %d %s", st, body)
+	}
+}
+
+// SetActive scales the server's engines: one out of service gets no new
+// request and leaves /metrics (its cache_config_info series with it).
+func TestServerSetActive(t *testing.T) {
+	srv, hs := newTestServer(t, TestConfig(), ServerOptions{Model: "m", Replicas: 3})
+	metrics := func() string {
+		resp, err := http.Get(hs.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if n := strings.Count(metrics(), "vllm:cache_config_info{"); n != 3 {
+		t.Fatalf("%d cache_config_info series with 3 engines, want 3", n)
+	}
+	if prev := srv.SetActive(1); prev != 3 || srv.Active() != 1 {
+		t.Fatalf("SetActive(1) = %d, Active %d", prev, srv.Active())
+	}
+	if n := strings.Count(metrics(), "vllm:cache_config_info{"); n != 1 {
+		t.Fatalf("%d cache_config_info series with 1 engine in service, want 1", n)
+	}
+	for range 4 {
+		if st, _, body := post(t, hs.URL+"/v1/completions", "application/json", `{"model":"m","prompt":"hi","max_tokens":2}`); st != 200 {
+			t.Fatalf("completion: %d %s", st, body)
+		}
+	}
+	for _, r := range srv.Records() {
+		if r.Replica != 0 {
+			t.Errorf("a request went to replica %d, out of service", r.Replica)
+		}
+	}
+	if srv.SetActive(9); srv.Active() != 3 {
+		t.Errorf("SetActive(9): Active %d, want 3 (clamped)", srv.Active())
 	}
 }

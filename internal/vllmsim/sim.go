@@ -202,6 +202,21 @@ func (s *Sim) push(at time.Duration, replica int, f func()) {
 // requests (the lowest index on ties), arriving now. It panics if
 // PromptTokens is not in [1, MaxModelLen).
 func (s *Sim) Submit(req Request, cb Callbacks) *Handle {
+	r := 0
+	for i := range s.out {
+		if s.out[i] < s.out[r] {
+			r = i
+		}
+	}
+	return s.SubmitTo(r, req, cb)
+}
+
+// SubmitTo is Submit to replica r (a caller that routes requests itself,
+// such as the benchmark's pools). It panics if r is not a replica.
+func (s *Sim) SubmitTo(r int, req Request, cb Callbacks) *Handle {
+	if r < 0 || r >= len(s.engines) {
+		panic(fmt.Sprintf("vllmsim: SubmitTo: replica %d of %d", r, len(s.engines)))
+	}
 	if req.PromptTokens < 1 || req.PromptTokens >= s.cfg.MaxModelLen {
 		panic(fmt.Sprintf("vllmsim: Submit: prompt of %d tokens, want [1, %d)", req.PromptTokens, s.cfg.MaxModelLen))
 	}
@@ -215,12 +230,6 @@ func (s *Sim) Submit(req Request, cb Callbacks) *Handle {
 	if id == "" {
 		s.ids++
 		id = fmt.Sprintf("req-%d", s.ids)
-	}
-	r := 0
-	for i := range s.out {
-		if s.out[i] < s.out[r] {
-			r = i
-		}
 	}
 	h := &Handle{sim: s, id: id, replica: r, cb: cb, open: n}
 	e := s.engines[r]

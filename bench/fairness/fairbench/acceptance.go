@@ -138,6 +138,7 @@ func FlowTargets(rep *Report, policy string) []Target {
 				out[len(out)-1].Detail = "`" + team + "`"
 			}
 		}
+		elasticTargets(s, m, col, add, func(d string) { out[len(out)-1].Detail = d })
 		if b := ts.WorstP99VsEPP; b.in(m) {
 			worst, name := -1.0, ""
 			for _, p := range []string{EPPRoundRobin, EPPProgramAware} {

@@ -21,6 +21,12 @@
 // [WriteReplicas] compare them with one proxy) or natively on package
 // fairshare.
 //
+// A scenario with a "spill" section ([SpillSpec], S8) has several pools,
+// each with its teams and engine replicas; a request runs on the replicas
+// of the pool its gateway names (the plugin's x-fairshare-pool), and
+// [RunSpillScenario] runs only the plugin, with and without spill_to,
+// reported by [WriteSpill].
+//
 // [Run] drives one scenario with one gateway in virtual time and returns a
 // [Result]: per team and class, throughput, TTFT and end-to-end latency
 // percentiles, preemptions; for the pool, utilisation, Jain's index on

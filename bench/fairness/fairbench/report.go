@@ -85,6 +85,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		rep.writeLatency(&b, rs, "Interactive end-to-end latency p50 / p99 (s)", Interactive, false)
 		rep.writeLatency(&b, rs, "Batch end-to-end latency p50 / p99 (s)", Batch, false)
 		rep.writePool(&b, rs)
+		writeElastic(&b, s, rs)
 		if ab := rep.Ablations[mode]; len(ab) > 0 {
 			rep.writeAblations(&b, rs, ab)
 		}

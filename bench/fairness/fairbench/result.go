@@ -30,12 +30,21 @@ type Result struct {
 	// window (censored at the end of the run for unfinished ones), for the
 	// CDF charts; TTFTBatch the same for batch.
 	TTFT, TTFTBatch [][]time.Duration
+	// Spill is what a spill-aware gateway measured (SpillReporter), or
+	// nil.
+	Spill *SpillStats
 	// Notes are the gateway's remarks on the run (Noter), or nil.
 	Notes []string
 	// Costs are the token counts of every finished request of the run (in
 	// finish order), from which a report computes a gateway's usage and
 	// the error of the plugin's entry-penalty estimate (costs.go).
 	Costs []RequestCost
+	// Capacity is, for a gateway that reports it (CapacityReporter) in a
+	// scenario with capacity_from_engines, the C it decided against at
+	// every sample, with the engines' C then; Ledger what it counted
+	// against what the run served. Both nil otherwise (elastic.go).
+	Capacity []CapacitySample
+	Ledger   *Ledger
 }
 
 // TeamResult are one team's measures.

@@ -139,6 +139,7 @@ type runner struct {
 	col      *collector
 	progress ProgressObserver
 	deferred []func()
+	capacity []CapacitySample // the gateway's C by sample (elastic.go)
 	users    map[[2]int]*closedUser
 }
 
@@ -164,6 +165,9 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 	r := &runner{s: s, gw: gw, cfg: cfg, seed: seed, col: newCollector(s)}
 	r.progress, _ = gw.(ProgressObserver)
 	r.lockstep = len(s.CapacityChanges) > 0
+	if s.Spill != nil && r.lockstep {
+		return nil, fmt.Errorf("run %s: spill scenarios have no capacity_changes", s.Name)
+	}
 	n := s.Replicas()
 	if r.lockstep {
 		for i := 0; i < n; i++ {
@@ -252,10 +256,14 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 		stop = hard
 	}
 	res := r.col.result(r.reqs, stop)
+	res.Capacity, res.Ledger = r.capacity, r.ledger()
 	res.Policy = gw.Name()
 	res.Mode = opt.Mode
 	if n, ok := gw.(Noter); ok {
 		res.Notes = n.Notes()
+	}
+	if sr, ok := gw.(SpillReporter); ok {
+		res.Spill = sr.SpillStats()
 	}
 	return res, nil
 }
@@ -349,6 +357,9 @@ func (r *runner) Submit(q *Request, priority int) {
 			}
 		}
 	}
+	if r.s.Spill != nil {
+		rep = r.poolReplica(q)
+	}
 	q.Submitted = r.now
 	q.Priority = priority
 	r.inflight++
@@ -399,6 +410,9 @@ func (r *runner) Submit(q *Request, priority int) {
 				q.Replica = i
 			}
 		}
+	} else if rep != nil {
+		r.sims[0].SubmitTo(rep.idx, vr, cb)
+		q.Replica = rep.idx
 	} else {
 		h := r.sims[0].Submit(vr, cb)
 		q.Replica = h.Replica()
@@ -445,4 +459,5 @@ func (r *runner) sample() {
 		slots /= float64(n)
 	}
 	r.col.sample(r.now, kv, slots)
+	r.sampleCapacity(&r.capacity)
 }

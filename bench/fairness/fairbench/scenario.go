@@ -78,6 +78,16 @@ type Scenario struct {
 	// the plugin with the default weights for comparison. Nil: the
 	// plugin's defaults (prompt 1, cached prompt 1, completion 2).
 	PluginCost *CostSpec `json:"plugin_cost,omitempty"`
+	// Spill, if set, splits the teams and engine replicas into pools, one
+	// of which spills to another (S8, spill.go): only the plugin columns
+	// run (with and without spill_to), and the report is WriteSpill's.
+	Spill *SpillSpec `json:"spill,omitempty"`
+
+	// CapacityFromEngines, if true, never tells the plugin columns the
+	// pool's new capacity at a capacity change: they read it from the
+	// engines' /metrics (capacity_from; elastic.go). The other gateways
+	// are told, as without it.
+	CapacityFromEngines bool `json:"capacity_from_engines,omitempty"`
 
 	// dir is the directory of the scenario file: trace files resolve
 	// against it.
@@ -405,6 +415,9 @@ func (s *Scenario) Validate() error {
 	} else if sum > 1+1e-9 {
 		bad("teams", "shares sum to %v, must be <= 1", sum)
 	}
+	if s.Spill != nil {
+		s.Spill.validate(s, teams, bad)
+	}
 	for i, w := range s.Workloads {
 		p := fmt.Sprintf("workloads[%d]", i)
 		if !teams[w.Team] {
@@ -586,6 +599,11 @@ func (s *Scenario) Scaled(f float64) *Scenario {
 	c.CapacityChanges = append([]CapacityChange(nil), s.CapacityChanges...)
 	for i := range c.CapacityChanges {
 		c.CapacityChanges[i].At *= f
+	}
+	if s.Spill != nil {
+		sp := *s.Spill
+		sp.SaturatedAt *= f
+		c.Spill = &sp
 	}
 	return &c
 }

@@ -61,6 +61,17 @@ type Targets struct {
 	// in front of engines under FCFS, holding at the gateway alone
 	// (at_most).
 	EngineOffShareError *Bound `json:"engine_off_max_share_error_points,omitempty"`
+	// CapacityFollow bounds, in seconds, how long the plugin column takes
+	// to decide against the engines' new C after each change (at_most;
+	// needs "capacity_from_engines"; elastic.go).
+	CapacityFollow *Bound `json:"capacity_follow_s,omitempty"`
+	// PhaseShareError bounds, in points, the largest share error of any
+	// phase between capacity changes (at_most).
+	PhaseShareError *Bound `json:"phase_share_error_points,omitempty"`
+	// NothingLost bounds the requests the plugin counts in flight at the
+	// end plus the tokens it charged and the responses did not report (or
+	// the reverse) (at_most; needs "capacity_from_engines").
+	NothingLost *Bound `json:"nothing_lost,omitempty"`
 }
 
 // Bound is the limit of one target. Exactly one of AtMost, AtLeast and
@@ -158,6 +169,9 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 		{"replica_share_difference_points", ts.ReplicaShareDifference, []string{atMost}, "gateway_replicas"},
 		{"replica_alone_p99_vs_one", ts.ReplicaAloneP99, []string{atMost}, "alone"},
 		{"engine_off_max_share_error_points", ts.EngineOffShareError, []string{atMost}, ""},
+		{"capacity_follow_s", ts.CapacityFollow, []string{atMost}, "capacity_from_engines"},
+		{"phase_share_error_points", ts.PhaseShareError, []string{atMost}, ""},
+		{"nothing_lost", ts.NothingLost, []string{atMost}, "capacity_from_engines"},
 	} {
 		if k.b == nil {
 			continue
@@ -186,6 +200,8 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 			bad(p, "needs the scenario's \"alone\" team")
 		case k.needs == "gateway_replicas" && len(s.GatewayReplicas) == 0:
 			bad(p, "needs the scenario's \"gateway_replicas\"")
+		case k.needs == "capacity_from_engines" && !s.CapacityFromEngines:
+			bad(p, "needs the scenario's \"capacity_from_engines\"")
 		}
 		if k.name == "replica_alone_p99_vs_one" && len(s.GatewayReplicas) == 0 {
 			bad(p, "needs the scenario's \"gateway_replicas\"")

@@ -63,6 +63,12 @@ type Request struct {
 	Borrowing bool
 	// Replica is the engine replica it ran on.
 	Replica int
+	// Pool is the pool the gateway routed it to in a spill scenario (the
+	// plugin's x-fairshare-pool); "" sends it to its team's pool.
+	Pool string
+	// SpilledFrom is the pool it was for when the plugin moved it to Pool
+	// ("" otherwise).
+	SpilledFrom string
 	// Preemptions counts how often the engine preempted it.
 	Preemptions int
 	// HashIDs are the prompt's prefix block ids of a trace row (Mooncake

@@ -14,6 +14,11 @@
 // after every host event and at every dispatch tick of virtual time, and
 // submits the request then, with the priority of the body as forwarded.
 //
+// In a spill scenario (fairbench.SpillSpec) the configuration has one pool
+// per scenario pool with hold_headers "on", and a request runs on the
+// engines of the pool the plugin named in the request headers it released
+// (spill.go).
+//
 // With Options.Cluster the gateway is several proxies, each its own host,
 // sharing the pool through a real etcd with the plugin's cluster block
 // (cluster.go has the picture and how virtual time meets etcd's wall
@@ -105,6 +110,9 @@ type Options struct {
 	// EngineFCFS runs the engines under --scheduling-policy fcfs (vLLM's
 	// default: the priority is ignored) instead of priority.
 	EngineFCFS bool
+	// NoSpill leaves the pools' spill_to out of a spill scenario's
+	// configuration (spill.go): the no-spill column.
+	NoSpill bool
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -122,6 +130,12 @@ type Gateway struct {
 	held  []heldRequest
 	wake  bool // a dispatch-tick wake-up is scheduled
 	err   error
+	spill *spillState // a spill scenario's bounds (spill.go), nil otherwise
+
+	// engines and servers: the replicas' /metrics when the plugin reads
+	// them (elastic.go).
+	engines fairbench.EngineView
+	servers []*engineServer
 
 	// config builds the plugin configuration (tests replace it).
 	config func(s *fairbench.Scenario, c int) ([]byte, error)
@@ -155,6 +169,9 @@ func New(mod *host.Module, opt Options) fairbench.NewGateway {
 			cost := s.PluginCost
 			if opt.DefaultCost {
 				cost = nil
+			}
+			if s.Spill != nil {
+				return SpillConfig(s, opt.Flow, cost, !opt.NoSpill)
 			}
 			return Config(s, c, opt.Flow, cost)
 		}
@@ -208,6 +225,13 @@ func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) 
 		}
 	}
 	fmt.Fprintf(&b, `"pools":[{"name":"bench","capacity":%d,`, c)
+	if s.CapacityFromEngines {
+		cf, err := capacityFromJSON(s)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(cf)
+	}
 	if flow != nil && flow.KV {
 		kv, err := KVTokens(s, c)
 		if err != nil {
@@ -243,7 +267,28 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 	g.d, g.s, g.c = d, s, c
 	g.open = map[int64]*host.Stream{}
 	if g.opt.Cluster != nil {
+		if s.Spill != nil {
+			return fmt.Errorf("wasmgw: spill scenario %s on several proxies: not supported", s.Name)
+		}
 		return g.startCluster()
+	}
+	if s.Spill != nil && s.CapacityFromEngines {
+		return fmt.Errorf("wasmgw: scenario %s: spill and capacity_from_engines together: not supported", s.Name)
+	}
+	if s.Spill != nil {
+		if err := g.startSpill(); err != nil {
+			return fmt.Errorf("wasmgw: %w", err)
+		}
+	}
+	var originalDst map[string]string
+	if s.CapacityFromEngines {
+		ev, ok := d.(fairbench.EngineView)
+		if !ok {
+			return fmt.Errorf("wasmgw: capacity_from_engines: the dispatcher shows no engines")
+		}
+		g.engines = ev
+		g.syncEngines()
+		originalDst = map[string]string{EnginesCluster: ""}
 	}
 	g.clock = host.NewVirtualClock(fairbench.Epoch.Add(d.Now()))
 	cfg, err := g.config(s, c)
@@ -251,15 +296,19 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 		return fmt.Errorf("wasmgw: %w", err)
 	}
 	h, err := g.mod.Start(context.Background(), host.Options{
-		VMs:          g.opt.VMs,
-		VMID:         "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
-		PluginName:   "fairshare",
-		RootID:       "fairshare",
-		PluginConfig: cfg,
-		Clock:        g.clock,
-		Seed:         s.Seed + 1,
-		LogLevel:     hostcalls.LogLevelWarn,
-		Logger:       g.Logger,
+		OriginalDst:     originalDst,
+		HTTPCallsOnWait: originalDst != nil,
+		VMs:             g.opt.VMs,
+		VMID:            "fairness-bench-" + strconv.FormatUint(vmIDs.Add(1), 10),
+		PluginName:      "fairshare",
+		RootID:          "fairshare",
+		PluginConfig:    cfg,
+		Clock:           g.clock,
+		Seed:            s.Seed + 1,
+		LogLevel:        hostcalls.LogLevelWarn,
+		Logger:          g.Logger,
+		// hold_headers "on" in spill scenarios, as envoy.yaml sets it.
+		AllowOnHeadersStopIteration: s.Spill != nil,
 	})
 	if err != nil {
 		if g.opt.Flow != nil {
@@ -278,6 +327,11 @@ func (g *Gateway) sync() {
 		g.cl.stepTo(fairbench.Epoch.Add(g.d.Now()))
 		return
 	}
+	if g.engines != nil {
+		g.syncEngines()
+		g.stepTo(fairbench.Epoch.Add(g.d.Now()))
+		return
+	}
 	if d := fairbench.Epoch.Add(g.d.Now()).Sub(g.clock.Now()); d > 0 {
 		g.h.Advance(d)
 	}
@@ -290,11 +344,11 @@ var filler = strings.Repeat("lorem ipsum dolor sit amet ", 1024)
 // requestBody returns a chat completion request of about prompt tokens
 // (by the plugin's bytes/4 estimate) with the client's max_tokens (none if
 // 0): what a client sends, not how long the answer will be.
-func requestBody(prompt, maxTokens int) []byte {
+func requestBody(model string, prompt, maxTokens int) []byte {
 	n := 4 * prompt
 	var b strings.Builder
 	b.Grow(n + 128)
-	b.WriteString(`{"model":"bench","messages":[{"role":"user","content":"`)
+	b.WriteString(`{"model":"` + model + `","messages":[{"role":"user","content":"`)
 	for ; n > len(filler); n -= len(filler) {
 		b.WriteString(filler)
 	}
@@ -349,7 +403,11 @@ func (g *Gateway) Arrive(r *fairbench.Request) {
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
 	}, false)
-	s.RequestBody(requestBody(r.Prompt, r.MaxTokens), true)
+	model := "bench"
+	if sp := g.s.Spill; sp != nil {
+		model = spillModel(sp.Pools[sp.PoolOf(r.Team)].Name)
+	}
+	s.RequestBody(requestBody(model, r.Prompt, r.MaxTokens), true)
 	g.held = append(g.held, heldRequest{r, s})
 	g.poll()
 }
@@ -406,9 +464,18 @@ func (g *Gateway) submit(r *fairbench.Request, s *host.Stream) {
 	}
 	r.Borrowing = prio >= 10
 	g.open[r.ID] = s
+	if g.spill != nil {
+		g.spillRouted(r, s)
+	}
 	g.d.Submit(r, prio)
+	if g.engines != nil {
+		s.SetUpstreamAddress(g.engineAddr(r.Replica))
+	}
 	if g.cl != nil {
 		g.cl.checkBound(r)
+	}
+	if g.spill != nil {
+		g.spillCheck(r)
 	}
 }
 
@@ -438,9 +505,16 @@ func (g *Gateway) Finish(r *fairbench.Request) {
 
 // SetCapacity implements fairbench.Gateway: the plugin is reconfigured
 // with the new capacity, as an operator (or a controller) would.
+//
+// With capacity_from_engines the plugin is not told: it reads the
+// engines (elastic.go).
 func (g *Gateway) SetCapacity(c int) {
 	g.sync()
 	g.c = c
+	if g.engines != nil {
+		g.poll()
+		return
+	}
 	var err error
 	if g.cl != nil {
 		err = g.cl.reconfigure(c)
@@ -495,4 +569,5 @@ func (g *Gateway) Close() {
 	if g.h != nil {
 		g.h.Close(context.Background())
 	}
+	g.closeEngines()
 }

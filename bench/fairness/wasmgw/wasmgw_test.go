@@ -94,7 +94,7 @@ func TestConfigFlow(t *testing.T) {
 }
 
 func TestBodies(t *testing.T) {
-	b := requestBody(300, 77)
+	b := requestBody("bench", 300, 77)
 	if !gjson.ValidBytes(b) {
 		t.Fatalf("requestBody is not JSON: %.80s", b)
 	}
@@ -104,7 +104,7 @@ func TestBodies(t *testing.T) {
 	if got := gjson.GetBytes(b, "max_tokens").Int(); got != 77 {
 		t.Errorf("max_tokens = %d, want 77", got)
 	}
-	if b := requestBody(10, 0); gjson.GetBytes(b, "max_tokens").Exists() {
+	if b := requestBody("bench", 10, 0); gjson.GetBytes(b, "max_tokens").Exists() {
 		t.Errorf("requestBody(10, 0) = %.80s: has max_tokens, want none", b)
 	}
 	r := responseBody(5, 300, 40, 77, -1)
@@ -236,7 +236,7 @@ func TestClusterRouteAndConfig(t *testing.T) {
 // bytes/4 of the messages requestBody sends, also past the filler's length.
 func TestEstimateMatchesBody(t *testing.T) {
 	for _, p := range []int{1, 300, 6912, 9000, 30000} {
-		msgs := gjson.GetBytes(requestBody(p, 0), "messages").Raw
+		msgs := gjson.GetBytes(requestBody("bench", p, 0), "messages").Raw
 		want := (len(msgs) + 3) / 4
 		in, out := fairbench.PluginEstimateTokens(p, 0)
 		if in != want || out != 512 {

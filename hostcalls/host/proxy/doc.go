@@ -32,6 +32,11 @@
 // as the router's reply does. After Host.Close, new requests get 503
 // "host closed" while those in flight finish.
 //
+// NewRouted adds a route table: a request goes to the upstream of the
+// first route whose header matches the request headers as the filter
+// released them (Envoy's route selection for a Wasm filter, route.go),
+// else to the catch-all upstream.
+//
 // The proxy uses only the Host's exported API: EnterServe, ExitServe and
 // PickStream (which also replaces a failed VM, as Envoy does for the next
 // stream), and the Stream's event methods, Take and Notify.

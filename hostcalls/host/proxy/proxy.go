@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
@@ -50,6 +52,7 @@ func New(h *host.Host, upstream *url.URL) http.Handler {
 type proxy struct {
 	h        *host.Host
 	upstream *url.URL
+	routes   []Route // NewRouted's table, matched before upstream
 	client   *http.Client
 }
 
@@ -111,6 +114,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.finish(w, s, s.Take(false, true), false)
 		return
 	}
+	// The connection's remote address is the stream's upstream.address, as
+	// Envoy's is the host its router chose (host.Stream.SetUpstreamAddress).
+	var upstreamAddr atomic.Value
+	up = up.WithContext(httptrace.WithClientTrace(up.Context(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		upstreamAddr.Store(ci.Conn.RemoteAddr().String())
+	}}))
 	resp, err := p.client.Do(up)
 	if err != nil {
 		pr.CloseWithError(err)
@@ -144,6 +153,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rh = append(rh, [2]string{"content-length", strconv.FormatInt(resp.ContentLength, 10)})
 	}
 	respEOS := resp.ContentLength == 0 || r.Method == http.MethodHead || resp.StatusCode == 204 || resp.StatusCode == 304
+	if a, ok := upstreamAddr.Load().(string); ok {
+		s.SetUpstreamAddress(a)
+	}
 	s.ResponseHeaders(rh, respEOS)
 	if respEOS {
 		p.respond(ctx, w, s, nil)
@@ -286,12 +298,13 @@ func (p *proxy) upstreamRequest(ctx context.Context, hdrs [][2]string, body io.R
 			hh.Add(kv[0], kv[1])
 		}
 	}
-	u := *p.upstream
+	to := p.route(hdrs)
+	u := *to
 	ref, err := url.ParseRequestURI(path)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: bad :path %q: %w", path, err)
 	}
-	u.Path = strings.TrimSuffix(p.upstream.Path, "/") + ref.Path
+	u.Path = strings.TrimSuffix(to.Path, "/") + ref.Path
 	u.RawPath = ""
 	u.RawQuery = ref.RawQuery
 	if noBody {

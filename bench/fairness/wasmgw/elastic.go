@@ -1,0 +1,173 @@
+package wasmgw
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
+	"github.com/fairshare-wasm/fairshare/fairshare"
+)
+
+// Capacity from the engines (a scenario's capacity_from_engines): the
+// plugin's pool has capacity_from with engines "learned" through the
+// ORIGINAL_DST cluster EnginesCluster, and the gateway is the engines'
+// network: every active replica's /metrics is served on a loopback
+// address of its own, the requests a replica serves carry that address
+// as their upstream.address, and a removed replica's server is closed.
+// The host's clock waits for the plugin's reads (Host.Wait after every
+// move of the clock), so the run stays deterministic: the reads happen
+// in real time, but the simulation does not move meanwhile.
+
+// EnginesCluster is the ORIGINAL_DST cluster the plugin reads the
+// engines through.
+const EnginesCluster = "engines"
+
+// EngineInterval is capacity_from.interval in the benchmark's
+// configuration (virtual time).
+const EngineInterval = "2s"
+
+// engineServer is one replica's /metrics.
+type engineServer struct {
+	srv  *httptest.Server
+	addr string // as upstream.address writes it: "127.0.0.1:port"
+}
+
+// capacityFromJSON is the pool's capacity_from block for scenario s.
+func capacityFromJSON(s *fairbench.Scenario) (string, error) {
+	e, err := fairbench.EngineConfig(s, fairbench.EnginePriority, fairbench.ModeVLLM)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`"capacity_from":{"cluster":%q,"engines":"learned","interval":%q,"timeout":"1s","max_num_seqs":%d},`,
+		EnginesCluster, EngineInterval, e.MaxNumSeqs), nil
+}
+
+// syncEngines starts the server of every replica that joined the pool and
+// closes the server of every replica that left it.
+func (g *Gateway) syncEngines() {
+	ev := g.engines
+	for i := range ev.EngineReplicas() {
+		if i >= len(g.servers) {
+			g.servers = append(g.servers, nil)
+		}
+		up := ev.EngineUp(i)
+		switch es := g.servers[i]; {
+		case up && es == nil:
+			i := i
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/metrics" {
+					http.NotFound(w, r)
+					return
+				}
+				var b bytes.Buffer
+				ev.WriteEngineMetrics(&b, i)
+				w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+				_, _ = w.Write(b.Bytes())
+			}))
+			g.servers[i] = &engineServer{srv: srv, addr: strings.TrimPrefix(srv.URL, "http://")}
+		case !up && es != nil:
+			es.srv.Close()
+			g.servers[i] = nil
+		}
+	}
+}
+
+// engineAddr is replica i's address ("" when it has no server).
+func (g *Gateway) engineAddr(i int) string {
+	if i < len(g.servers) && g.servers[i] != nil {
+		return g.servers[i].addr
+	}
+	return ""
+}
+
+// closeEngines closes every replica's server.
+func (g *Gateway) closeEngines() {
+	for _, es := range g.servers {
+		if es != nil {
+			es.srv.Close()
+		}
+	}
+	g.servers = nil
+}
+
+// recordKey is the shared-data key of the benchmark's pool record.
+func recordKey() string {
+	return "fairshare/fairshare/pool/bench/v" + strconv.Itoa(fairshare.RecordVersion)
+}
+
+// record decodes the benchmark pool's record (nil if it cannot).
+func (g *Gateway) record() *fairshare.Pool {
+	if g.h == nil {
+		return nil
+	}
+	v, _, ok := g.h.SharedData(recordKey())
+	if !ok {
+		return nil
+	}
+	p := new(fairshare.Pool)
+	if p.UnmarshalBinary(v) != nil {
+		return nil
+	}
+	return p
+}
+
+// DecidedCapacity implements fairbench.CapacityReporter: the C of the
+// pool's record, which every VM decides against.
+func (g *Gateway) DecidedCapacity() int {
+	if p := g.record(); p != nil {
+		return p.Capacity()
+	}
+	return 0
+}
+
+// Ledger implements fairbench.CapacityReporter: the requests the record
+// counts in flight (phantoms included) or waiting, and the prompt and
+// completion tokens of the plugin's token counters.
+func (g *Gateway) Ledger() (inFlight int, prompt, completion int64) {
+	if g.h == nil {
+		return 0, 0, 0
+	}
+	g.sync()
+	if p := g.record(); p != nil {
+		for _, st := range p.Snapshot(g.clock.Now()) {
+			inFlight += st.InFlight + st.Phantoms + st.Waiting
+		}
+	}
+	for name, m := range g.h.Metrics() {
+		if !strings.HasPrefix(name, "fairshare.pool.bench.team.") {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, ".prompt_tokens_total"):
+			prompt += m.Value
+		case strings.HasSuffix(name, ".completion_tokens_total"):
+			completion += m.Value
+		}
+	}
+	return inFlight, prompt, completion
+}
+
+// stepTo moves the host's clock to t one tick period of the plugin at a
+// time, and after each step delivers the answers of the reads that
+// step's ticks started (Host.Wait with Options.HTTPCallsOnWait): an
+// answer comes at the instant of its read, after every VM's tick of that
+// instant, in every run alike.
+func (g *Gateway) stepTo(t time.Time) {
+	step := Tick
+	if g.opt.Flow != nil {
+		step = min(step, g.opt.Flow.tick())
+	}
+	for {
+		d := t.Sub(g.clock.Now())
+		if d <= 0 {
+			return
+		}
+		g.h.Advance(min(d, step))
+		g.h.Wait()
+	}
+}
