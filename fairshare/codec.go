@@ -19,7 +19,8 @@ import (
 //
 //	u8       version = 4
 //	uvarint  length of the static section, then the static section:
-//	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice
+//	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice,
+//	           bit 3 loans
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  uvarint  configured capacity, live capacity
@@ -38,6 +39,8 @@ import (
 //	    f64      borrowing limit              (flag 8)
 //	  uvarint  the slice's KV tokens            (flag bit 2), then per
 //	           configured entry: uvarint reserved sequences, tokens
+//	  per configured entry: uvarint lent        (flag bit 3, with bit 2)
+//	           sequences, lent tokens (a replica's loans, lend.go)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
@@ -149,6 +152,7 @@ const (
 	poolPenalty = 1
 	poolFlow    = 2
 	poolSliced  = 4
+	poolLent    = 8 // a replica's loans (lend.go), after the slice
 
 	waitBatch    = 1
 	waitEstimate = 2
@@ -173,8 +177,15 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	if flow {
 		flags |= poolFlow
 	}
+	lent := false
 	if p.sliced {
 		flags |= poolSliced
+		for i := range p.configured {
+			lent = lent || p.teams[i].lent > 0 || p.teams[i].lentTok > 0
+		}
+		if lent {
+			flags |= poolLent
+		}
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
@@ -235,6 +246,12 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		for i := range p.configured {
 			b = binary.AppendUvarint(b, uint64(p.teams[i].reserved))
 			b = binary.AppendUvarint(b, uint64(p.teams[i].resTok))
+		}
+		if lent {
+			for i := range p.configured {
+				b = binary.AppendUvarint(b, uint64(p.teams[i].lent))
+				b = binary.AppendUvarint(b, uint64(p.teams[i].lentTok))
+			}
 		}
 	}
 	return b
@@ -612,7 +629,7 @@ func (p *Pool) decode(data []byte) error {
 func (p *Pool) decodeStatic(data []byte) error {
 	d := decoder{b: data}
 	flags := d.byte()
-	if flags&^(poolPenalty|poolFlow|poolSliced) != 0 {
+	if flags&^(poolPenalty|poolFlow|poolSliced|poolLent) != 0 || flags&poolLent != 0 && flags&poolSliced == 0 {
 		return errCorrupt
 	}
 	p.entryPenalty = flags&poolPenalty != 0
@@ -700,6 +717,16 @@ func (p *Pool) decodeStatic(data []byte) error {
 			e := &p.teams[i]
 			e.reserved = d.bounded(uint64(p.capacity))
 			e.resTok = int64(d.bounded(uint64(p.sliceTok)))
+		}
+	}
+	for i := range p.teams {
+		p.teams[i].lent, p.teams[i].lentTok = 0, 0
+	}
+	if flags&poolLent != 0 {
+		for i := 0; i < p.configured && d.err == nil; i++ {
+			e := &p.teams[i]
+			e.lent = d.bounded(uint64(p.cfgCapacity))
+			e.lentTok = int64(d.bounded(uint64(p.kvTokens)))
 		}
 	}
 	if d.err != nil {

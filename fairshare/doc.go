@@ -230,6 +230,10 @@
 // Rebalance lets a replica grow only into what the others hold no more,
 // so that requests in flight stay within the pool but for replicas cut
 // off from the store, whose overshoot is bounded (replicas.go states the
-// bound; SafeSlice is what a cut-off replica shrinks to). SumUsage adds
-// the replicas' usage contributions into the pool's global usage.
+// bound; SafeSlice is what a cut-off replica shrinks to). Loans
+// (lend.go, SetLoans) let a team below its reservation across the pool
+// run up to MaxLoan within-share requests beyond a replica's slice, a permission
+// only its own requests take and never capacity for borrowers, within a
+// stated over-admission bound. SumUsage adds the replicas' usage
+// contributions into the pool's global usage.
 package fairshare

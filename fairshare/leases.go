@@ -80,7 +80,7 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	n = min(n, maxCapacity)
 	i := p.resolve(team, true)
 	e := &p.teams[i]
-	w := min(n, max(0, e.reserved-e.within-e.pWithin))
+	w := min(n, max(0, e.allowed()-e.within-e.pWithin))
 	p.addPhantoms(i, u, w, n-w, 0, 0)
 }
 

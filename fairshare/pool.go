@@ -75,6 +75,8 @@ type entry struct {
 	lend       float64 // LendingLimit as applied (1: lends all)
 	borrowLim  float64 // BorrowingLimit as applied (1: no limit)
 	resTok     int64   // reservation in KV tokens
+	lent       int     // within-share sequences beyond reserved (a replica's loan, lend.go)
+	lentTok    int64   // within-share KV tokens beyond resTok (the loan's)
 	keepSeq    int     // part of the reservation never lent (sequences)
 	keepTok    int64   // part of the reservation never lent (tokens)
 	limSeq     int     // most sequences above the reservation (-1: no limit)
@@ -226,6 +228,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		e := old[i]
 		e.share, e.reserved, e.configured = 0, 0, false
+		e.lent, e.lentTok = 0, 0
 		e.lend, e.borrowLim = 1, 1
 		remap[i] = len(next)
 		next = append(next, e)
@@ -431,6 +434,7 @@ func (p *Pool) reapportion() {
 			e := &p.teams[i]
 			if i >= n {
 				e.reserved, e.resTok = 0, 0
+				e.lent, e.lentTok = 0, 0
 				e.lend, e.borrowLim = 1, 1
 			}
 			p.applyLimits(e)

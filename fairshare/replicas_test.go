@@ -277,6 +277,7 @@ type simReq struct {
 	team   int
 	tok    int64
 	within bool
+	lent   bool // within share beyond the slice: on the replica's loan
 	end    time.Duration
 }
 
@@ -296,12 +297,25 @@ type simReplica struct {
 	readRev     int
 	readMembers []Member
 	writeAt     time.Duration
+	// loan, loanTok: the loans in force (lend.go); loanMax: per team
+	// the largest loan in force over the last simD (with loanUntil, when
+	// each was replaced), for the bound.
+	loan     []int
+	loanTok  []int64
+	loanHist []simLoan
 
 	// Bound bookkeeping: when the store dropped it while alive.
 	cutAt   time.Duration // -1: not cut off
 	backAt  time.Duration // -1: not back
 	hold    []int64       // max(applied, in flight) when cut off
 	safeVec []int64
+}
+
+// simLoan is a loan vector that was in force until a time.
+type simLoan struct {
+	seq   []int
+	tok   []int64
+	until time.Duration
 }
 
 type simStore struct {
@@ -319,6 +333,12 @@ type sim struct {
 	replicas []*simReplica
 	down     bool // the store is down
 	nextID   int
+	noLoans  bool // the rule before loans: slices alone
+	// borrowedWithin counts, per team, requests admitted borrowing while
+	// the team's requests across the pool (in flight, this one
+	// included) were within its reservation; admitted counts all.
+	borrowedWithin, admitted []int
+	maxExcess                []int // per team: most within share beyond R
 }
 
 func newSim(t *testing.T, seed uint64, n int) *sim {
@@ -334,7 +354,8 @@ func (s *sim) add() *simReplica {
 	T := len(s.tot.Teams)
 	r := &simReplica{id: fmt.Sprintf("r%03d", s.nextID), alive: true, phase: time.Duration(s.rng.IntN(10)) * simStep,
 		applied: Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)},
-		rates:   make([]int, T), cutAt: -1, backAt: -1}
+		rates:   make([]int, T), cutAt: -1, backAt: -1,
+		loan: make([]int, T), loanTok: make([]int64, T)}
 	s.nextID++
 	s.shift(r)
 	s.replicas = append(s.replicas, r)
@@ -349,8 +370,17 @@ func (s *sim) shift(r *simReplica) {
 }
 
 func (r *simReplica) used(T int) Slice {
+	return r.usedOf(T, false)
+}
+
+// usedOf is used, the within-share requests only those on the slice
+// (not lent) if slice.
+func (r *simReplica) usedOf(T int, slice bool) Slice {
 	u := Slice{Reserved: make([]int, T), ReservedTokens: make([]int64, T)}
 	for _, q := range r.inflight {
+		if slice && q.lent {
+			continue
+		}
 		u.Capacity++
 		u.KVTokens += q.tok
 		if q.within {
@@ -376,6 +406,7 @@ func (r *simReplica) demand(T int) []int {
 func (s *sim) admit(r *simReplica) {
 	T := len(s.tot.Teams)
 	u := r.used(T)
+	on := r.usedOf(T, true)
 	k := 0
 	for _, q := range r.waiting {
 		if u.Capacity+1 > r.applied.Capacity || u.KVTokens+q.tok > r.applied.KVTokens {
@@ -383,8 +414,22 @@ func (s *sim) admit(r *simReplica) {
 			k++
 			continue
 		}
-		q.within = u.Reserved[q.team]+1 <= r.applied.Reserved[q.team] &&
-			u.ReservedTokens[q.team]+q.tok <= r.applied.ReservedTokens[q.team]
+		q.within = u.Reserved[q.team]+1 <= r.applied.Reserved[q.team]+r.loan[q.team] &&
+			u.ReservedTokens[q.team]+q.tok <= r.applied.ReservedTokens[q.team]+r.loanTok[q.team]
+		// On the slice while the team's requests on it leave room, else
+		// on the loan: at most the loan is then lent.
+		q.lent = q.within && (on.Reserved[q.team]+1 > r.applied.Reserved[q.team] ||
+			on.ReservedTokens[q.team]+q.tok > r.applied.ReservedTokens[q.team])
+		if q.within && !q.lent {
+			on.Reserved[q.team]++
+			on.ReservedTokens[q.team] += q.tok
+		}
+		if s.admitted != nil {
+			s.admitted[q.team]++
+			if !q.within && s.teamInFlight(q.team)+1 <= s.tot.Whole.Reserved[q.team] {
+				s.borrowedWithin[q.team]++
+			}
+		}
 		u.Capacity++
 		u.KVTokens += q.tok
 		if q.within {
@@ -426,9 +471,30 @@ func (s *sim) safeBound(r *simReplica) []int64 {
 	return SafeSlice(s.tot, simSafe, r.lastN, s.tot.Whole).vec(len(s.tot.Teams))
 }
 
-// shrink applies r's safe slice.
+// teamInFlight is team i's requests in flight across the pool.
+func (s *sim) teamInFlight(i int) int {
+	n := 0
+	for _, r := range s.replicas {
+		if r.alive {
+			for _, q := range r.inflight {
+				n += boolInt(q.team == i)
+			}
+		}
+	}
+	return n
+}
+
+// setLoans puts seq and tok in force at r, keeping the loans replaced.
+func (s *sim) setLoans(r *simReplica, seq []int, tok []int64) {
+	r.loanHist = append(r.loanHist, simLoan{seq: r.loan, tok: r.loanTok, until: s.now})
+	r.loan, r.loanTok = seq, tok
+}
+
+// shrink applies r's safe slice (and lends nothing: a cut-off replica
+// does not know the pool's demand).
 func (s *sim) shrink(r *simReplica) {
 	T := len(s.tot.Teams)
+	s.setLoans(r, make([]int, T), make([]int64, T))
 	r.applied = MinSlice(r.applied, SafeSlice(s.tot, simSafe, r.lastN, r.applied), T)
 	if !r.shrunk {
 		r.shrunk = true
@@ -463,8 +529,20 @@ func (s *sim) syncWrite(r *simReplica) {
 			s.t.Fatalf("t=%v: next %v not within [0, target %v]", s.now, nv, tv)
 		}
 	}
-	// Shrink at once; grow only once the write is in.
+	// Shrink at once; grow only once the write is in. The loans go into
+	// force at once (they add no capacity that another replica may grow
+	// into), none while the replica's report is gone.
 	r.applied = MinSlice(r.applied, next, T)
+	seq, tok := Loans(s.tot, ms, k)
+	if s.noLoans || r.shrunk {
+		seq, tok = make([]int, T), make([]int64, T)
+	}
+	for i := range T {
+		if seq[i] > MaxLoan || seq[i] < 0 {
+			s.t.Fatalf("t=%v: loan %v of team %d not in [0, MaxLoan]", s.now, seq, i)
+		}
+	}
+	s.setLoans(r, seq, tok)
 	r.lastN = len(ms)
 	if s.down || r.cut {
 		return // the write never arrived
@@ -559,18 +637,45 @@ func (s *sim) step() {
 	s.checkBound()
 }
 
-// checkBound asserts the overshoot bound in every budget.
+// checkBound asserts the overshoot bound in every budget: replicas.go's
+// for the slices (the requests within share on a slice), and lend.go's
+// for the loans (every team's within-share requests beyond R_t at most
+// the loans in force over the last simD, each at most ⌈R_t/n⌉).
 func (s *sim) checkBound() {
 	T := len(s.tot.Teams)
 	total := make([]int64, 2+2*T)
 	bound := s.tot.Whole.vec(T)
+	within := make([]int, T)
+	lentBound := make([]int, T)
 	for _, r := range s.replicas {
 		if !r.alive {
 			continue
 		}
-		u := r.used(T).vec(T)
+		u := r.usedOf(T, true).vec(T)
 		for b := range u {
 			total[b] += u[b]
+		}
+		lent := make([]int, T)
+		for _, q := range r.inflight {
+			if q.within {
+				within[q.team]++
+			}
+			if q.lent {
+				lent[q.team]++
+			}
+		}
+		// The loans in force since now − simD (no request runs longer).
+		r.loanHist = slices.DeleteFunc(r.loanHist, func(l simLoan) bool { return l.until < s.now-simD })
+		for i := range T {
+			mx := r.loan[i]
+			for _, l := range r.loanHist {
+				mx = max(mx, l.seq[i])
+			}
+			if lent[i] > mx {
+				s.t.Fatalf("t=%v: replica %s runs %d lent requests of team %d, loans in force over the last D at most %d",
+					s.now, r.id, lent[i], i, mx)
+			}
+			lentBound[i] += mx
 		}
 		if r.cutAt < 0 {
 			continue
@@ -590,6 +695,14 @@ func (s *sim) checkBound() {
 	for b := range total {
 		if total[b] > bound[b] {
 			s.t.Fatalf("t=%v: budget %d has %d in flight, bound %d (totals %v)", s.now, b, total[b], bound[b], s.tot.Whole.vec(T))
+		}
+	}
+	for i := range T {
+		if within[i] > int(bound[2+i])+lentBound[i] {
+			s.t.Fatalf("t=%v: team %d has %d within share, bound %d + loans %d", s.now, i, within[i], bound[2+i], lentBound[i])
+		}
+		if s.maxExcess != nil {
+			s.maxExcess[i] = max(s.maxExcess[i], within[i]-s.tot.Whole.Reserved[i])
 		}
 	}
 }
@@ -692,5 +805,77 @@ func TestReplicaDeathReturnsSlice(t *testing.T) {
 	got := s.replicas[0].applied.Capacity + s.replicas[1].applied.Capacity
 	if got != s.tot.Whole.Capacity {
 		t.Errorf("TTL + one sync after a death the two others apply %d sequences, want the whole %d", got, s.tot.Whole.Capacity)
+	}
+}
+
+// TestLoans checks the loan rule (lend.go) on its own: a team below its
+// reservation across the pool gets min(MaxLoan, R − D) at every replica,
+// with its tokens per reserved sequence; a team whose demand reaches its
+// reservation, and one that reserves nothing, get none.
+func TestLoans(t *testing.T) {
+	tot := totals3() // reservations 10, 6, 2; tokens 1000, 600, 200
+	members := []Member{
+		{ID: "a", Demand: []int{12, 1, 0}},
+		{ID: "b", Demand: []int{3, 1, 1}},
+		{ID: "c", Demand: []int{0, 2, 0}},
+	}
+	seq, tok := Loans(tot, members, 1)
+	// a: demand 15 ≥ 10: none. b: 6 − 4 = 2 (MaxLoan), c: 2 − 1 = 1,
+	// with their tokens per reserved sequence (100).
+	if want := []int{0, 2, 1}; !reflect.DeepEqual(seq, want) {
+		t.Errorf("loans %v, want %v", seq, want)
+	}
+	if want := []int64{0, 200, 100}; !reflect.DeepEqual(tok, want) {
+		t.Errorf("token loans %v, want %v", tok, want)
+	}
+	// At its reservation exactly: none.
+	members[2].Demand[2] = 1
+	if seq, _ := Loans(tot, members, 0); seq[2] != 0 {
+		t.Errorf("team c at its reservation (demand 2 of 2) gets loan %d, want 0", seq[2])
+	}
+	tot.Whole.Reserved[2], tot.Whole.ReservedTokens[2] = 0, 0
+	if seq, tok := Loans(tot, members, 0); seq[2] != 0 || tok[2] != 0 {
+		t.Errorf("a team that reserves nothing gets loans %d (%d tokens)", seq[2], tok[2])
+	}
+}
+
+// TestLoansKeepSpreadTeamWithinShare: a team of reservation 2 whose
+// light load reaches three of five replicas (more replicas than
+// reserved slots),
+// beside a team that saturates the pool. Its requests that arrive while
+// the team is within its reservation across the pool borrow on slices
+// alone (a replica whose slice holds none of its reservation); with
+// loans less than half as often (the rest: the others' demand as they
+// last reported it, up to a sync interval old, against requests that
+// last 2.5 intervals on average here), and the bound holds at every
+// step.
+func TestLoansKeepSpreadTeamWithinShare(t *testing.T) {
+	run := func(noLoans bool) (borrowed, admitted, excess int) {
+		s := newSim(t, 3, 5)
+		s.noLoans = noLoans
+		T := len(s.tot.Teams)
+		s.borrowedWithin, s.admitted, s.maxExcess = make([]int, T), make([]int, T), make([]int, T)
+		for k, r := range s.replicas {
+			r.rates = []int{12, 0, boolInt(k < 3)}
+		}
+		for range 20000 {
+			s.step()
+		}
+		return s.borrowedWithin[2], s.admitted[2], s.maxExcess[2]
+	}
+	bOff, nOff, _ := run(true)
+	bOn, nOn, ex := run(false)
+	t.Logf("team c: %d of %d requests borrowed while within its reservation on slices alone, %d of %d with loans (most within share beyond R: %d)",
+		bOff, nOff, bOn, nOn, ex)
+	if nOff < 500 || nOn < 500 {
+		t.Fatalf("too few requests of team c: %d, %d", nOff, nOn)
+	}
+	if 10*bOff < nOff {
+		t.Errorf("on slices alone only %d of %d borrowed: the scenario does not show the edge of the slices", bOff, nOff)
+	}
+	// What is left: the team's demand that the others last reported
+	// (up to one sync old) above what they run now.
+	if 2*bOn > bOff {
+		t.Errorf("with loans %d of %d requests within the team's reservation borrowed, on slices alone %d: want at most half", bOn, nOn, bOff)
 	}
 }

@@ -62,11 +62,11 @@ func (p *Pool) tokens(n int64) int64 {
 }
 
 // withinFits reports whether a request of entry i demanding tok tokens
-// fits what is left of the team's reservation in every resource. Cost:
-// O(1).
+// fits what is left of the team's reservation (and loan, lend.go) in
+// every resource. Cost: O(1).
 func (p *Pool) withinFits(i int, tok int64) bool {
 	e := &p.teams[i]
-	if e.within+e.pWithin >= e.reserved {
+	if e.within+e.pWithin >= e.allowed() {
 		return false
 	}
 	// A team with nothing within share in flight may run one request
@@ -77,8 +77,15 @@ func (p *Pool) withinFits(i int, tok int64) bool {
 	// saturated pool never has room for it. The cache can then be
 	// overcommitted by at most one request's excess per team; vLLM
 	// preempts the lowest priority (a borrower's) if it must.
-	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
+	res := e.resTok + e.lentTok
+	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= res || e.wTok+e.pwTok == 0 && res > 0
 }
+
+// allowed is the within-share requests entry e may have in flight: its
+// reservation, plus the loan of a replica (lend.go), which only the
+// team's own within-share requests take and which adds nothing to what
+// borrowers may use. Cost: O(1).
+func (e *entry) allowed() int { return e.reserved + e.lent }
 
 // withinRoom reports whether a request of entry i demanding tok tokens is
 // within share (withinFits), or fits the team's free reserved sequences
@@ -92,7 +99,7 @@ func (p *Pool) withinRoom(u usage, i int, tok int64) bool {
 		return true
 	}
 	e := &p.teams[i]
-	return e.within+e.pWithin < e.reserved && p.hasTokRoom(u, i, tok)
+	return e.within+e.pWithin < e.allowed() && p.hasTokRoom(u, i, tok)
 }
 
 // mayBorrow reports whether entry i's borrowing limit lets it borrow a

@@ -60,13 +60,16 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // they fit the slice's capacities, so that within-share requests never outnumber the slice.
 // Requests in flight keep their standing. A nil s returns the pool to
 // the whole configuration (the live capacity becomes the configured
-// one). The slice is kept in the record; Reconfigure keeps it, each
+// one) and clears the loans (SetLoans; a slice keeps them). The slice is kept in the record; Reconfigure keeps it, each
 // team's reservation with its team (a new team gets none until the next
 // slice). Cost: O(teams).
 func (p *Pool) SetSlice(s *Slice) {
 	defer p.invalidate()
 	if s == nil {
 		p.sliced, p.sliceTok = false, 0
+		for i := range p.teams {
+			p.teams[i].lent, p.teams[i].lentTok = 0, 0
+		}
 		p.capacity = p.cfgCapacity
 		p.reapportion()
 		return

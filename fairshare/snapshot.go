@@ -26,6 +26,9 @@ type TeamStat struct {
 	WeightedShare float64
 	// Reserved is the number of within-share slots, see apportion.go.
 	Reserved int
+	// Lent is the team's loan at this replica (SetLoans, lend.go): the
+	// within-share requests it may have beyond Reserved (0 on one proxy).
+	Lent int
 	// InFlight counts the team's granted requests in flight (phantoms not
 	// included).
 	InFlight int
@@ -90,6 +93,7 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			Share:            e.share,
 			Weight:           e.weight,
 			Reserved:         e.reserved,
+			Lent:             e.lent,
 			InFlight:         e.within + e.borrowing,
 			Borrowing:        e.borrowing,
 			InFlightEstimate: e.estimate,

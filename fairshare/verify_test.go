@@ -55,6 +55,9 @@ func check(p *Pool) error {
 		if e.reserved < 0 || e.within < 0 || e.borrowing < 0 || e.pWithin < 0 || e.pBorrowing < 0 {
 			return fmt.Errorf("entry %q: negative count %+v", e.name, *e)
 		}
+		if e.lent < 0 || e.lentTok < 0 || (e.lent != 0 || e.lentTok != 0) && (!p.sliced || !e.configured) {
+			return fmt.Errorf("entry %q: loan %d/%d (sliced %v, configured %v)", e.name, e.lent, e.lentTok, p.sliced, e.configured)
+		}
 		if !(e.usage >= 0 && e.usage <= maxUsage) || !(e.estimate >= 0 && e.estimate <= maxUsage) {
 			return fmt.Errorf("entry %q: usage %v estimate %v", e.name, e.usage, e.estimate)
 		}

@@ -51,12 +51,23 @@ import (
 // cut off, and comes back) subtracts what it last wrote, now in
 // departed, from its own contribution, so nothing is counted twice.
 //
+// Loans: at every read the replica also puts into force every team's
+// loan (fairshare.Loans): within-share room beyond its slice that only
+// the team's own within-share requests take, while the team's demand
+// across the pool (its own now, the others' as reported) leaves it
+// below its reservation. A request is then within share when its team
+// is within its reservation across the pool, whichever replica it
+// reaches, and borrowers are held against the slice as before.
+//
 // Faults: a replica that cannot reach etcd keeps its slices until its
 // lease would have expired (the last keepalive sent + TTL), then shrinks
-// each to fairshare.SafeSlice; one that finds its report gone shrinks the
-// same way until its new registration is written. A new replica starts
-// with empty slices (every request borrows, or waits with flow control)
-// until its first sync.
+// each to fairshare.SafeSlice and lends nothing; one that finds its
+// report gone shrinks the same way until its new registration is
+// written. A new replica starts with empty slices and the first loans
+// (fairshare.FirstLoans: one within-share request per team that
+// reserves any) until its first sync: a within-reservation team's first
+// requests there run within share, borrowers wait (with flow control)
+// or borrow.
 
 // clusterState is what the syncing VM keeps in shared data, so that the
 // VM elected after it goes on with the same replica ID, lease and usage
@@ -551,6 +562,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		_, next = fairshare.Rebalance(tot, all, k)
 		shrunk := fairshare.MinSlice(applied, next, len(teams))
 		p.SetSlice(&shrunk)
+		// The loans go into force at once: they add nothing another
+		// replica grows into (fairshare.Loans). None while our report is
+		// gone: we decide against the safe slice alone.
+		lent, lentTok := fairshare.Loans(tot, all, k)
+		if !registered {
+			lent, lentTok = nil, nil
+		}
+		p.SetLoans(lent, lentTok)
 		// Usage: ours is what the record holds beyond the others' last
 		// merged; the record then holds ours plus the others' now.
 		cur, _ := p.Usage(now)
@@ -628,6 +647,7 @@ func (cs *clusterSync) shrinkAll(now time.Time) {
 			tot := p.Totals()
 			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, n, applied)
 			p.SetSlice(&safe)
+			p.SetLoans(nil, nil)
 		})
 	}
 }

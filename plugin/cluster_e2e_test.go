@@ -112,7 +112,9 @@ func whole(ss []fairshare.Slice) bool {
 
 // TestWasmClusterSlices: three proxies act as one pool. Idle, they split
 // it evenly; when team a's demand is all at one proxy, a's whole
-// reservation moves there and a request of a at another proxy borrows;
+// reservation moves there, a request of a at another proxy still runs
+// within share while a is within its reservation across the pool (on
+// that proxy's loan), and borrows once a is at its reservation;
 // when a proxy dies, its slice returns to the others once its lease
 // expires; usage charged at one proxy ranks at the others.
 func TestWasmClusterSlices(t *testing.T) {
@@ -147,13 +149,30 @@ func TestWasmClusterSlices(t *testing.T) {
 		gjson.GetBytes(lr.Body, "pools.0.pool_capacity").Int() != 12 || gjson.GetBytes(lr.Body, "pools.0.teams.0.reserved").Int() != 6 {
 		t.Errorf("status of r0 = %+v, want pool_capacity 12 and a's 6 reserved", lr)
 	}
+	// r1 holds none of a's reservation, but a has 1 of its 6 left
+	// across the pool: r1 lends it to a (fairshare.Loans), and a's
+	// request there runs within share.
+	eventually(t, "r1 lends a the one left of its reservation", func() (bool, string) {
+		l := teamStats(t, hs[1], "small")["a"].Lent
+		return l == 1, fmt.Sprintf("a's loan at r1: %d", l)
+	})
 	s := request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
-	if p := priority(t, s); p < fairshare.BorrowBase {
-		t.Errorf("a request of a at r1 while r0 holds a's reservation: priority %d, want borrowing (>= %d)", p, fairshare.BorrowBase)
-	}
-	s = request(hs[0], 1, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
 	if p := priority(t, s); p != 0 {
-		t.Errorf("a's sixth request at r0 (on its other VM): priority %d, want 0 (within r0's slice)", p)
+		t.Errorf("a's sixth request across the pool, at r1 (none of a's slice there): priority %d, want 0 (within share on r1's loan)", p)
+	}
+	open = append(open, s)
+	// a is at its reservation: once every proxy has seen it, none lends,
+	// and a's next request borrows wherever it arrives.
+	eventually(t, "no proxy lends a at its reservation", func() (bool, string) {
+		var ls []int
+		for _, h := range hs {
+			ls = append(ls, teamStats(t, h, "small")["a"].Lent)
+		}
+		return slices.Max(ls) == 0, fmt.Sprintf("a's loans: %v", ls)
+	})
+	s = request(hs[2], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, ""))
+	if p := priority(t, s); p < fairshare.BorrowBase {
+		t.Errorf("a's seventh request across the pool, at r2: priority %d, want borrowing (>= %d)", p, fairshare.BorrowBase)
 	}
 	open = append(open, s)
 
@@ -516,9 +535,15 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 }
 
 // TestWasmClusterFlowControlBound: with flow control, three proxies never
-// have more than the pool's 12 requests in flight between them, while
-// each holds 8 requests (24 in all, none finishing): the slices split the
-// capacity by demand and every request beyond waits at its proxy.
+// have more than the pool's 12 borrowers in flight between them, while
+// each holds 8 requests of team b (24 in all, none finishing): the
+// slices split the capacity by demand and every borrower beyond waits at
+// its proxy. b (3 reserved) arrives from idle, so every proxy may have
+// lent it up to fairshare.MaxLoan within-share requests before its next
+// sync: b's within-share requests stay within 3 + 2·3 (the loans'
+// bound), and the requests in flight within 12 + those beyond b's
+// reservation (lent requests take the room of borrowers at their proxy,
+// but a proxy whose slice shrinks keeps them).
 func TestWasmClusterFlowControlBound(t *testing.T) {
 	url := etcdtest.Started(t).URL()
 	var hs []*host.Host
@@ -538,27 +563,33 @@ func TestWasmClusterFlowControlBound(t *testing.T) {
 			open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "b"}}, chat("m", 10, "")))
 		}
 	}
-	inFlight := func() (int, string) {
-		n := 0
+	const reserved, lent = 3, fairshare.MaxLoan * 3
+	check := func() (int, string) {
+		n, borrowing := 0, 0
 		var seen []string
 		for i, h := range hs {
 			st := teamStats(t, h, "small")["b"]
 			n += st.InFlight
-			seen = append(seen, fmt.Sprintf("r%d: %d in flight, %d waiting", i, st.InFlight, st.Waiting))
+			borrowing += st.Borrowing
+			seen = append(seen, fmt.Sprintf("r%d: %d in flight (%d borrowing), %d waiting", i, st.InFlight, st.Borrowing, st.Waiting))
+		}
+		within := n - borrowing
+		switch {
+		case borrowing > 12:
+			t.Fatalf("%d borrowers in flight across the proxies, more than the pool's 12: %s", borrowing, strings.Join(seen, "; "))
+		case within > reserved+lent:
+			t.Fatalf("%d of b's requests within share across the proxies, more than its %d reserved + %d lent: %s", within, reserved, lent, strings.Join(seen, "; "))
+		case n > 12+max(0, within-reserved):
+			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12 + the %d lent beyond b's reservation: %s", n, within-reserved, strings.Join(seen, "; "))
 		}
 		return n, strings.Join(seen, "; ")
 	}
 	eventually(t, "the pool's 12 in flight", func() (bool, string) {
-		n, seen := inFlight()
-		if n > 12 {
-			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
-		}
-		return n == 12, seen
+		n, seen := check()
+		return n >= 12, seen
 	})
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if n, seen := inFlight(); n > 12 {
-			t.Fatalf("%d requests in flight across the proxies, more than the pool's 12: %s", n, seen)
-		}
+		check()
 	}
 	for _, s := range open {
 		s.Reset()

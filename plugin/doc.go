@@ -254,7 +254,10 @@
 // # Several proxies, one pool
 //
 // With the cluster block, every proxy decides against its slice of each
-// pool (fairshare.SetSlice), in its own shared data as before; one VM per
+// pool (fairshare.SetSlice), with every team's loan (fairshare.SetLoans:
+// within share whichever proxy a request reaches while the team is
+// below its reservation across the pool), in its own shared data as
+// before; one VM per
 // proxy syncs the slices and the usage with etcd on its tick, through
 // proxy_http_call on etcd's JSON gateway (cluster.go has the picture).
 // Nothing on the request path waits for etcd.

@@ -122,14 +122,17 @@ func appendMode(b []byte, c *config) []byte {
 //	   "spilled_to"?, "spilled_in"?, "error"?,
 //	   "kv_tokens"?, "capacity_source"?, "engines"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
-//	     "weighted_share", "reserved", "in_flight", "borrowing",
+//	     "weighted_share", "reserved", "lent"?, "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
 //	     "rank", "waiting", "oldest_wait_seconds", "reserved_tokens"?,
 //	     "in_flight_tokens"?, "last_update"}]}]}
 //
 // pool_capacity is present when the proxy shares the pool with others
 // (the cluster block): capacity and every team's reserved are then this
-// proxy's slice, pool_capacity the whole pool's capacity.
+// proxy's slice, pool_capacity the whole pool's capacity, and lent is
+// every team's loan at this proxy (fairshare.Loans: within-share
+// requests it may run beyond reserved while the team is below its
+// reservation across the pool).
 // engine_priority is the pool's configured "auto", "on" or "off";
 // engine_priority_in_force is "on" while the plugin writes priorities for
 // the pool and "off" once it does not (mode off, or auto after the
@@ -203,6 +206,9 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			b = appendFloatField(b, "weight", t.Weight)
 			b = appendFloatField(b, "weighted_share", t.WeightedShare)
 			b = appendIntField(b, "reserved", t.Reserved)
+			if p.whole > 0 {
+				b = appendIntField(b, "lent", t.Lent)
+			}
 			b = appendIntField(b, "in_flight", t.InFlight)
 			b = appendIntField(b, "borrowing", t.Borrowing)
 			b = appendIntField(b, "phantoms", t.Phantoms)

@@ -112,8 +112,8 @@ type records struct {
 	plugin string
 	gen    generation
 	// sliced: the pools are shared with other proxies (the cluster
-	// block): a new record starts with an empty slice, taken up at the
-	// first sync; without it a sliced record returns to the whole pool.
+	// block): a new record starts with an empty slice and the first
+	// loans, taken up at the first sync; without it a sliced record returns to the whole pool.
 	sliced bool
 }
 
@@ -122,9 +122,17 @@ type records struct {
 func (rs *records) newPool(now time.Time, r *record) *fairshare.Pool {
 	p := fairshare.NewPool(r.name, r.cfg, now)
 	if rs.sliced {
-		p.SetSlice(&fairshare.Slice{})
+		joinSlice(p)
 	}
 	return p
+}
+
+// joinSlice gives p what a replica decides against before its first
+// sync: an empty slice and the first loans (fairshare.FirstLoans).
+func joinSlice(p *fairshare.Pool) {
+	p.SetSlice(&fairshare.Slice{})
+	seq, tok := fairshare.FirstLoans(p.Totals())
+	p.SetLoans(seq, tok)
 }
 
 // reconcile applies this VM's configuration to a decoded record when it
@@ -144,7 +152,7 @@ func (rs *records) reconcile(now time.Time, r *record) {
 	}
 	if sliced {
 		if rs.sliced {
-			r.p.SetSlice(&fairshare.Slice{})
+			joinSlice(r.p)
 		} else {
 			r.p.SetSlice(nil)
 		}

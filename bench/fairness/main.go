@@ -124,6 +124,12 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		if err := fairbench.WriteReplicas(&b, reps, "plugin", replicasColumn, replicaBound); err != nil {
 			return err
 		}
+		for _, n := range fleets {
+			fmt.Fprintf(&b, "\n#### %d proxies (issue 23)\n\n%s\n\n", n, fleetSummary(n))
+			if err := fairbench.WriteReplicas(&b, reps, "plugin", fleetColumn(n), replicaBound); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(&b, "\n#### Without flow control\n\n%s\n\n", replicasNoflowSummary)
 		if err := fairbench.WriteReplicas(&b, reps, "plugin-noflow", replicasNoflowColumn, -1); err != nil {
 			return err

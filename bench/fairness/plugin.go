@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,34 @@ func replicasPlugin(mod *host.Module, url string) fairbench.NewGateway {
 	return wasmgw.New(mod, p)
 }
 
+// fleets are the numbers of proxies of the fleet columns (plugin-<n>x):
+// a scenario runs those its gateway_fleets lists.
+var fleets = []int{10, 50}
+
+// fleetColumn is the name of the fleet column of n proxies.
+func fleetColumn(n int) string { return fmt.Sprintf("plugin-%dx", n) }
+
+// fleetNote says what the fleet column of n proxies is.
+func fleetNote(n int) string {
+	return fmt.Sprintf("the `%s` column as %d proxies (the scenario's gateway_fleets), split unevenly: proxy i gets 12/(i+1) parts of the requests, rounded, at least 1 (%v)",
+		replicasColumn, n, fairbench.FleetSplit(n))
+}
+
+// fleetSummary introduces the fleet table of n proxies in the summary.
+func fleetSummary(n int) string {
+	return fmt.Sprintf("The `plugin` column (one proxy) against `%s`: the same plugin.wasm as %d proxies sharing the pool through the same etcd, the requests split unevenly (%v parts), so that every team's requests reach more proxies than most teams have reserved slots; the scenarios whose gateway_fleets lists %d. The same targets and bound as for three proxies.",
+		fleetColumn(n), n, fairbench.FleetSplit(n), n)
+}
+
+// fleetPlugin returns the fleet column of n proxies: the replicas column
+// with n proxies split by fairbench.FleetSplit.
+func fleetPlugin(mod *host.Module, url string, n int) fairbench.NewGateway {
+	p, _, _ := flowOptions()
+	p.Name = fleetColumn(n)
+	p.Cluster = &wasmgw.Cluster{Etcd: url, Bound: replicaBound, Split: fairbench.FleetSplit(n)}
+	return wasmgw.New(mod, p)
+}
+
 // replicasNoflowPlugin returns the replicas column without flow control:
 // the plugin-noflow column as the scenario's gateway_replicas proxies.
 func replicasNoflowPlugin(mod *host.Module, url string) fairbench.NewGateway {
@@ -188,7 +217,8 @@ func spillOptions() (spill, noSpill wasmgw.Options) {
 // the native flow-control forecasts (nativeFlowVariants). A prebuilt
 // module can be named by wasmFile or the FAIRSHARE_WASM environment
 // variable (as make test does). With flow and etcdURL, the ablations end
-// with the replicas columns (plugin-3x, plugin-noflow-3x) on the
+// with the replicas columns (plugin-3x, plugin-noflow-3x, and the fleet
+// columns plugin-10x, plugin-50x where gateway_fleets lists them) on the
 // scenarios that set
 // gateway_replicas, its proxies syncing through the etcd at etcdURL. With
 // flow the last ablation is fairbench.EngineOffColumn (engine_priority
@@ -237,6 +267,10 @@ func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench
 			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
 			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},
 				fairbench.Variant{New: replicasNoflowPlugin(mod, etcdURL), Note: replicasNoflowNote, Skip: noReplicas})
+			for _, n := range fleets {
+				vs = append(vs, fairbench.Variant{New: fleetPlugin(mod, etcdURL, n), Note: fleetNote(n),
+					Skip: func(s *fairbench.Scenario) bool { return !slices.Contains(s.GatewayFleets, n) }})
+			}
 		}
 		vs = append(vs, fairbench.Variant{New: wasmgw.New(mod, engineOffOptions()), Note: engineOffNote})
 		sp, nsp := spillOptions()

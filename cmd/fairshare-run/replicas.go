@@ -170,8 +170,9 @@ func mergeStatus(rs []replicaStatus) []statusPool {
 }
 
 // renderReplicas writes one line per proxy: its address, its part of the
-// load, and per pool its slice (capacity, every team's reservation) and
-// its requests in flight.
+// load, and per pool its slice (capacity, every team's reservation and
+// loan) and its requests in flight, every team's within share and
+// borrowing (and held).
 func renderReplicas(b *strings.Builder, prefix string, rs []replicaStatus) {
 	for _, r := range rs {
 		fmt.Fprintf(b, "%sreplica %s %s (%d0%% of the load):", prefix, r.Name, r.Addr, r.Weight)
@@ -181,13 +182,28 @@ func renderReplicas(b *strings.Builder, prefix string, rs []replicaStatus) {
 		}
 		for _, p := range r.Pools {
 			n, _ := p.inFlight()
-			var rsv []string
+			var rsv, st []string
 			for _, t := range p.Teams {
 				if t.Share > 0 {
-					rsv = append(rsv, fmt.Sprintf("%s %d", t.Team, t.Reserved))
+					x := fmt.Sprintf("%s %d", t.Team, t.Reserved)
+					if t.Lent > 0 {
+						x += fmt.Sprintf("+%d", t.Lent)
+					}
+					rsv = append(rsv, x)
+				}
+				if t.InFlight > 0 || t.Waiting > 0 {
+					x := fmt.Sprintf("%s %d within, %d borrowing", t.Team, t.InFlight-t.Borrowing, t.Borrowing)
+					if t.Waiting > 0 {
+						x += fmt.Sprintf(", %d held", t.Waiting)
+					}
+					st = append(st, x)
 				}
 			}
-			fmt.Fprintf(b, " pool %s slice %d (reserved %s), in flight %d;", p.Name, p.Capacity, strings.Join(rsv, ", "), n)
+			fmt.Fprintf(b, " pool %s slice %d (reserved+lent %s), in flight %d", p.Name, p.Capacity, strings.Join(rsv, ", "), n)
+			if len(st) > 0 {
+				fmt.Fprintf(b, " (%s)", strings.Join(st, "; "))
+			}
+			b.WriteString(";")
 		}
 		b.WriteString("\n")
 	}

@@ -22,6 +22,7 @@ type statusTeam struct {
 	Share          float64
 	Weight         float64
 	Reserved       int
+	Lent           int // the team's loan at a proxy of a cluster
 	InFlight       int
 	Borrowing      int
 	Usage          float64
@@ -129,6 +130,7 @@ func parseStatus(b []byte) ([]statusPool, error) {
 				Share:          t.Get("share").Float(),
 				Weight:         t.Get("weight").Float(),
 				Reserved:       int(t.Get("reserved").Int()),
+				Lent:           int(t.Get("lent").Int()),
 				InFlight:       int(first(t, "in_flight", "inflight", "inFlight").Int()),
 				Borrowing:      int(t.Get("borrowing").Int()),
 				Usage:          t.Get("usage").Float(),

@@ -253,3 +253,22 @@ func TestRenderSummary(t *testing.T) {
 		t.Errorf("interrupted summary does not say so:\n%s", b.String())
 	}
 }
+
+// TestRenderReplicasStanding: the line of a proxy of a cluster shows
+// every team's reservation and loan there, and its requests within
+// share and borrowing, so that a user sees a team within its
+// reservation stay within share at every proxy.
+func TestRenderReplicasStanding(t *testing.T) {
+	var b strings.Builder
+	renderReplicas(&b, "", []replicaStatus{{Name: "r1", Addr: "127.0.0.1:10001", Weight: 2, Pools: []statusPool{{
+		Name: "llama-8b", Capacity: 2, Teams: []statusTeam{
+			{Team: "search", Share: 0.5, Reserved: 1, InFlight: 1},
+			{Team: "chat", Share: 0.3, Reserved: 0, Lent: 2, InFlight: 2},
+			{Team: "research", Share: 0.2, Reserved: 1, InFlight: 3, Borrowing: 2, Waiting: 1},
+		}}}}})
+	want := "replica r1 127.0.0.1:10001 (20% of the load): pool llama-8b slice 2 (reserved+lent search 1, chat 0+2, research 1), in flight 6 " +
+		"(search 1 within, 0 borrowing; chat 2 within, 0 borrowing; research 1 within, 2 borrowing, 1 held);\n"
+	if got := b.String(); got != want {
+		t.Errorf("replica line:\n got %q\nwant %q", got, want)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,8 +20,13 @@ import (
 	"github.com/fairshare-wasm/fairshare/internal/wasmbuild"
 )
 
-// dashboardPath is the Grafana dashboard, relative to this package.
-const dashboardPath = "../../deploy/grafana/fairshare-dashboard.json"
+// Paths relative to this package: the Grafana dashboard, and the example
+// configurations of spill-over and of capacity_from.
+const (
+	dashboardPath = "../../deploy/grafana/fairshare-dashboard.json"
+	spillPath     = "../../testdata/plugin/spill.json"
+	elasticPath   = "../../testdata/plugin/elastic.json"
+)
 
 var (
 	compileOnce sync.Once
@@ -49,8 +56,11 @@ type promMetric struct {
 // a metric (scheduled requests of every class and standing, each rejection
 // reason, an unscheduled model, a response without usage, lost
 // compare-and-swap races, a failing store under both failure modes, a
-// tick for the gauges), then passes every name it defined through
-// envoy.yaml's stats_tags. It returns the Prometheus metrics by name.
+// tick for the gauges; shadow mode's would-borrow, would-hold and
+// would-refuse reasons; a request spilled to a fallback pool; engine
+// readings of capacity_from, one answered and one failing), then passes
+// every name it defined through envoy.yaml's stats_tags. It returns the
+// Prometheus metrics by name.
 func pluginCatalog(t *testing.T) map[string]promMetric {
 	t.Helper()
 	b, err := decodeBootstrap(readFile(t, envoyPath))
@@ -63,7 +73,7 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 	edit := func(cfg string, pairs ...string) string {
 		for i := 0; i < len(pairs); i += 2 {
 			if strings.Count(cfg, pairs[i]) != 1 {
-				t.Fatalf("%s: %q found %d times, want once", examplePath, pairs[i], strings.Count(cfg, pairs[i]))
+				t.Fatalf("configuration: %q found %d times, want once", pairs[i], strings.Count(cfg, pairs[i]))
 			}
 			cfg = strings.Replace(cfg, pairs[i], pairs[i+1], 1)
 		}
@@ -76,10 +86,12 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 	usage := []byte(`{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":2}}}`)
 
 	var metrics []host.Metric
-	run := func(name, cfg string, script func(h *host.Host, setFault, getFault *atomic.Uint32)) {
+	// runWith starts plugin.wasm with cfg (opts, when not nil, adjusting
+	// the host's options), runs script, ticks and collects the metrics.
+	runWith := func(name, cfg string, opts func(o *host.Options), script func(h *host.Host, setFault, getFault *atomic.Uint32)) {
 		var setFault, getFault atomic.Uint32 // hostcalls.Status to return; 0 (OK) lets the call run
 		clock := host.NewVirtualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-		h, err := mod.Start(context.Background(), host.Options{
+		o := host.Options{
 			VMs: 1, PluginName: "fairshare", VMID: t.Name() + "/" + name, PluginConfig: []byte(cfg), Clock: clock, Seed: 1,
 			SharedDataFault: func(_ int, op, _ string) hostcalls.Status {
 				if op == host.SharedDataSet {
@@ -87,7 +99,11 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 				}
 				return hostcalls.Status(getFault.Load())
 			},
-		})
+		}
+		if opts != nil {
+			opts(&o)
+		}
+		h, err := mod.Start(context.Background(), o)
 		if err != nil {
 			t.Fatalf("start plugin.wasm (%s): %v", name, err)
 		}
@@ -95,6 +111,9 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 		script(h, &setFault, &getFault)
 		h.Advance(2 * time.Second)
 		metrics = append(metrics, h.MetricList()...)
+	}
+	run := func(name, cfg string, script func(h *host.Host, setFault, getFault *atomic.Uint32)) {
+		runWith(name, cfg, nil, script)
 	}
 	send := func(h *host.Host, method, path string, hdrs [][2]string, body []byte) *host.Stream {
 		all := append([][2]string{{":method", method}, {":path", path}, {":authority", "vllm"}, {"content-type", "application/json"}}, hdrs...)
@@ -157,6 +176,81 @@ func pluginCatalog(t *testing.T) map[string]promMetric {
 			respond(first, usage)                                                                    // dispatched_total, queue_time_ms
 			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))          // held, then queue_timeouts_total
 			h.Advance(6 * time.Second)
+		})
+	// Shadow mode, with flow control, unknown_team reject and failure_mode
+	// closed: a borrower, one that enforce mode would have held, and each
+	// refusal of the request path (at the plugin's and at the pool's
+	// level), all forwarded.
+	run("shadow", edit(example, `"mode": "enforce"`, `"mode": "shadow"`, `"capacity": 64`, `"capacity": 2`,
+		`"unknown_team": "borrow"`, `"unknown_team": "reject"`, `"failure_mode": "open"`, `"failure_mode": "closed"`,
+		`"max_body_bytes": 8388608`, `"max_body_bytes": 4096`),
+		func(h *host.Host, _, getFault *atomic.Uint32) {
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))                                    // within share
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))                                    // would_borrow
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))                                    // would_hold
+			send(h, "POST", "/v1/chat/completions", nil, chat(model))                                                          // no_team
+			send(h, "POST", "/v1/chat/completions", team("search", "urgent"), chat(model))                                     // bad_class
+			send(h, "POST", "/v1/chat/completions", team("search", "batch"), []byte(`[1]`))                                    // bad_body
+			send(h, "POST", "/v1/chat/completions", team("search", "batch"), make([]byte, 5000))                               // body_too_large
+			send(h, "POST", "/v1/chat/completions", team("search", "batch"), chat("unknown/model"))                            // unknown_model
+			send(h, "POST", "/v1/chat/completions", team("search", "batch"), []byte(`{"messages":[]}`))                        // no_model
+			send(h, "POST", "/v1/chat/completions", append(team("search", "batch"), [2]string{"x-team", "chat"}), chat(model)) // duplicate_header
+			send(h, "POST", "/v1/chat/completions", team("intruder", "batch"), chat(model))                                    // unknown_team (pool)
+			getFault.Store(uint32(hostcalls.StatusInternalFailure))                                                            // unavailable (pool)
+			send(h, "POST", "/v1/chat/completions", team("search", "batch"), chat(model))
+			getFault.Store(0)
+		})
+	// Spill-over (held headers): llama-8b full for research's borrower,
+	// which spill_to moves to llama-8b-ondemand.
+	runWith("spill", edit(string(readFile(t, spillPath)), `"capacity": 16`, `"capacity": 2`),
+		func(o *host.Options) { o.AllowOnHeadersStopIteration = true },
+		func(h *host.Host, _, _ *atomic.Uint32) {
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model)) // within share
+			send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model)) // borrows the last slot
+			s := send(h, "POST", "/v1/chat/completions", team("research", "batch"), chat(model))
+			pool := ""
+			for _, kv := range s.RequestHeaderMap() {
+				if kv[0] == "x-fairshare-pool" {
+					pool = kv[1]
+				}
+			}
+			if pool != "llama-8b-ondemand" {
+				t.Errorf("spill run: the third request went to pool %q, want llama-8b-ondemand", pool)
+			}
+		})
+	// capacity_from: the engine's /metrics read once, then failing.
+	var engineDown atomic.Bool
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if engineDown.Load() || r.URL.Path != "/metrics" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "# TYPE vllm:cache_config_info gauge\n"+
+			`vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="100",num_gpu_blocks_override="None"} 1.0`+"\n")
+	}))
+	defer engine.Close()
+	runWith("capacity", string(readFile(t, elasticPath)),
+		func(o *host.Options) {
+			o.Clusters = map[string]string{"llama-8b-engine": engine.URL}
+			o.HTTPCallsOnWait = true
+		},
+		func(h *host.Host, _, _ *atomic.Uint32) {
+			poll := func(d time.Duration) { // a tick at a time, each round's answers delivered after it
+				for ; d > 0; d -= time.Second {
+					h.Advance(time.Second)
+					h.Wait()
+				}
+			}
+			poll(2 * time.Second)
+			if m := h.Metrics(); m["fairshare.pool.llama-8b.capacity_engines"].Value != 1 || m["fairshare.pool.llama-8b.kv_tokens"].Value != 1600 {
+				t.Errorf("capacity run: capacity_engines %d, kv_tokens %d after a read, want 1 and 1600 (100 blocks of 16)",
+					m["fairshare.pool.llama-8b.capacity_engines"].Value, m["fairshare.pool.llama-8b.kv_tokens"].Value)
+			}
+			engineDown.Store(true)
+			poll(2 * time.Second)
+			if m := h.Metrics()["fairshare.pool.llama-8b.capacity_read_failures_total"]; m.Value == 0 {
+				t.Error("capacity run: no read failure counted with the engine down")
+			}
 		})
 
 	cat := map[string]promMetric{}
@@ -567,6 +661,13 @@ func TestDashboard(t *testing.T) {
 		"fairshare_first_byte_ms_bucket", "fairshare_upstream_first_byte_ms_bucket", "fairshare_total_time_ms_bucket",
 		"fairshare_prompt_tokens_total", "fairshare_cached_tokens_total", "fairshare_completion_tokens_total",
 		"fairshare_share", "fairshare_fairness_jain", "fairshare_saturated_teams",
+		"fairshare_would_borrow_total", "fairshare_would_hold_total",
+		"fairshare_would_refuse_no_team_total", "fairshare_would_refuse_bad_class_total",
+		"fairshare_would_refuse_bad_body_total", "fairshare_would_refuse_body_too_large_total",
+		"fairshare_would_refuse_unknown_model_total", "fairshare_would_refuse_no_model_total",
+		"fairshare_would_refuse_duplicate_header_total", "fairshare_would_refuse_unknown_team_total",
+		"fairshare_would_refuse_unavailable_total",
+		"fairshare_spilled_total", "fairshare_kv_tokens", "fairshare_capacity_engines", "fairshare_capacity_read_failures_total",
 	} {
 		if _, ok := cat[want]; !ok {
 			names := make([]string, 0, len(cat))
@@ -578,10 +679,17 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	// The latency histograms carry the class as well as the pool and team.
-	for _, name := range []string{"fairshare_queue_time_ms_bucket", "fairshare_first_byte_ms_bucket",
-		"fairshare_upstream_first_byte_ms_bucket", "fairshare_total_time_ms_bucket", "fairshare_completion_tokens_total"} {
-		for _, l := range []string{"pool", "team", "class"} {
+	// The latency histograms and the shadow decisions carry the class as
+	// well as the pool and team; spill-over the pool it moved a request to.
+	for name, labels := range map[string][]string{
+		"fairshare_queue_time_ms_bucket": {"pool", "team", "class"}, "fairshare_first_byte_ms_bucket": {"pool", "team", "class"},
+		"fairshare_upstream_first_byte_ms_bucket": {"pool", "team", "class"}, "fairshare_total_time_ms_bucket": {"pool", "team", "class"},
+		"fairshare_completion_tokens_total": {"pool", "team", "class"},
+		"fairshare_would_borrow_total":      {"pool", "team", "class"}, "fairshare_would_hold_total": {"pool", "team", "class"},
+		"fairshare_would_refuse_unknown_team_total": {"pool"}, "fairshare_spilled_total": {"pool", "team", "to_pool"},
+		"fairshare_kv_tokens": {"pool"}, "fairshare_capacity_engines": {"pool"}, "fairshare_capacity_read_failures_total": {"pool"},
+	} {
+		for _, l := range labels {
 			if !cat[name].labels[l] {
 				t.Errorf("%s has no %q label (it has %v)", name, l, cat[name].labels)
 			}
@@ -618,6 +726,13 @@ func TestDashboard(t *testing.T) {
 		"Time held at the gateway by class": {"histogram_quantile(0.99, sum by (le, team, class) (rate(fairshare_queue_time_ms_bucket"},
 		"Service share against entitlement": {"fairshare_completion_tokens_total", "fairshare_share"},
 		"Jain's fairness index":             {"fairshare_fairness_jain", "fairshare_saturated_teams"},
+		// Shadow rollout by team, spill-over by pool, fallback and team,
+		// capacity_from's capacity with its engines and failures.
+		"Shadow mode: would borrow and would hold": {"sum by (team) (rate(fairshare_would_borrow_total", "sum by (team) (rate(fairshare_would_hold_total"},
+		"Shadow mode: would refuse":                {"rate(fairshare_would_refuse_no_team_total", "sum by (pool) (rate(fairshare_would_refuse_unavailable_total"},
+		"Spilled requests":                         {"sum by (pool, to_pool, team) (rate(fairshare_spilled_total"},
+		"Capacity from the engines":                {"fairshare_capacity{", "fairshare_capacity_engines{", "rate(fairshare_capacity_read_failures_total"},
+		"KV tokens":                                {"fairshare_kv_tokens{"},
 	} {
 		exprs, ok := exprByPanel[title]
 		if !ok {

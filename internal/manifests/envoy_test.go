@@ -213,10 +213,10 @@ func TestEnvoyBootstrap(t *testing.T) {
 	}
 
 	cs := f.bootstrap.GetStaticResources().GetClusters()
-	if len(cs) != 4 || cs[0].GetName() != "vllm" || cs[1].GetName() != "vllm-ondemand" || cs[2].GetName() != "jwks" || cs[3].GetName() != "etcd" {
-		t.Fatalf("clusters = %v, want vllm, vllm-ondemand, jwks and etcd", cs)
+	if len(cs) != 5 || cs[0].GetName() != "vllm" || cs[1].GetName() != "vllm-ondemand" || cs[2].GetName() != "vllm-engines" || cs[3].GetName() != "jwks" || cs[4].GetName() != "etcd" {
+		t.Fatalf("clusters = %v, want vllm, vllm-ondemand, vllm-engines, jwks and etcd", cs)
 	}
-	if cs[2].GetTransportSocket() == nil {
+	if cs[3].GetTransportSocket() == nil {
 		t.Errorf("cluster jwks has no transport_socket: keys fetched without TLS")
 	}
 	eps := cs[0].GetLoadAssignment().GetEndpoints()

@@ -179,8 +179,8 @@ func TestPluginOnlyOverlay(t *testing.T) {
 	}
 	want := []string{
 		"AuthorizationPolicy/fairshare-require-team", "ConfigMap/fairshare-stats",
-		"EnvoyFilter/fairshare-buffer-limit", "RequestAuthentication/fairshare-team", "Secret/fairshare-pull",
-		"WasmPlugin/fairshare",
+		"EnvoyFilter/fairshare-buffer-limit", "EnvoyFilter/fairshare-engine-metrics", "RequestAuthentication/fairshare-team",
+		"Secret/fairshare-pull", "WasmPlugin/fairshare",
 	}
 	if got := k.inventory(); !slices.Equal(got, want) {
 		t.Errorf("plugin-only objects = %v, want %v (the sidecar kit less its vLLM)", got, want)

@@ -83,7 +83,7 @@ func poolCapacity(s *Scenario, mode string) (int, error) {
 // (ReplicaTargets with bound).
 func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
 	var b strings.Builder
-	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) | decisions: largest difference in a team's requests sent borrowing, " + many + " − one (points) |\n|---|---|---|---|---|---|---|---|\n")
 	var targets []Target
 	for _, rep := range reps {
 		for _, m := range rep.Modes {
@@ -110,8 +110,9 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) |\n", rep.Scenario.Name, rep.Scenario.Name, m,
-				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c)
+			d, team := DecisionDifference(o, r)
+			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) | %+.1f `%s` |\n", rep.Scenario.Name, rep.Scenario.Name, m,
+				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c, d, team)
 			targets = append(targets, ts...)
 		}
 	}
@@ -138,4 +139,31 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// DecisionDifference returns the decisions' error of the run many
+// against one: for every team, the part of its requests of the window
+// sent borrowing (in points) on many minus on one, the largest in
+// magnitude, with its team. A team within its reservation that borrows
+// at some proxy shows here.
+func DecisionDifference(one, many *Result) (float64, string) {
+	frac := func(t *TeamResult) float64 {
+		n := t.Class[Interactive].Requests + t.Class[Batch].Requests
+		if n == 0 {
+			return 0
+		}
+		return 100 * float64(t.Borrowing) / float64(n)
+	}
+	worst, team := 0.0, ""
+	for i := range many.Teams {
+		t := &many.Teams[i]
+		o := one.Team(t.Team)
+		if o == nil {
+			continue
+		}
+		if d := frac(t) - frac(o); team == "" || math.Abs(d) > math.Abs(worst) {
+			worst, team = d, t.Team
+		}
+	}
+	return worst, team
 }

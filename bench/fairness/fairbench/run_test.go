@@ -1,6 +1,7 @@
 package fairbench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,6 +164,34 @@ func TestGatewayReplicasValidation(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("gateway_replicas %v: Validate() = %v, want %q", tt.split, err, tt.want)
 		}
+	}
+}
+
+// TestGatewayFleetsValidation: gateway_fleets needs gateway_replicas and
+// numbers in [2, MaxFleet]; FleetSplit is uneven, favouring the first.
+func TestGatewayFleetsValidation(t *testing.T) {
+	for _, tt := range []struct {
+		split, fleets []int
+		want          string // "" valid
+	}{
+		{[]int{7, 2, 1}, []int{10, 50}, ""},
+		{nil, []int{10}, "gateway_fleets: needs gateway_replicas"},
+		{[]int{7, 2, 1}, []int{1}, "gateway_fleets[0]: must be in [2, 64], got 1"},
+		{[]int{7, 2, 1}, []int{10, 65}, "gateway_fleets[1]: must be in [2, 64], got 65"},
+	} {
+		s := &Scenario{Name: "v", Duration: 5, Engine: EngineSpec{Preset: "demo"}, Teams: []TeamSpec{{Name: "a", Share: 1}},
+			Workloads:       []WorkloadSpec{{Team: "a", Kind: KindPoisson, Rate: 1, Prompt: LengthDist{Mean: 10}, Output: LengthDist{Mean: 10}}},
+			GatewayReplicas: tt.split, GatewayFleets: tt.fleets}
+		err := s.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("gateway_fleets %v: Validate() = %v, want nil", tt.fleets, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("gateway_fleets %v: Validate() = %v, want %q", tt.fleets, err, tt.want)
+		}
+	}
+	if got, want := FleetSplit(10), []int{12, 6, 4, 3, 2, 2, 2, 2, 1, 1}; !slices.Equal(got, want) {
+		t.Errorf("FleetSplit(10) = %v, want %v", got, want)
 	}
 }
 

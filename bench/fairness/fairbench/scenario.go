@@ -65,6 +65,11 @@ type Scenario struct {
 	// getting this weight's part of the requests (70/20/10: [7, 2, 1]),
 	// in a column of its own compared with the single proxy's.
 	GatewayReplicas []int `json:"gateway_replicas,omitempty"`
+	// GatewayFleets, if set (with GatewayReplicas), also runs the plugin
+	// as each of these numbers of proxies, split unevenly (FleetSplit),
+	// in a column of its own (plugin-<n>x), compared with the single
+	// proxy's under the same replica targets.
+	GatewayFleets []int `json:"gateway_fleets,omitempty"`
 	// Targets are the scenario's acceptance targets (FlowTargets,
 	// ReplicaTargets); none if absent.
 	Targets Targets `json:"targets,omitempty"`
@@ -375,6 +380,14 @@ func (s *Scenario) Validate() error {
 	if len(s.GatewayReplicas) == 1 {
 		bad("gateway_replicas", "must name at least two proxies, got 1")
 	}
+	for i, n := range s.GatewayFleets {
+		if n < 2 || n > MaxFleet {
+			bad(fmt.Sprintf("gateway_fleets[%d]", i), "must be in [2, %d], got %d", MaxFleet, n)
+		}
+	}
+	if len(s.GatewayFleets) > 0 && len(s.GatewayReplicas) == 0 {
+		bad("gateway_fleets", "needs gateway_replicas")
+	}
 	teams := map[string]bool{}
 	sum := 0.0
 	for i, t := range s.Teams {
@@ -593,4 +606,20 @@ func (s *Scenario) Scaled(f float64) *Scenario {
 		c.Spill = &sp
 	}
 	return &c
+}
+
+// MaxFleet bounds the numbers of proxies of gateway_fleets.
+const MaxFleet = 64
+
+// FleetSplit returns the weights of n proxies of a gateway_fleets column:
+// proxy i gets ⌊12/(i+1)⌉ (rounded, at least 1) parts of the requests, a
+// load balancer that favours a few proxies (for 10: 12, 6, 4, 3, 2, 2,
+// 2, 2, 1, 1), so that a team's requests reach many more proxies than
+// the few that carry most of them.
+func FleetSplit(n int) []int {
+	w := make([]int, n)
+	for i := range w {
+		w[i] = max(1, (24/(i+1)+1)/2)
+	}
+	return w
 }

@@ -63,10 +63,15 @@ type Cluster struct {
 	// Bound is the overshoot the run accepts: after every submission
 	// the borrowers in flight at the engines must be at most C + Bound
 	// (with flow control: without, borrowers are never held), and every
-	// team's within-share requests at most its reservation + Bound, or
-	// the run fails. Without faults the plugin's stated bound
-	// is 0.
+	// team's within-share requests at most its reservation + Bound + the
+	// proxies times fairshare.MaxLoan (the loans' over-admission bound: per
+	// team and proxy), or the run fails. Without faults the plugin's
+	// stated bound is 0.
 	Bound int
+	// Split, if set, is the weights of the proxies (their number and
+	// each one's part of the requests) instead of the scenario's
+	// gateway_replicas.
+	Split []int
 }
 
 func (c *Cluster) syncInterval() time.Duration {
@@ -92,6 +97,12 @@ type proxies struct {
 	borrowing int
 	within    map[string]int
 	reserved  map[string]int
+	// excess is the most within-share requests of a team in flight
+	// beyond its reservation (the loans' over-admission), and its team.
+	excess     int
+	excessTeam string
+	// etcd counts the calls the proxies made to etcd and their bytes.
+	etcd *etcdCounter
 }
 
 // clusterConfig returns proxy r's configuration: the scenario's, with the
@@ -112,6 +123,9 @@ func (p *proxies) clusterConfig(c, r int) ([]byte, error) {
 // comes), and steps their clocks to the run's start.
 func (g *Gateway) startCluster() error {
 	split := g.s.GatewayReplicas
+	if w := g.opt.Cluster.Split; len(w) > 0 {
+		split = w
+	}
 	if len(split) == 0 {
 		return fmt.Errorf("wasmgw: scenario %s has no gateway_replicas", g.s.Name)
 	}
@@ -132,6 +146,11 @@ func (g *Gateway) startCluster() error {
 	g.cl = p
 	p.within = map[string]int{}
 	p.reserve(g.c)
+	ec, err := newEtcdCounter(cl.Etcd)
+	if err != nil {
+		return fmt.Errorf("wasmgw: %w", err)
+	}
+	p.etcd = ec
 	for r := range split {
 		cfg, err := p.clusterConfig(g.c, r)
 		if err != nil {
@@ -148,7 +167,7 @@ func (g *Gateway) startCluster() error {
 			Seed:         g.s.Seed + 1 + uint64(r),
 			LogLevel:     hostcalls.LogLevelWarn,
 			Logger:       g.Logger,
-			Clusters:     map[string]string{"etcd": cl.Etcd},
+			Clusters:     map[string]string{"etcd": ec.url},
 		})
 		if err != nil {
 			return fmt.Errorf("wasmgw: start proxy r%d: %w", r, err)
@@ -211,7 +230,10 @@ func (p *proxies) newStream(id int64) *host.Stream {
 // checkBound fails the run when, after the submission of r (the only
 // event that raises them), the borrowers in flight at the engines exceed
 // C + the bound (with flow control), or a team's within-share requests
-// in flight exceed its reservation + the bound. On one proxy the same holds with bound 0;
+// in flight exceed its reservation + the bound + the loans
+// (fairshare.MaxLoan per proxy); it keeps the most within-share requests of a team
+// beyond its reservation. On one proxy the same holds with bound 0 and
+// no loans;
 // within-share requests are never held, so the total in flight may pass
 // C by the within-share requests sent while the pool was full, on one
 // proxy as on several.
@@ -222,13 +244,16 @@ func (p *proxies) checkBound(r *fairbench.Request) {
 		p.within[r.Team]++
 	}
 	b := p.g.opt.Cluster.Bound
+	if x := p.within[r.Team] - p.reserved[r.Team]; !r.Borrowing && x > p.excess {
+		p.excess, p.excessTeam = x, r.Team
+	}
 	switch {
 	case p.holding() && p.borrowing > p.g.c+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
 			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.g.c, b, p.describe()))
-	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b:
-		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d; %s",
-			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, p.describe()))
+	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b+fairshare.MaxLoan*len(p.hs):
+		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d + the loans (%d per proxy); %s",
+			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, fairshare.MaxLoan, p.describe()))
 	}
 }
 
@@ -322,6 +347,37 @@ func (p *proxies) close() {
 	for _, h := range p.hs {
 		h.Close(context.Background())
 	}
+	if p.etcd != nil {
+		p.etcd.close()
+	}
+}
+
+// stats returns what the proxies' syncs cost and the loans'
+// over-admission, for the run's notes: the calls to etcd per proxy and
+// second of virtual time, the bytes (request and response bodies) per
+// sync (cluster_syncs_total: reports written), and the most
+// within-share requests of a team in flight beyond its reservation.
+func (p *proxies) stats() string {
+	calls, bytes := p.etcd.counts()
+	var syncs int64
+	for _, h := range p.hs {
+		for name, m := range h.Metrics() {
+			if strings.HasSuffix(name, "cluster_syncs_total") {
+				syncs += m.Value
+			}
+		}
+	}
+	secs := p.clocks[0].Now().Sub(p.start).Seconds()
+	perSync := "—"
+	if syncs > 0 {
+		perSync = fmt.Sprintf("%.0f", float64(bytes)/float64(syncs))
+	}
+	over := "none"
+	if p.excess > 0 {
+		over = fmt.Sprintf("%d (`%s`; bound: the loans, %d per proxy, %d)", p.excess, p.excessTeam, fairshare.MaxLoan, fairshare.MaxLoan*len(p.hs))
+	}
+	return fmt.Sprintf("%d proxies: %.2f etcd calls per proxy per second, %s bytes per sync (%d syncs), most within-share requests of a team beyond its reservation %s",
+		len(p.hs), float64(calls)/float64(len(p.hs))/secs, perSync, syncs, over)
 }
 
 // Proxies returns the hosts of a cluster run, in proxy order (nil for one

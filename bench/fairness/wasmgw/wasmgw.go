@@ -545,18 +545,20 @@ func (g *Gateway) Held() int { return len(g.held) }
 // without priority, a failed reconfiguration), or nil.
 func (g *Gateway) Err() error { return g.err }
 
-// Notes implements fairbench.Noter: for a cluster run, the syncs that
-// could not reach etcd (the plugin's cluster_failures_total: a call to
+// Notes implements fairbench.Noter: for a cluster run, what the syncs
+// cost (etcd calls per proxy and second, bytes per sync) and the loans'
+// over-admission (proxies.stats), and the syncs that could not reach etcd (the plugin's cluster_failures_total: a call to
 // etcd timed out on the wall clock; the proxy went on with its slice and
 // synced at its next interval, as it would in production).
 func (g *Gateway) Notes() []string {
 	if g.cl == nil {
 		return nil
 	}
+	out := []string{g.cl.stats()}
 	if n, last := g.cl.failures(); n > 0 {
-		return []string{fmt.Sprintf("%d syncs could not reach etcd (last: %s)", n, last)}
+		out = append(out, fmt.Sprintf("%d syncs could not reach etcd (last: %s)", n, last))
 	}
-	return nil
+	return out
 }
 
 // Close implements fairbench.Gateway.
