@@ -96,6 +96,35 @@ func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class
 	return p.acquire(t, holder, team, class, estimate), true
 }
 
+// TakeSpill moves into this pool, as a fallback of another pool, a
+// request described by w that waits there (or would wait: Arrive's
+// Waiting), decided and recorded in one transition, by the rules of
+// spill-over: it moves only if no request of this pool's own waits (they
+// go first), a borrower fits (HasRoom, for UnknownTeam with w.Tokens:
+// what the teams' lending limits keep stays theirs) and fewer than C
+// requests are in flight (TryAcquire, which it calls). It is then granted as UnknownTeam
+// (share 0: it always borrows, ranked after every configured team's
+// borrowers) with w's class and estimate, and its Grant carries w's ID
+// and arrival, so the time it waited counts as queue time. Otherwise
+// nothing but expiry and holder's heartbeat changes, and it returns a
+// released zero Grant and false. Removing w from the pool it waits in is
+// the caller's, after this transition succeeded: it is then counted in
+// flight here and still waiting there for a moment, never in flight twice.
+// Cost: O(teams·log teams).
+func (p *Pool) TakeSpill(now time.Time, holder uint32, w Waiting) (Grant, bool) {
+	t := now.UnixNano()
+	p.advance(t)
+	if len(p.waits) > 0 || !p.HasRoom(UnknownTeam, w.Tokens) {
+		p.touch(holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, false
+	}
+	g, ok := p.TryAcquire(now, holder, UnknownTeam, w.Class, w.Estimate)
+	if ok {
+		g.ID, g.Arrived = w.ID, min(w.Arrived, g.At)
+	}
+	return g, ok
+}
+
 func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate float64) Grant {
 	i := p.acquireEntry(team)
 	class = clampClass(class)

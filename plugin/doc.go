@@ -91,7 +91,8 @@
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
 //	spill.go       spill-over: a request that would be held moves to a fallback pool with room
-//	               (TryAcquire), routed by x-fairshare-pool; spill_to's validation, counts, status
+//	               (TakeSpill), and a held one later on the dispatch tick (respill), routed by
+//	               x-fairshare-pool; spill_to's validation, counts, status
 //	shadow.go      mode "shadow": decided and accounted, forwarded as sent, the would-be
 //	               decision in response headers and counters
 //	engine.go      engine_priority: whether the priority is written, the engine's
@@ -126,7 +127,7 @@
 //	                     request.go     poolFor
 //	                     estimate.go    estimate (cost, KV demand)
 //	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
-//	                     spill.go       Queued: a fallback with room takes it (TryAcquire there)
+//	                     spill.go       Queued: a fallback with room takes it (TakeSpill there)
 //	                     flow.go        Queued: hold (dispatch and resume later, or expire)
 //	                     body.go        writeBody: "priority" written, the body forwarded
 //	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers

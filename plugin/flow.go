@@ -188,7 +188,8 @@ func (pc *pluginContext) OnQueueReady(queueID uint32) {
 }
 
 // dispatchHeld runs dispatch for every pool in which this VM holds
-// requests.
+// requests, then offers to the pool's fallbacks what it could not send on
+// (respill).
 func (pc *pluginContext) dispatchHeld(now time.Time) {
 	if len(pc.held) == 0 {
 		return
@@ -198,6 +199,7 @@ func (pc *pluginContext) dispatchHeld(now time.Time) {
 			if h.pool == ps {
 				pc.reestimate(now, ps)
 				pc.dispatch(now, ps, 0)
+				pc.respill(now, ps) // what ps cannot take, a fallback may (spill.go)
 				break
 			}
 		}

@@ -15,16 +15,48 @@ import (
 //	                            │
 //	                            └─► Queued (it would be held), headers still held:
 //	                                  for each fallback, in order:
-//	                                    updatePool(fallback): no request of the fallback's
-//	                                    own waits, a borrower has room there (HasRoom: its
-//	                                    teams' lending limits counted), and TryAcquire
-//	                                    (unknown team) finds fewer than C in flight: decided
-//	                                    and recorded in the same compare-and-swap
+//	                                    updatePool(fallback), Pool.TakeSpill: no request of
+//	                                    the fallback's own waits, a borrower has room there
+//	                                    (HasRoom: its teams' lending limits counted), and
+//	                                    fewer than C in flight (TryAcquire's test), granted as
+//	                                    the unknown team: decided and recorded in the same
+//	                                    compare-and-swap
 //	                                  moved: Cancel in its own pool; h.pool = fallback;
 //	                                         x-fairshare-pool: <fallback> (the route),
 //	                                         x-fairshare-spilled-from: <own> (request and
 //	                                         response); spilled_total counted
 //	                                  no fallback has room: held in its own pool as before
+//
+// A held request moves later. A fallback busy at a request's arrival may
+// free room while the request is still held at home (a flood that begins
+// while the fallback is busy). On the holding VM's dispatch tick (and
+// queue wake-up), after dispatch has sent on what the home pool can take,
+// the head of the home pool's queue is offered by the same rules
+// (respill):
+//
+//	tick ── dispatch(home) ── head of home's queue: this VM's, Blocked,
+//	        headers still held, before its deadline?
+//	          └─ takeSpill: the first fallback whose record takes it
+//	             (TakeSpill, one compare-and-swap of the fallback's record)
+//	               moved: out of pc.held; Cancel in home (a second swap);
+//	                      headers and counts as at arrival; resume in the
+//	                      fallback (its priority written into the held body,
+//	                      x-fairshare-pool: <fallback>); dispatch(home) again,
+//	                      then the new head
+//	               none:  it stays held; nothing behind it is offered
+//
+// Only the head moves, repeatedly while a fallback takes it: the standing
+// order of the home queue is kept (a request never overtakes one with a
+// better standing by moving), and another VM's head is left to that VM's
+// tick (only its holder can resume it). The fallback's swap comes first:
+// between the two swaps the request is in flight in the fallback and
+// still waiting at home, where a waiter counts for nothing in flight, so
+// nothing is counted twice; if the home swap fails, the waiter stays there
+// until it is dispatched to this VM, which finds its stream no longer held
+// and ends that grant at once (dispatch), or until respill meets it at the
+// head and cancels it, or until its deadline. A stream gone before the
+// move is cancelled at home, and one gone during resume has its fallback
+// grant ended (undo): nothing leaks.
 //
 // A spilled request is decided by TryAcquire in the fallback as the
 // unknown team (fairshare.UnknownTeam): share 0, so it always borrows and
@@ -141,10 +173,29 @@ func (pc *pluginContext) poolNamed(name string) *poolState {
 // true; otherwise h stays queued in own. It is tried only while h's
 // headers are held: once they have gone, the route is fixed.
 func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, estimate float64, kv int64) (fairshare.Grant, bool) {
-	pc := h.pc
 	if !h.headersHeld || len(own.cfg.spillTo) == 0 {
 		return fairshare.Grant{}, false
 	}
+	w.Tokens, w.Estimate = kv, estimate
+	fb, g, ok := h.pc.takeSpill(now, own, w)
+	if !ok {
+		return fairshare.Grant{}, false
+	}
+	// Out of its own pool's queue. On a failure the waiter stays there
+	// until it is dispatched to this VM, which then ends it (dispatch:
+	// the stream is not held), or until its deadline.
+	h.pc.cancelWait(now, own, w.ID)
+	h.moved(own, fb, g)
+	return g, true
+}
+
+// takeSpill offers the request w, waiting (or about to wait) in pool own,
+// to own's fallbacks in order: the first whose record takes it
+// (fairshare.Pool.TakeSpill: none of the fallback's own requests waits, a
+// borrower has room there, fewer than C in flight, decided and recorded in
+// one compare-and-swap of the fallback's record) is returned with the
+// grant. Removing w from own's queue is the caller's, afterwards.
+func (pc *pluginContext) takeSpill(now time.Time, own *poolState, w fairshare.Waiting) (*poolState, fairshare.Grant, bool) {
 	for _, name := range own.cfg.spillTo {
 		fb := pc.poolNamed(name)
 		if fb == nil {
@@ -155,30 +206,85 @@ func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, 
 			moved bool
 		)
 		err := pc.updatePool(now, fb, "spill", func(p *fairshare.Pool) {
-			moved = false
-			// The fallback's held requests go first, and what its teams'
-			// lending limits keep free is theirs (HasRoom); then
-			// TryAcquire moves it only below C, in this same swap.
-			if p.Waiters() > 0 || !p.HasRoom(fairshare.UnknownTeam, kv) {
-				return
-			}
-			g, moved = p.TryAcquire(now, pc.holder, fairshare.UnknownTeam, h.class, estimate)
+			g, moved = p.TakeSpill(now, pc.holder, w)
 		})
-		if err != nil || !moved {
+		if err == nil && moved {
+			return fb, g, true
+		}
+	}
+	return nil, fairshare.Grant{}, false
+}
+
+// cancelWait takes request id of this VM out of pool ps's queue. On a
+// failure the waiter stays there until it is dispatched to this VM, which
+// then ends it (dispatch: the stream is no longer held), or until its
+// deadline.
+func (pc *pluginContext) cancelWait(now time.Time, ps *poolState, id uint64) {
+	_ = pc.updatePool(now, ps, "cancel", func(p *fairshare.Pool) { p.Cancel(now, pc.holder, id) })
+}
+
+// moved records that spill-over moved h from pool own to pool fb with
+// grant g: h runs, is released and is charged in fb, its headers name
+// own in x-fairshare-spilled-from, and the move is counted (metric and
+// status).
+func (h *httpContext) moved(own, fb *poolState, g fairshare.Grant) {
+	pc := h.pc
+	h.pool = fb
+	h.slot = fb.slot(g.Team) // latency and completion means where it runs
+	h.spilledFrom = own
+	pc.met.spilled(own.cfg.name, teamOf(own, h.team), fb.cfg.name)
+	pc.countSpill(own.cfg.name, fb.cfg.name)
+}
+
+// respill offers this VM's held requests of pool ps to ps's fallbacks
+// after dispatch has sent on what ps itself can take (see "A held request
+// moves later" above): the head of ps's queue, while it is this VM's, may
+// not go in ps (Blocked) and a fallback takes it; then dispatch runs again
+// (the head gone, the next may fit) and the new head is offered in turn.
+func (pc *pluginContext) respill(now time.Time, ps *poolState) {
+	if len(ps.cfg.spillTo) == 0 {
+		return
+	}
+	for i := 0; i < maxDispatch; i++ {
+		if _, err := pc.rs.load(now, ps.rec); err != nil {
+			return
+		}
+		w, st := ps.rec.p.Next(now)
+		if st != fairshare.Blocked || w.Holder != pc.holder {
+			// Empty, free to go (dispatch sends it), or another VM's
+			// head: that VM's tick offers it.
+			return
+		}
+		h := pc.held[w.ID]
+		if h == nil || h.state != stHeld {
+			// Its stream is gone and its cancel failed: take it out now,
+			// so that it holds no request behind it.
+			pc.cancelWait(now, ps, w.ID)
 			continue
 		}
-		// Out of its own pool's queue. On a failure the waiter stays there
-		// until it is dispatched to this VM, which then ends it (dispatch:
-		// the stream is not held), or until its deadline.
-		_ = pc.updatePool(now, own, "cancel", func(p *fairshare.Pool) { p.Cancel(now, pc.holder, w.ID) })
-		h.pool = fb
-		h.slot = fb.slot(g.Team) // latency and completion means where it runs
-		h.spilledFrom = own
-		pc.met.spilled(own.cfg.name, teamOf(own, h.team), fb.cfg.name)
-		pc.countSpill(own.cfg.name, fb.cfg.name)
-		return g, true
+		if !h.headersHeld || h.deadline <= now.UnixNano() {
+			// Its route is fixed (hold_headers_probe continued it), or
+			// expire answers it: nothing behind it overtakes it.
+			return
+		}
+		if hostcalls.SetEffectiveContext(h.ctxID) != nil {
+			// The stream is gone without its on_done having run here.
+			h.cancel(now)
+			continue
+		}
+		w.Tokens = h.kv // its demand now (Reestimate may have lowered it)
+		fb, g, ok := pc.takeSpill(now, ps, w)
+		if !ok {
+			return
+		}
+		delete(pc.held, w.ID)
+		pc.cancelWait(now, ps, w.ID)
+		h.moved(ps, fb, g)
+		pc.met.request(fb.cfg.name, &g, h.slot)
+		pc.met.queueTime(fb.cfg.name, h.slot, &g)
+		h.resume(now, fb, g) // ends the grant in fb if the stream cannot go on
+		pc.dispatch(now, ps, 0)
 	}
-	return fairshare.Grant{}, false
 }
 
 // spilled counts one request of team moved from pool from to pool to.

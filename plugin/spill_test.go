@@ -103,7 +103,7 @@ func TestWasmSpillMovesToAFallbackWithRoom(t *testing.T) {
 	x3.Complete()
 	equal(t, "in flight a, b after x3", []int{inFlight(t, h, "a"), inFlight(t, h, "b")}, []int{2, 2}) // z1 is b's
 	if held(x5) != true {
-		t.Error("x5 left a's queue when b freed: a held request is offered to fallbacks on arrival only")
+		t.Error("x5 left a's queue when x3 ended: b is full again (z1)")
 	}
 	respondJSON(x1, 3, 2)
 	if held(x5) {
@@ -354,5 +354,286 @@ func TestWasmSpilledLocalReplyLeaksNothing(t *testing.T) {
 	}
 	respondJSON(x1, 1, 1)
 	respondJSON(y1, 1, 1)
+	checkIdle(t, h, "a", "b")
+}
+
+// respillConfig: pool a (C 2, teams x and y one slot each, model m)
+// spills to b (C 2, model m-b): b's team z reserves one slot and may not
+// borrow (borrowing_limit 0), so a second z request is held in b while
+// b has a slot free; team w reserves the other.
+const respillConfig = `{"max_queue_time":"10s","dispatch_tick":"20ms","tick":"1s","default_max_tokens":16,"half_life":"0s",
+ "hold_headers":"on","hold_headers_probe":"10s","status_token":"sesame","response_headers":true,
+ "pools":[{"name":"a","capacity":2,"models":["m"],"spill_to":["b"],"teams":{"x":{"share":0.5},"y":{"share":0.5}}},
+          {"name":"b","capacity":2,"models":["m-b"],"teams":{"z":{"share":0.5,"borrowing_limit":0},"w":{"share":0.5}}}]}`
+
+// respillFill fills a (x, y) and b (z, w) and holds x3 and x4 in a: b was
+// full when they arrived, so they were not spilled then.
+func respillFill(t *testing.T, h *host.Host, vm int) (fill []*host.Stream, x3, x4 *host.Stream) {
+	t.Helper()
+	fill = []*host.Stream{
+		request(h, vm, "/v1/chat/completions", team("x"), chat("m", 4, "")),
+		request(h, vm, "/v1/chat/completions", team("y"), chat("m", 4, "")),
+		request(h, vm, "/v1/chat/completions", team("z"), chat("m-b", 4, "")),
+		request(h, vm, "/v1/chat/completions", team("w"), chat("m-b", 4, "")),
+	}
+	x3 = request(h, vm, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	h.Advance(time.Millisecond)
+	x4 = request(h, vm, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+	if !held(x3) || !held(x4) || waiting(t, h, "a") != 2 {
+		t.Fatalf("x3 held %v, x4 held %v, a waiting %d: want both held in a", held(x3), held(x4), waiting(t, h, "a"))
+	}
+	return fill, x3, x4
+}
+
+// TestWasmRespillWhenTheFallbackFrees: requests held in a because b was
+// full when they arrived move to b on a's dispatch tick once b frees room,
+// the head of a's queue first and one per free slot (x4 stays held while
+// b is full again), routed by x-fairshare-pool: b and marked
+// x-fairshare-spilled-from: a, at a borrower's priority as b's unknown
+// team, counted in the metric, the status endpoint and the response
+// headers as a spill at arrival is; their queue time is the time they
+// were held; every release goes to b.
+func TestWasmRespillWhenTheFallbackFrees(t *testing.T) {
+	h := startHost(t, respillConfig, 1, true)
+	fill, x3, x4 := respillFill(t, h, 0)
+	h.Advance(100 * time.Millisecond)
+	if !held(x3) {
+		t.Fatal("x3 left a's queue while b was full")
+	}
+	respondJSON(fill[3], 1, 1) // w's request ends: b has one slot free
+	h.Advance(20 * time.Millisecond)
+	if held(x3) {
+		t.Fatal("x3 still held in a after a dispatch tick with a free slot in b")
+	}
+	if p, from := routed(x3); p != "b" || from != "a" {
+		t.Errorf("x3 routed to %q spilled from %q, want b from a", p, from)
+	}
+	if p := priority(t, x3); p < fairshare.BorrowBase {
+		t.Errorf("moved x3 priority %d, want a borrower's", p)
+	}
+	if !held(x4) {
+		t.Error("x4 moved too: b had one slot free")
+	}
+	equal(t, "in flight a, b; waiting a", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 2, 1})
+	equal(t, "b's unknown team", teamStats(t, h, "b")[fairshare.UnknownTeam].Borrowing, 1)
+	wantMetrics(t, h, map[string]int64{"fairshare.pool.a.team.x.to_pool.b.spilled_total": 1})
+	st := statusBody(t, h)
+	equal(t, "status a, b", []string{gjson.Get(st, "pools.0.spilled_to").Raw, gjson.Get(st, "pools.1.spilled_in").Raw}, []string{`{"b":1}`, "1"})
+	x3.ResponseHeaders([][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
+	rh := x3.ResponseHeaderMap()
+	p, _ := header(rh, "x-fairshare-pool")
+	from, _ := header(rh, "x-fairshare-spilled-from")
+	equal(t, "x3 response headers", []string{p, from}, []string{"b", "a"})
+	x3.ResponseBody([]byte(`{"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`), true)
+	x3.Complete()
+	// x3's slot in b is free again: x4, now the head, follows.
+	h.Advance(20 * time.Millisecond)
+	if p, from := routed(x4); held(x4) || p != "b" || from != "a" {
+		t.Fatalf("x4 held %v, routed to %q from %q; want moved to b", held(x4), p, from)
+	}
+	wantMetrics(t, h, map[string]int64{"fairshare.pool.a.team.x.to_pool.b.spilled_total": 2})
+	for _, s := range []*host.Stream{fill[0], fill[1], fill[2], x4} {
+		respondJSON(s, 3, 2)
+	}
+	checkIdle(t, h, "a", "b")
+	if u := teamStats(t, h, "b")[fairshare.UnknownTeam].Usage; u <= 0 {
+		t.Errorf("b's unknown team usage %v: the moved requests' usage was not charged in b", u)
+	}
+}
+
+// TestWasmRespillNotIntoAFallbackHoldingItsOwn: b has a slot free but a
+// request of its own team is held there (z may not borrow): a's held
+// request does not take the slot; once z's held request is gone, it does.
+func TestWasmRespillNotIntoAFallbackHoldingItsOwn(t *testing.T) {
+	h := startHost(t, respillConfig, 1, true)
+	fill, x3, x4 := respillFill(t, h, 0)
+	z2 := request(h, 0, "/v1/chat/completions", team("z"), chat("m-b", 4, ""))
+	respondJSON(fill[3], 1, 1) // a slot free in b; z2 may not borrow it
+	h.Advance(100 * time.Millisecond)
+	if !held(z2) || waiting(t, h, "b") != 1 {
+		t.Fatalf("z2 held %v, b waiting %d: want z2 held in b", held(z2), waiting(t, h, "b"))
+	}
+	if !held(x3) || inFlight(t, h, "b") != 1 {
+		t.Fatalf("x3 held %v, b in flight %d: a held request moved into a fallback holding one of its own", held(x3), inFlight(t, h, "b"))
+	}
+	z2.Reset()
+	z2.Complete()
+	h.Advance(20 * time.Millisecond)
+	if p, _ := routed(x3); held(x3) || p != "b" {
+		t.Fatalf("x3 held %v, routed to %q, after b's own waiter left", held(x3), p)
+	}
+	for _, s := range []*host.Stream{fill[0], fill[1], fill[2], x3} {
+		respondJSON(s, 1, 1)
+	}
+	h.Advance(20 * time.Millisecond)
+	respondJSON(x4, 1, 1)
+	checkIdle(t, h, "a", "b")
+}
+
+// TestWasmRespilledEndsOfStream: a request moved from a's queue to b ends
+// in b on every end of stream (a reset, a delete without on_done, an
+// upstream 503), and one whose client leaves while it is held is never
+// moved: nothing is left in flight or waiting in either pool.
+func TestWasmRespilledEndsOfStream(t *testing.T) {
+	h := startHost(t, respillConfig, 1, true)
+	fill, x3, x4 := respillFill(t, h, 0)
+	x5 := request(h, 0, "/v1/chat/completions", team("y"), chat("m", 4, ""))
+	x4.Reset() // gone while held: cancelled in a, never moved
+	x4.Complete()
+	respondJSON(fill[3], 1, 1)
+	respondJSON(fill[2], 1, 1)
+	h.Advance(20 * time.Millisecond)
+	for _, s := range []*host.Stream{x3, x5} {
+		if p, _ := routed(s); held(s) || p != "b" {
+			t.Fatalf("held %v, routed to %q: want moved to b", held(s), p)
+		}
+	}
+	equal(t, "in flight a, b; waiting a", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 2, 0})
+	wantMetrics(t, h, map[string]int64{"fairshare.pool.a.team.x.to_pool.b.spilled_total": 1, "fairshare.pool.a.team.y.to_pool.b.spilled_total": 1})
+	x3.Reset()
+	x3.Complete()
+	equal(t, "b after a reset", inFlight(t, h, "b"), 1)
+	x5.DeleteOnly()
+	equal(t, "b after a delete without on_done", inFlight(t, h, "b"), 0)
+	x6 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, "")) // spilled at arrival
+	fill = append(fill, request(h, 0, "/v1/chat/completions", team("w"), chat("m-b", 4, "")))
+	x7 := request(h, 0, "/v1/chat/completions", team("x"), chat("m", 4, "")) // held: b full
+	respondJSON(x6, 1, 1)
+	h.Advance(20 * time.Millisecond)
+	if p, _ := routed(x7); held(x7) || p != "b" {
+		t.Fatalf("x7 held %v, routed to %q: want moved to b", held(x7), p)
+	}
+	x7.ResponseHeaders([][2]string{{":status", "503"}, {"content-length", "0"}}, true)
+	x7.Complete()
+	equal(t, "b after a 503", inFlight(t, h, "b"), 1)
+	respondJSON(fill[0], 1, 1)
+	respondJSON(fill[1], 1, 1)
+	respondJSON(fill[4], 1, 1)
+	checkIdle(t, h, "a", "b")
+}
+
+// TestWasmRespillHomeCancelFails: every write of a's record fails when a
+// held request is moved, so it stays in a's queue after b took it: it is
+// forwarded to b all the same, counted once in flight (in b), and the
+// stale waiter in a is taken out later (cancelled at the head, or
+// dispatched and ended at once): nothing leaks in either pool.
+func TestWasmRespillHomeCancelFails(t *testing.T) {
+	h, f := startFaultyOpts(t, respillConfig, 1, pluginName+"/fairshare/pool/a/", func(o *host.Options) { o.AllowOnHeadersStopIteration = true })
+	fill, x3, x4 := respillFill(t, h, 0)
+	respondJSON(fill[3], 1, 1)
+	f.set.Store(uint32(hostcalls.StatusCASMismatch))
+	h.Advance(20 * time.Millisecond)
+	f.set.Store(0)
+	if f.sets.Load() == 0 {
+		t.Fatal("no write of a's record failed")
+	}
+	if p, _ := routed(x3); held(x3) || p != "b" {
+		t.Fatalf("x3 held %v, routed to %q: want moved to b", held(x3), p)
+	}
+	equal(t, "in flight a, b; waiting a (x3's stale waiter, x4)", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 2, 2})
+	respondJSON(x3, 1, 1)
+	h.Advance(20 * time.Millisecond)
+	if p, _ := routed(x4); held(x4) || p != "b" {
+		t.Fatalf("x4 held %v, routed to %q: want moved to b past x3's stale waiter", held(x4), p)
+	}
+	equal(t, "in flight a, b; waiting a", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 2, 0})
+	for _, s := range []*host.Stream{fill[0], fill[1], fill[2], x4} {
+		respondJSON(s, 1, 1)
+	}
+	checkIdle(t, h, "a", "b")
+}
+
+// TestWasmRespillConcurrentNeverPastC: four VMs hold nine requests in a
+// (C 3) while b (C 6) is full; then b's requests end and, with one record
+// write in three failing as a lost compare-and-swap, the VMs' dispatch
+// ticks move their held requests into b while four goroutines send one
+// request each to b on every VM (every request borrows: its team is no
+// pool's, so each pool holds at most C in flight). Nothing ends during
+// that phase, so the last count is the largest: b is full and never past
+// C, at least the two slots the goroutines cannot take went to moved
+// requests, every request is forwarded (counted in exactly one pool) or
+// held, and everything drains.
+func TestWasmRespillConcurrentNeverPastC(t *testing.T) {
+	cfg := `{"max_queue_time":"30s","dispatch_tick":"20ms","tick":"1s","default_max_tokens":16,"half_life":"0s",
+ "hold_headers":"on","hold_headers_probe":"30s",
+ "pools":[{"name":"a","capacity":3,"models":["m"],"spill_to":["b"],"teams":{"q":{"share":0.1}}},
+          {"name":"b","capacity":6,"models":["m-b"],"teams":{"r":{"share":1}}}]}`
+	h, f := startFaultyHost(t, cfg, 4)
+	var (
+		mu      sync.Mutex
+		streams []*host.Stream
+		bOwn    []*host.Stream
+	)
+	for i := 0; i < 6; i++ {
+		bOwn = append(bOwn, request(h, 0, "/v1/chat/completions", team("s"), chat("m-b", 4, "")))
+	}
+	for vm := 0; vm < 4; vm++ {
+		for i := 0; i < 3; i++ {
+			streams = append(streams, request(h, vm, "/v1/chat/completions", team(fmt.Sprintf("t%d", vm)), chat("m", 4, "")))
+			h.Advance(time.Millisecond)
+		}
+	}
+	equal(t, "in flight a, b; waiting a", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{3, 6, 9})
+	f.conflictEvery.Store(3)
+	for _, s := range bOwn {
+		respondJSON(s, 1, 1)
+	}
+	var wg sync.WaitGroup
+	for vm := 0; vm < 4; vm++ {
+		wg.Add(1)
+		go func(vm int) {
+			defer wg.Done()
+			s := request(h, vm, "/v1/chat/completions", team("s"), chat("m-b", 4, ""))
+			mu.Lock()
+			streams = append(streams, s)
+			mu.Unlock()
+		}(vm)
+	}
+	most := 0
+	for i := 0; i < 10; i++ {
+		h.Advance(20 * time.Millisecond)
+		most = max(most, inFlight(t, h, "b"))
+	}
+	wg.Wait()
+	h.Advance(20 * time.Millisecond)
+	most = max(most, inFlight(t, h, "b"))
+	if most > 6 || inFlight(t, h, "a") > 3 {
+		t.Errorf("most in flight in b %d (C 6), a %d (C 3): past C", most, inFlight(t, h, "a"))
+	}
+	equal(t, "b full", inFlight(t, h, "b"), 6)
+	moved := metric(h, "fairshare.pool.a.team._unknown.to_pool.b.spilled_total")
+	forwarded, heldN := 0, 0
+	for _, s := range streams {
+		switch {
+		case held(s):
+			heldN++
+		case len(s.ForwardedRequestBody()) > 0:
+			forwarded++
+		default:
+			t.Errorf("a request neither held nor forwarded: reply %+v", s.LocalReply())
+		}
+	}
+	equal(t, "forwarded = a + b, held = waiting", []int{forwarded, heldN},
+		[]int{inFlight(t, h, "a") + inFlight(t, h, "b"), waiting(t, h, "a") + waiting(t, h, "b")})
+	if moved < 2 || f.sets.Load() == 0 {
+		t.Errorf("%d moved from a's queue (want at least 2), %d conflicts injected", moved, f.sets.Load())
+	}
+	t.Logf("%d moved, %d forwarded, %d held, %d conflicts injected", moved, forwarded, heldN, f.sets.Load())
+	f.conflictEvery.Store(0)
+	for len(streams) > 0 {
+		rest := streams[:0]
+		for _, s := range streams {
+			if held(s) {
+				rest = append(rest, s)
+				continue
+			}
+			respondJSON(s, 1, 1)
+		}
+		streams = rest
+		h.Advance(20 * time.Millisecond)
+		if b := inFlight(t, h, "b"); b > 6 {
+			t.Fatalf("b has %d in flight while draining, C = 6", b)
+		}
+	}
 	checkIdle(t, h, "a", "b")
 }
