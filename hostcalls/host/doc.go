@@ -37,7 +37,10 @@
 // callbacks delivered, headers mutable and unreleased until the filter
 // continues, then released with the buffered body; local
 // replies deferred until the callback returns; the end-of-stream order
-// on_log → on_done → on_delete for every stream (reset ones too); tick
+// on_log → on_done → on_delete for every stream (reset ones too), or, for
+// an HTTP/3 downstream (Stream.CompleteHTTP3, Envoy ≥ 1.26 logging on the
+// client's last ACK), on_done → on_delete with on_log after the delete,
+// for the same id, at Stream.DeferredLog (http3.go cites Envoy); tick
 // timers per VM; http_call to named
 // clusters, and to ORIGINAL_DST clusters routed by a header
 // (Options.OriginalDst: the address in x-envoy-original-dst-host, a 503
