@@ -138,7 +138,8 @@
 // the guest, the allocator, the transcript, guest-memory helpers),
 // options.go (Options), profile.go (Profile: what differs between the
 // cpp-hosts Envoy ships, and the lists that say so), stream.go and stream_state.go (Stream: the filter
-// chain's events and what they did), serve.go (what a front end uses:
+// chain's events and what they did), http3.go (Stream.CompleteHTTP3 and
+// DeferredLog: the HTTP/3 end of stream), serve.go (what a front end uses:
 // EnterServe, ExitServe, PickStream). The local proxy is package
 // hostcalls/host/proxy; it uses only this package's exported API.
 //
@@ -168,6 +169,9 @@
 //   - The CAS counter is per vm_id store rather than process-wide (guests
 //     cannot tell the difference). Queue tokens are process-wide.
 //   - fd_write output is logged line by line (cpp-host logs each write).
+//   - Between Stream.CompleteHTTP3 and Stream.DeferredLog the stream's id
+//     is no live context (proxy_set_effective_context: BAD_ARGUMENT);
+//     Envoy still has the Context registered, its filter callbacks gone.
 //   - Not modelled: network (L4) filters and their buffers, gRPC, foreign
 //     functions, metadata callbacks,
 //     request trailers in the proxy, HTTP/2 stream limits, most CEL
