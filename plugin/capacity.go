@@ -94,22 +94,12 @@ func parseCapacityFrom(ps *problems, path string, v gjson.Result) *capacityFrom 
 				cf.engines = s
 			}
 		case "addresses":
-			if !f.IsArray() {
-				ps.add(fp, "must be an array of \"ip:port\" engine addresses, got %s", typeName(f))
-				return true
-			}
-			j := 0
-			f.ForEach(func(_, a gjson.Result) bool {
-				ap := fp + "[" + strconv.Itoa(j) + "]"
-				j++
-				if s, ok := str(ps, ap, a); ok {
-					if addr, ok := engineAddress(s); ok {
-						cf.addresses = append(cf.addresses, addr)
-					} else {
-						ps.add(ap, "must be an IP address and port (\"10.0.0.5:8000\", \"[fd00::5]:8000\"): the ORIGINAL_DST cluster takes no names, got %q", s)
-					}
+			strs(ps, fp, f, "\"ip:port\" engine addresses", func(ap, s string) {
+				if addr, ok := engineAddress(s); ok {
+					cf.addresses = append(cf.addresses, addr)
+				} else {
+					ps.add(ap, "must be an IP address and port (\"10.0.0.5:8000\", \"[fd00::5]:8000\"): the ORIGINAL_DST cluster takes no names, got %q", s)
 				}
-				return true
 			})
 		case "header":
 			cf.header = headerName(ps, fp, f)

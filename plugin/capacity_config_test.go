@@ -23,6 +23,8 @@ func TestCapacityFromConfig(t *testing.T) {
 		{`{}`, "pools[0].capacity_from.cluster: required"},
 		{`{"cluster":"e","engines":"all"}`, `pools[0].capacity_from.engines: must be "cluster"`},
 		{`{"cluster":"e","engines":"learned","addresses":["vllm-0:8000"]}`, "pools[0].capacity_from.addresses[0]: must be an IP address and port"},
+		{`{"cluster":"e","engines":"learned","addresses":"10.0.0.5:8000"}`, `pools[0].capacity_from.addresses: must be an array of "ip:port" engine addresses, got a string`},
+		{`{"cluster":"e","engines":"learned","addresses":[8000]}`, "pools[0].capacity_from.addresses[0]: must be a string, got a number"},
 		{`{"cluster":"e","addresses":["10.0.0.5:8000"]}`, `pools[0].capacity_from.addresses: needs engines "learned"`},
 		{`{"cluster":"e","interval":"1s","expire":"500ms"}`, "pools[0].capacity_from.expire: must be at least interval"},
 		{`{"cluster":"e","interval":"1s","timeout":"1s"}`, "pools[0].capacity_from.timeout: must be below interval"},

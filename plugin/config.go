@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -606,6 +607,27 @@ func str(ps *problems, path string, v gjson.Result) (string, bool) {
 	return v.Str, true
 }
 
+// strs reads an array of strings at path, calling each with every
+// element's path and value; what names the elements in the error for a
+// value that is not an array ("pool names": "must be an array of pool
+// names"), and an element that is not a string is reported at its own
+// path. each adds its own problems.
+func strs(ps *problems, path string, v gjson.Result, what string, each func(ip, s string)) {
+	if !v.IsArray() {
+		ps.add(path, "must be an array of %s, got %s", what, typeName(v))
+		return
+	}
+	i := 0
+	v.ForEach(func(_, e gjson.Result) bool {
+		ip := path + "[" + strconv.Itoa(i) + "]"
+		i++
+		if s, ok := str(ps, ip, e); ok {
+			each(ip, s)
+		}
+		return true
+	})
+}
+
 func typeName(v gjson.Result) string {
 	switch v.Type {
 	case gjson.Null:
@@ -752,35 +774,21 @@ func parseCost(ps *problems, path string, v gjson.Result, c *costWeights) {
 }
 
 func parsePaths(ps *problems, path string, v gjson.Result) []string {
-	if !v.IsArray() {
-		ps.add(path, "must be an array of strings, got %s", typeName(v))
-		return nil
-	}
 	var out []string
-	i := 0
-	v.ForEach(func(_, p gjson.Result) bool {
-		ip := path + "[" + strconv.Itoa(i) + "]"
-		i++
-		s, ok := str(ps, ip, p)
-		if !ok {
-			return true
-		}
+	strs(ps, path, v, "strings", func(ip, s string) {
 		if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?# ") {
 			ps.add(ip, "must be a path starting with \"/\" without query, got %q", s)
-			return true
+			return
 		}
 		if c := cleanPath(s); c != s {
 			ps.add(ip, "must be a clean path (requests are compared after decoding escapes, merging slashes and resolving dot segments): %q, not %q", c, s)
-			return true
+			return
 		}
-		for _, o := range out {
-			if o == s {
-				ps.add(ip, "duplicate path %q", s)
-				return true
-			}
+		if slices.Contains(out, s) {
+			ps.add(ip, "duplicate path %q", s)
+			return
 		}
 		out = append(out, s)
-		return true
 	})
 	return out
 }
@@ -819,33 +827,21 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 			case "kv_tokens":
 				p.kvTokens = int64(integer(ps, fp, f, 0, 1<<40, 0))
 			case "models":
-				if !f.IsArray() {
-					ps.add(fp, "must be an array of model names, got %s", typeName(f))
-					return true
-				}
-				if len(f.Array()) == 0 {
+				if f.IsArray() && len(f.Array()) == 0 {
 					ps.add(fp, "must list at least one model (\"*\" matches any)")
 					return true
 				}
-				j := 0
-				f.ForEach(func(_, m gjson.Result) bool {
-					mp := fp + "[" + strconv.Itoa(j) + "]"
-					j++
-					s, ok := str(ps, mp, m)
-					if !ok {
-						return true
-					}
+				strs(ps, fp, f, "model names", func(mp, s string) {
 					if s == "" {
 						ps.add(mp, "must not be empty")
-						return true
+						return
 					}
 					if prev, dup := models[s]; dup {
 						ps.add(mp, "duplicate model %q (already in %s)", s, prev)
-						return true
+						return
 					}
 					models[s] = mp
 					p.models = append(p.models, s)
-					return true
 				})
 			case "teams":
 				p.teams = parseTeams(ps, fp, f)

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,27 +88,13 @@ const mSpilled = "spilled_total"
 // parseSpillTo reads a pool's spill_to: an array of pool names (checked
 // against the pools by checkSpill).
 func parseSpillTo(ps *problems, path string, v gjson.Result) []string {
-	if !v.IsArray() {
-		ps.add(path, "must be an array of pool names, got %s", typeName(v))
-		return nil
-	}
 	var out []string
-	j := 0
-	v.ForEach(func(_, n gjson.Result) bool {
-		np := path + "[" + strconv.Itoa(j) + "]"
-		j++
-		s, ok := str(ps, np, n)
-		if !ok {
-			return true
-		}
-		for _, prev := range out {
-			if prev == s {
-				ps.add(np, "duplicate fallback %q", s)
-				return true
-			}
+	strs(ps, path, v, "pool names", func(np, s string) {
+		if slices.Contains(out, s) {
+			ps.add(np, "duplicate fallback %q", s)
+			return
 		}
 		out = append(out, s)
-		return true
 	})
 	return out
 }

@@ -38,17 +38,8 @@ func SpillConfig(s *fairbench.Scenario, flow *Flow, cost *fairbench.CostSpec, wi
 	if err != nil {
 		return nil, err
 	}
-	hl := fairbench.DefaultHalfLife
-	if s.HalfLife > 0 {
-		hl = fairbench.Sec(s.HalfLife)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
-	if cost != nil {
-		p, cached, out := cost.Weights()
-		fmt.Fprintf(&b, `"cost":{"prompt_token":%s,"cached_prompt_token":%s,"completion_token":%s},`,
-			strconv.FormatFloat(p, 'g', -1, 64), strconv.FormatFloat(cached, 'g', -1, 64), strconv.FormatFloat(out, 'g', -1, 64))
-	}
+	configHead(&b, s, cost)
 	fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,"hold_headers":"on","hold_headers_probe":"1m",`, flow.MaxQueueTime.String(), flow.tick().String())
 	if flow.BatchAging != "" {
 		fmt.Fprintf(&b, `"batch_aging":%q,`, flow.BatchAging)

@@ -207,17 +207,8 @@ func KVTokens(s *fairbench.Scenario, c int) (int, error) {
 // entry penalty, and cost's weights (nil: the plugin's defaults, prompt 1,
 // cached prompt 1, completion 2); with flow, the flow-control fields too.
 func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) ([]byte, error) {
-	hl := fairbench.DefaultHalfLife
-	if s.HalfLife > 0 {
-		hl = fairbench.Sec(s.HalfLife)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
-	if cost != nil {
-		p, cached, out := cost.Weights()
-		fmt.Fprintf(&b, `"cost":{"prompt_token":%s,"cached_prompt_token":%s,"completion_token":%s},`,
-			strconv.FormatFloat(p, 'g', -1, 64), strconv.FormatFloat(cached, 'g', -1, 64), strconv.FormatFloat(out, 'g', -1, 64))
-	}
+	configHead(&b, s, cost)
 	if flow != nil {
 		fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,`, flow.MaxQueueTime.String(), flow.tick().String())
 		if flow.BatchAging != "" {
@@ -570,4 +561,20 @@ func (g *Gateway) Close() {
 		g.h.Close(context.Background())
 	}
 	g.closeEngines()
+}
+
+// configHead writes the opening of scenario s's plugin configuration to b:
+// its half-life, the entry penalty, the tick and cost's weights (nil: the
+// plugin's defaults), each field followed by a comma.
+func configHead(b *strings.Builder, s *fairbench.Scenario, cost *fairbench.CostSpec) {
+	hl := fairbench.DefaultHalfLife
+	if s.HalfLife > 0 {
+		hl = fairbench.Sec(s.HalfLife)
+	}
+	fmt.Fprintf(b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
+	if cost != nil {
+		p, cached, out := cost.Weights()
+		fmt.Fprintf(b, `"cost":{"prompt_token":%s,"cached_prompt_token":%s,"completion_token":%s},`,
+			strconv.FormatFloat(p, 'g', -1, 64), strconv.FormatFloat(cached, 'g', -1, 64), strconv.FormatFloat(out, 'g', -1, 64))
+	}
 }
