@@ -67,13 +67,13 @@ func startReplicaConfig(t *testing.T, url, replica string, vms int, cfg string) 
 	return h
 }
 
-// eventually polls cond until it holds; after a minute it fails the
+// eventually polls cond until it holds; after two minutes it fails the
 // test with what was last seen (a guard against a hang, not a speed
 // requirement).
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		ok, seen := cond()
 		if ok {
 			return
@@ -81,6 +81,40 @@ func eventually(t testing.TB, what string, cond func() (bool, string)) {
 		last = seen
 	}
 	t.Fatalf("%s: never happened; last seen %s", what, last)
+}
+
+// syncs returns every proxy's count of pool reports written to etcd
+// (fairshare.cluster_syncs_total).
+func syncs(hs []*host.Host) []int64 {
+	var n []int64
+	for _, h := range hs {
+		n = append(n, h.Metrics()["fairshare.cluster_syncs_total"].Value)
+	}
+	return n
+}
+
+// throughSyncs calls check (which fails the test itself) until every
+// proxy of hs has written k more pool reports to etcd than when it was
+// called: "it stays so" over k syncs of each proxy, however long they
+// take, not over a span of the wall clock. The 2 minutes only stop a hung
+// test.
+func throughSyncs(t testing.TB, hs []*host.Host, k int64, check func()) {
+	t.Helper()
+	from := syncs(hs)
+	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) { // a guard against a hang, not a speed check
+		check()
+		now, done := syncs(hs), true
+		for i := range now {
+			done = done && now[i] >= from[i]+k
+		}
+		if done {
+			check()
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the proxies wrote %v pool reports, want %d more than %v", now, k, from)
+		}
+	}
 }
 
 // slices returns every proxy's slice of pool small.
@@ -514,11 +548,12 @@ func TestWasmClusterEtcdMemberLoss(t *testing.T) {
 		t.Fatal("no etcd member is the leader")
 	}
 	ms[leader].Stop()
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// Through the election and five syncs of every proxy after it.
+	throughSyncs(t, hs, 5, func() {
 		if ok, seen := even(); !ok {
 			t.Fatalf("after an etcd member stopped the slices changed: %s", seen)
 		}
-	}
+	})
 	var open []*host.Stream
 	for range 5 {
 		open = append(open, request(hs[1], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
@@ -588,9 +623,7 @@ func TestWasmClusterFlowControlBound(t *testing.T) {
 		n, seen := check()
 		return n >= 12, seen
 	})
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		check()
-	}
+	throughSyncs(t, hs, 10, func() { check() }) // ten more syncs of each proxy, the bounds checked all along
 	for _, s := range open {
 		s.Reset()
 	}
@@ -638,11 +671,13 @@ func TestWasmClusterUsageSurvivesRestart(t *testing.T) {
 	// New processes: new VM ids (empty shared data), the same names.
 	restarted := []*host.Host{startReplicaConfig(t, url, "r0", 1, clusterConfig("r0")), startReplicaConfig(t, url, "r1", 1, clusterConfig("r1"))}
 	eventually(t, "usage restored on both", merged(restarted))
-	// And it stays (a restored contribution is published again, not lost).
-	time.Sleep(500 * time.Millisecond)
-	if ok, seen := merged(restarted)(); !ok {
-		t.Errorf("usage after a few more syncs = %s, want %v on both", seen, want)
-	}
+	// And it stays (a restored contribution is published again, not lost)
+	// through a few more syncs of each proxy.
+	throughSyncs(t, restarted, 5, func() {
+		if ok, seen := merged(restarted)(); !ok {
+			t.Fatalf("usage after a few more syncs = %s, want %v on both", seen, want)
+		}
+	})
 }
 
 // BenchmarkClusterFollowDemand measures how long slices take to follow a
@@ -776,11 +811,13 @@ func TestWasmClusterDepartedUsage(t *testing.T) {
 		ok, seen := ranks(hs)()
 		return ok && strings.Contains(keys(), pre+"u/r2"), seen + "; keys " + keys()
 	})
-	// And it stays (nothing counted twice at later syncs).
-	time.Sleep(500 * time.Millisecond)
-	if ok, seen := ranks(hs)(); !ok {
-		t.Errorf("after a few more syncs: %s", seen)
-	}
+	// And it stays (nothing counted twice at later syncs) through a few
+	// more syncs of each proxy.
+	throughSyncs(t, hs, 5, func() {
+		if ok, seen := ranks(hs)(); !ok {
+			t.Fatalf("after a few more syncs: %s", seen)
+		}
+	})
 
 	hs[2].Close(context.Background())
 	eventually(t, "dead r2's key folded", folded)

@@ -17,9 +17,11 @@ import (
 
 // startRun starts the runner (proxy and simulator, no load) with the
 // configuration in file cfg ("" for the embedded demo), as make run does.
+// A demo run on it drains for up to 2 minutes, so every request sent ends
+// however slow the machine (a guard against a hang, not a speed check).
 func startRun(t *testing.T, cfg string, extra ...string) (*runner, *syncBuffer) {
 	t.Helper()
-	args := []string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-view", "lines", "-duration", "1s"}
+	args := []string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-view", "lines", "-duration", "1s", "-drain", "2m"}
 	if cfg != "" {
 		args = append(args, "-config", cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,16 +41,18 @@ func TestCtrlCUnderMake(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Ctrl-C once a frame of the view shows requests in flight in the
+	// plugin (an event in the output, however long the start takes).
+	inFlight := regexp.MustCompile(`pool \S+: [1-9]\d*/\d+ in flight`)
 	hang := time.After(2 * time.Minute) // a guard against a hang, not a speed check
-	for !strings.Contains(out.String(), "demo:     ") {
+	for !strings.Contains(out.String(), "demo:     ") || !inFlight.MatchString(out.String()) {
 		select {
 		case <-hang:
 			cmd.Process.Kill()
-			t.Fatalf("no demo started:\n%s", out.String())
-		case <-time.After(100 * time.Millisecond):
+			t.Fatalf("no demo with requests in flight started:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond): // polling the output, not a window
 		}
 	}
-	time.Sleep(2 * time.Second) // some requests in flight
 	io.WriteString(stdin, "\x03")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

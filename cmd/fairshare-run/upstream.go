@@ -39,6 +39,10 @@ type upstream struct {
 	// byPool counts the finished requests of each pool's engine (spill-over
 	// shows in the fallback's).
 	byPool map[string]*atomic.Int64
+	// sims are the embedded simulator's engines, one a pool in the
+	// configuration's order (nil for a real vLLM); tests read their
+	// records.
+	sims []*vllmsim.Server
 }
 
 // simLine summarises the simulator's preemptions ("" for a real vLLM).
@@ -193,6 +197,7 @@ func startSimulator(cfg configView, timeScale float64, caching bool, steps []eng
 				}
 			}})
 		rt.servers = append(rt.servers, srv)
+		up.sims = append(up.sims, srv)
 		e := fmt.Sprintf("%s: max_num_seqs %d, %d KV blocks × %d tokens", p.Name, ec.MaxNumSeqs, ec.NumBlocks-1, ec.BlockSize)
 		if p.MetricsCluster != "" {
 			if len(steps) > 0 {
