@@ -23,6 +23,10 @@ import (
 // The id of the context whose callback is running is kept in current (0
 // outside callbacks); SetEffectiveContext changes it along with the host's.
 // Callbacks for unknown ids are ignored and answer Continue / false.
+// On an HTTP/3 downstream Envoy calls proxy_on_log after proxy_on_delete
+// (host.Stream.CompleteHTTP3 says where): the id is unknown by then and
+// the call is ignored; every lookup compares the entry's id, so it cannot
+// reach an entry reused for a newer stream.
 //
 // Per request the dispatcher allocates nothing once warm, and looks
 // nothing up in a map: the stream entry last looked up is remembered (a

@@ -6,4 +6,4 @@ package host
 // host that does, to show that a filter leaks nothing on_done would have
 // released. Later events return Ended; after Complete (or DeleteOnly) it
 // does nothing.
-func (s *Stream) DeleteOnly() { s.end(false) }
+func (s *Stream) DeleteOnly() { s.end(endDeleteOnly) }

@@ -37,7 +37,10 @@
 // callbacks delivered, headers mutable and unreleased until the filter
 // continues, then released with the buffered body; local
 // replies deferred until the callback returns; the end-of-stream order
-// on_log → on_done → on_delete for every stream (reset ones too); tick
+// on_log → on_done → on_delete for every stream (reset ones too), or, for
+// an HTTP/3 downstream (Stream.CompleteHTTP3, Envoy ≥ 1.26 logging on the
+// client's last ACK), on_done → on_delete with on_log after the delete,
+// for the same id, at Stream.DeferredLog (http3.go cites Envoy); tick
 // timers per VM; http_call to named
 // clusters, and to ORIGINAL_DST clusters routed by a header
 // (Options.OriginalDst: the address in x-envoy-original-dst-host, a 503
@@ -135,7 +138,8 @@
 // the guest, the allocator, the transcript, guest-memory helpers),
 // options.go (Options), profile.go (Profile: what differs between the
 // cpp-hosts Envoy ships, and the lists that say so), stream.go and stream_state.go (Stream: the filter
-// chain's events and what they did), serve.go (what a front end uses:
+// chain's events and what they did), http3.go (Stream.CompleteHTTP3 and
+// DeferredLog: the HTTP/3 end of stream), serve.go (what a front end uses:
 // EnterServe, ExitServe, PickStream). The local proxy is package
 // hostcalls/host/proxy; it uses only this package's exported API.
 //
@@ -165,6 +169,9 @@
 //   - The CAS counter is per vm_id store rather than process-wide (guests
 //     cannot tell the difference). Queue tokens are process-wide.
 //   - fd_write output is logged line by line (cpp-host logs each write).
+//   - Between Stream.CompleteHTTP3 and Stream.DeferredLog the stream's id
+//     is no live context (proxy_set_effective_context: BAD_ARGUMENT);
+//     Envoy still has the Context registered, its filter callbacks gone.
 //   - Not modelled: network (L4) filters and their buffers, gRPC, foreign
 //     functions, metadata callbacks,
 //     request trailers in the proxy, HTTP/2 stream limits, most CEL

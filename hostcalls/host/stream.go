@@ -116,6 +116,9 @@ type Stream struct {
 	closeReq bool
 	ended    bool // local reply or reset: no more callbacks but the end
 	complete bool // Complete ran
+	// logOwed: CompleteHTTP3 deleted the context and its proxy_on_log
+	// waits for DeferredLog (the QUIC stream's last ACK).
+	logOwed bool
 	// fs is the filter state, nil until the first proxy_set_property.
 	fs map[string][]byte
 	// notify wakes the front end waiting on the stream (Notify); nil
@@ -638,13 +641,23 @@ func (s *Stream) ResetWithReason(reason string) {
 // the wasm filter's access-log callback always runs; ActiveStream::
 // completeRequest, FilterManager::log). Later events return Ended. Safe to
 // call twice.
-func (s *Stream) Complete() { s.end(true) }
+func (s *Stream) Complete() { s.end(endComplete) }
 
-// end ends the stream once: with logDone, proxy_on_log and proxy_on_done
-// before proxy_on_delete (Complete), else proxy_on_delete alone
-// (DeleteOnly); then the stream leaves its VM, and the last stream of a
-// retired VM shuts its root down.
-func (s *Stream) end(logDone bool) {
+// endMode is how end ends a stream.
+type endMode uint8
+
+const (
+	endComplete   endMode = iota // on_log, on_done, on_delete
+	endDeleteOnly                // on_delete alone
+	endDeferLog                  // on_done, on_delete; on_log at DeferredLog
+)
+
+// end ends the stream once: proxy_on_log and proxy_on_done before
+// proxy_on_delete (endComplete), proxy_on_delete alone (endDeleteOnly),
+// or proxy_on_done and proxy_on_delete with proxy_on_log owed to
+// DeferredLog (endDeferLog); then the stream leaves its VM, and, unless
+// a log is owed, it releases the VM (release).
+func (s *Stream) end(mode endMode) {
 	s.lock()
 	if s.complete {
 		s.unlock()
@@ -653,15 +666,37 @@ func (s *Stream) end(logDone bool) {
 	s.complete = true
 	s.ended = true
 	if s.created {
-		if logDone {
-			s.logPhase = true
-			s.call(cbLog, 0, uint64(s.id))
-			s.logPhase = false
+		switch mode {
+		case endComplete:
+			s.callLog()
+			s.call(cbDone, 1, uint64(s.id))
+		case endDeferLog:
 			s.call(cbDone, 1, uint64(s.id))
 		}
 		s.call(cbDelete, 0, uint64(s.id))
 		delete(s.vm.streams, s.id)
+		if mode == endDeferLog {
+			s.logOwed = true
+			s.unlock()
+			s.signal()
+			return
+		}
 	}
+	s.release()
+}
+
+// callLog calls proxy_on_log with the log phase's header maps. Caller
+// holds the VM.
+func (s *Stream) callLog() {
+	s.logPhase = true
+	s.call(cbLog, 0, uint64(s.id))
+	s.logPhase = false
+}
+
+// release takes the ended stream off its VM's count of open streams: the
+// last stream of a retired VM shuts its root down. Caller holds the VM;
+// release unlocks it.
+func (s *Stream) release() {
 	vm := s.vm
 	closeNow := false
 	if vm.active.Add(-1) == 0 && vm.retired {
