@@ -197,21 +197,7 @@ func (tl *traceLoad) describe() string {
 
 // describeWindow says which window of the trace a spec takes.
 func describeWindow(s trace.Spec) string {
-	end := "end"
-	if s.Duration > 0 {
-		end = fmt.Sprintf("%gs", s.Start+s.Duration)
-	}
-	d := fmt.Sprintf("window [%gs, %s) of the trace", s.Start, end)
-	if s.TimeScale != 0 && s.TimeScale != 1 {
-		d += fmt.Sprintf(", time_scale %g", s.TimeScale)
-	}
-	if s.RateScale != 0 && s.RateScale != 1 {
-		d += fmt.Sprintf(", rate_scale %g", s.RateScale)
-	}
-	if s.Every > 1 {
-		d += fmt.Sprintf(", every %d offset %d", s.Every, s.Offset)
-	}
-	return d
+	return "window " + s.Span("s") + " of the trace" + s.Shaping()
 }
 
 // summaryLine says honestly what was replayed: the window, the rows sent

@@ -106,3 +106,31 @@ func (s Spec) rateScale() float64 {
 func (s Spec) span(d float64) time.Duration {
 	return time.Duration(math.Round(d * s.timeScale() * float64(time.Second)))
 }
+
+// Span writes the part of the trace s takes, "[start, end)" in seconds,
+// each figure followed by unit (" s" or "s"); end is "end" for a window
+// without a duration.
+func (s Spec) Span(unit string) string {
+	end := "end"
+	if s.Duration > 0 {
+		end = fmt.Sprintf("%g%s", s.Start+s.Duration, unit)
+	}
+	return fmt.Sprintf("[%g%s, %s)", s.Start, unit, end)
+}
+
+// Shaping writes how s reshapes the window, each setting that is not the
+// default after ", ": time_scale, rate_scale, every and offset; "" when
+// none is set.
+func (s Spec) Shaping() string {
+	d := ""
+	if s.TimeScale != 0 && s.TimeScale != 1 {
+		d += fmt.Sprintf(", time_scale %g", s.TimeScale)
+	}
+	if s.RateScale != 0 && s.RateScale != 1 {
+		d += fmt.Sprintf(", rate_scale %g", s.RateScale)
+	}
+	if s.Every > 1 {
+		d += fmt.Sprintf(", every %d offset %d", s.Every, s.Offset)
+	}
+	return d
+}

@@ -152,19 +152,5 @@ func describeTrace(w WorkloadSpec) string {
 
 // describeSpec describes the window and shaping of a trace spec.
 func describeSpec(s trace.Spec) string {
-	end := "end"
-	if s.Duration > 0 {
-		end = fmt.Sprintf("%g s", s.Start+s.Duration)
-	}
-	d := fmt.Sprintf("[%g s, %s)", s.Start, end)
-	if s.TimeScale != 0 && s.TimeScale != 1 {
-		d += fmt.Sprintf(", time_scale %g", s.TimeScale)
-	}
-	if s.RateScale != 0 && s.RateScale != 1 {
-		d += fmt.Sprintf(", rate_scale %g", s.RateScale)
-	}
-	if s.Every > 1 {
-		d += fmt.Sprintf(", every %d offset %d", s.Every, s.Offset)
-	}
-	return d
+	return s.Span(" s") + s.Shaping()
 }
