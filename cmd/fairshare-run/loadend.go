@@ -68,7 +68,7 @@ func (r *runner) stopLoad(ctx context.Context, start time.Time, rows []row) (con
 				e.mu.Lock()
 				e.ran = time.Since(start)
 				if p != "" {
-					e.unmet = fmt.Sprintf("the load stopped %v past -duration %v with %s", r.opts.guard(), r.opts.duration, p)
+					e.unmet = fmt.Sprintf("%v past -duration %v the load stopped, still waiting for %s", r.opts.guard(), r.opts.duration, p)
 				}
 				e.mu.Unlock()
 				cancel()
@@ -103,7 +103,7 @@ func (r *runner) loadPending(rows []row) string {
 		v := rw.stats.view(now, 0, 0)
 		r.label(&v, rw, nil)
 		if v.Done < r.opts.minDone {
-			parts = append(parts, fmt.Sprintf("team %s having completed %d of the %d requests waited for", v.label(), v.Done, r.opts.minDone))
+			parts = append(parts, fmt.Sprintf("team %s to complete %s (%d done)", v.label(), requests(r.opts.minDone), v.Done))
 		}
 		views = append(views, v)
 	}
@@ -123,10 +123,18 @@ func (o options) describeEnd(d time.Duration) string {
 	}
 	var what []string
 	if o.minDone > 0 {
-		what = append(what, fmt.Sprintf("every team has completed %d requests", o.minDone))
+		what = append(what, "every team has completed "+requests(o.minDone))
 	}
 	if o.pending != nil {
 		what = append(what, "the test's condition holds")
 	}
 	return fmt.Sprintf("for at least %v, then until %s (at most %v more)", d, strings.Join(what, " and "), o.guard())
+}
+
+// requests says "a request" or "n requests".
+func requests(n int) string {
+	if n == 1 {
+		return "a request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }

@@ -111,8 +111,9 @@ type options struct {
 	// until every team of the demo has completed at least minDone
 	// requests and pending returns "", or for loadGuard more at most.
 	minDone int
-	// pending, when set, says what the demo's end still waits for, given
-	// the teams' figures so far ("" once nothing).
+	// pending, when set, says what the demo's end still waits for (e.g.
+	// "research to borrow"), given the teams' figures so far; "" once
+	// nothing.
 	pending func(teams []teamView) string
 	// loadGuard bounds the wait past duration (0: loadHangGuard).
 	loadGuard time.Duration
