@@ -27,8 +27,13 @@ const loadEndPoll = 100 * time.Millisecond
 
 // loadEnd is the stop of one demo load.
 type loadEnd struct {
-	mu    sync.Mutex
-	ran   time.Duration // how long the load ran, once stopped by loadEnd
+	mu sync.Mutex
+	loadStopped
+}
+
+// loadStopped is how a demo load stopped.
+type loadStopped struct {
+	ran   time.Duration // how long it ran: -duration, or more on events
 	unmet string        // what never happened, when the guard stopped it
 }
 
@@ -49,7 +54,7 @@ func (o options) guard() time.Duration {
 // condition over rows holds after that, or the guard passed. Done early
 // when ctx is.
 func (r *runner) stopLoad(ctx context.Context, start time.Time, rows []row) (context.Context, context.CancelFunc, *loadEnd) {
-	e := &loadEnd{ran: r.opts.duration}
+	e := &loadEnd{loadStopped: loadStopped{ran: r.opts.duration}}
 	if !r.opts.onEvents() {
 		stop, cancel := context.WithTimeout(ctx, r.opts.duration)
 		return stop, cancel, e
@@ -84,12 +89,11 @@ func (r *runner) stopLoad(ctx context.Context, start time.Time, rows []row) (con
 	return stop, cancel, e
 }
 
-// result returns how long the load ran and what its end condition never
-// saw happen ("" if nothing).
-func (e *loadEnd) result() (time.Duration, string) {
+// result returns how the load stopped.
+func (e *loadEnd) result() loadStopped {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.ran, e.unmet
+	return e.loadStopped
 }
 
 // loadPending says what the end condition still waits for: the teams of

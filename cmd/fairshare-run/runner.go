@@ -433,14 +433,12 @@ loop:
 			break loop
 		}
 	}
-	ran, unmet := end.result()
-	return r.finish(start, ran, rows, interrupted, v, unmet)
+	return r.finish(start, r.opts.duration, rows, interrupted, v, end.result())
 }
 
 // finish draws the last frame with the plugin's settled status and prints
-// the summary of rows. duration is how long the load ran (the baseline's
-// load); unmet, what the load's end condition never saw (loadEnd).
-func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view, unmet string) summary {
+// the summary of rows; end is how the load stopped (loadEnd).
+func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view, end loadStopped) summary {
 	elapsed := time.Since(start)
 	pools, statusErr := r.settledStatus()
 	f := r.frameWith(start, duration, rows, "done", pools, statusErr)
@@ -459,7 +457,7 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		StatusErr:    statusErr,
 		Interrupted:  interrupted,
 		UpstreamLine: r.upstream.simLine(),
-		LoadUnmet:    unmet,
+		LoadUnmet:    end.unmet,
 	}
 	if r.trace != nil {
 		s.TraceLine = r.trace.summaryLine()
@@ -468,7 +466,7 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 	if r.upstream.simulated && r.trace == nil && r.obs == nil && !interrupted {
 		s.Baseline = map[string]map[string]baselineTeam{}
 		for _, p := range r.plans {
-			s.Baseline[p.pool.Name] = fcfsBaseline(p, poolEngine(p.pool.Capacity), duration, r.opts.drain, r.opts.timeScale)
+			s.Baseline[p.pool.Name] = fcfsBaseline(p, poolEngine(p.pool.Capacity), duration, max(end.ran, duration), r.opts.drain, r.opts.timeScale)
 		}
 	}
 	if !r.opts.verbose {
@@ -569,7 +567,7 @@ func (r *runner) serveOnly(ctx context.Context, live bool) summary {
 			v.draw(r.frame(start, 0, r.obs.rows(), "serving (no demo load)"))
 		case <-ctx.Done():
 			fmt.Fprintln(r.out, "\nstopping")
-			return r.finish(start, 0, r.obs.rows(), false, v, "")
+			return r.finish(start, 0, r.obs.rows(), false, v, loadStopped{})
 		}
 	}
 }
