@@ -40,7 +40,10 @@
 // on_log → on_done → on_delete for every stream (reset ones too), or, for
 // an HTTP/3 downstream (Stream.CompleteHTTP3, Envoy ≥ 1.26 logging on the
 // client's last ACK), on_done → on_delete with on_log after the delete,
-// for the same id, at Stream.DeferredLog (http3.go cites Envoy); tick
+// for the same id, at Stream.DeferredLog (http3.go cites Envoy); maps
+// read-only during on_log, the request trailers absent there (Envoy's
+// Context::getConstMap answers nullptr for them in the access-log phase:
+// a value read is NOT_FOUND, the pairs empty); tick
 // timers per VM; http_call to named
 // clusters, and to ORIGINAL_DST clusters routed by a header
 // (Options.OriginalDst: the address in x-envoy-original-dst-host, a 503

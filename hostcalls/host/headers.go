@@ -16,7 +16,8 @@ import (
 // act on it: request (response) headers during the headers callback and
 // while the stream is stopped there — once the filter continues, Envoy
 // forgets the pointer and every call on the map is BAD_ARGUMENT; trailers
-// during the trailers callback; everything read-only during on_log; the
+// during the trailers callback; everything but the request trailers
+// read-only during on_log; the
 // http_call response maps (6, 7) during proxy_on_http_call_response.
 func (vm *VM) headerMap(t hostcalls.MapType) (m *[][2]string, mutable, ok bool) {
 	switch t {
@@ -53,7 +54,10 @@ func (vm *VM) headerMap(t hostcalls.MapType) (m *[][2]string, mutable, ok bool) 
 		if d.trailersMutable || d.trailersStopped {
 			return &d.trailers, true, true
 		}
-		if s.logPhase {
+		if s.logPhase && d == &s.resp {
+			// Envoy's getConstMap keeps the response trailers sent for
+			// on_log (access_log_response_trailers_) but answers nullptr
+			// for the request trailers there.
 			return &d.trailers, false, true
 		}
 		return nil, false, false

@@ -209,6 +209,24 @@ func TestEndOfStreamOrder(t *testing.T) {
 	equal(t, "on_log", messages(h, 0, "log "), []string{"log ctx=2 path=/a status=0"})
 }
 
+// TestTrailersAtLog: on_log reads the response trailers that were sent
+// but not the request trailers: Envoy's getConstMap answers nullptr for
+// the request trailers in the access-log phase, so a read is NOT_FOUND
+// (ABI 0.2.x) even though the request had trailers, while the response
+// trailers are the ones sent downstream (access_log_response_trailers_).
+func TestTrailersAtLog(t *testing.T) {
+	h := start(t, rawGuestPkg, Options{})
+	s := h.NewStream(0)
+	s.RequestHeaders([][2]string{{":method", "POST"}, {":path", "/a"}, {":authority", "x"}}, false)
+	s.RequestBody([]byte("abc"), false)
+	equal(t, "request trailers", s.RequestTrailers([][2]string{{"x-t", "1"}}), Continue)
+	s.ResponseHeaders([][2]string{{":status", "200"}}, false)
+	s.ResponseBody([]byte("ok"), false)
+	equal(t, "response trailers", s.ResponseTrailers([][2]string{{"x-rt", "2"}}), Continue)
+	s.Complete()
+	equal(t, "on_log", messages(h, 0, "trailers-at-log"), []string{"trailers-at-log request= status=1 response=2 status=0"})
+}
+
 // TestReset: a reset stream (client gone) gets no further callbacks but
 // the end: on_log (Envoy completes the request before it logs), on_done,
 // on_delete.

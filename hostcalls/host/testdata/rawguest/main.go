@@ -323,6 +323,9 @@ func onResponseTrailers(ctx, n uint32) uint32 { log("response_trailers n=" + ito
 func onLog(ctx uint32) {
 	path, st := getHeader(0, ":path")
 	log("log ctx=" + itoa(ctx) + " path=" + path + " status=" + itoa(st))
+	reqT, reqSt := getHeader(1, "x-t")
+	respT, respSt := getHeader(3, "x-rt")
+	log("trailers-at-log request=" + reqT + " status=" + itoa(reqSt) + " response=" + respT + " status=" + itoa(respSt))
 }
 
 //go:wasmexport proxy_on_done
