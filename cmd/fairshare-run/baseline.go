@@ -27,17 +27,20 @@ type baselineTeam struct {
 	HasTTFT  bool
 }
 
-// fcfsBaseline runs plan's demo load for duration (wall time; the engine
-// model runs timeScale wall seconds per model second, as -time-scale) on
-// engine with the FCFS policy, then lets the requests in flight finish
-// within drain, and returns each team's figures (durations in wall time).
-func fcfsBaseline(plan poolPlan, engine vllmsim.EngineConfig, duration, drain time.Duration, timeScale float64) map[string]baselineTeam {
+// fcfsBaseline runs plan's demo load of -duration duration for load (wall
+// time; the engine model runs timeScale wall seconds per model second, as
+// -time-scale) on engine with the FCFS policy, then lets the requests in
+// flight finish within drain, and returns each team's figures (durations
+// in wall time). load is duration but when a test's end condition
+// (loadEnd) kept the live load going longer; the teams start at their
+// StartAt of duration either way, as the live run's.
+func fcfsBaseline(plan poolPlan, engine vllmsim.EngineConfig, duration, load, drain time.Duration, timeScale float64) map[string]baselineTeam {
 	engine.Policy = vllmsim.FCFS
 	sim := vllmsim.NewSim(engine, 1, 1)
 	sim.KeepRecords = false
 	model := func(wall time.Duration) time.Duration { return time.Duration(float64(wall) / timeScale) }
 	wall := func(m time.Duration) time.Duration { return time.Duration(float64(m) * timeScale) }
-	stop := vllmsim.SimEpoch.Add(model(duration))
+	stop := vllmsim.SimEpoch.Add(model(load))
 	type acc struct {
 		done   int
 		tokens int64
@@ -78,7 +81,7 @@ func fcfsBaseline(plan poolPlan, engine vllmsim.EngineConfig, duration, drain ti
 				})
 			}
 			start := time.Duration(t.StartAt*float64(duration)) + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
-			if start < duration {
+			if start < load {
 				sim.At(vllmsim.SimEpoch.Add(model(start)), send)
 			}
 		}

@@ -18,7 +18,7 @@ func TestFCFSBaseline(t *testing.T) {
 	}
 	plan := planPools(cfg, "")[0]
 	const d = 30 * time.Second
-	got := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), d, defaultDrain, 1)
+	got := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), d, d, defaultDrain, 1)
 	var total int64
 	for _, team := range plan.teams {
 		b := got[team.Name]
@@ -33,11 +33,11 @@ func TestFCFSBaseline(t *testing.T) {
 	if r := got["research"]; float64(r.Tokens) < 0.8*float64(total) {
 		t.Errorf("research (flooding) got %d of %d tokens under FCFS, want over 80%%", r.Tokens, total)
 	}
-	if again := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), d, defaultDrain, 1); again["search"] != got["search"] {
+	if again := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), d, d, defaultDrain, 1); again["search"] != got["search"] {
 		t.Errorf("baseline not deterministic: %+v then %+v", got["search"], again["search"])
 	}
 	// At half speed (-time-scale 2) the same load takes twice the wall time.
-	if slow := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), 2*d, 2*defaultDrain, 2); slow["search"].P50 < got["search"].P50 {
+	if slow := fcfsBaseline(plan, poolEngine(plan.pool.Capacity), 2*d, 2*d, 2*defaultDrain, 2); slow["search"].P50 < got["search"].P50 {
 		t.Errorf("at -time-scale 2, search's p50 %v is below the full-speed %v", slow["search"].P50, got["search"].P50)
 	}
 }

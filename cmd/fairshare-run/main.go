@@ -104,6 +104,19 @@ type options struct {
 	// engines is -engines: the engines in service over time in the
 	// simulator of every capacity_from pool (elastic.go).
 	engines []engineStep
+
+	// The demo load's end on events (tests only, no flag; see loadEnd).
+	// Zero and nil: the load ends at duration, as the command's always
+	// does. Otherwise duration is the least the load runs: it goes on
+	// until every team of the demo has completed at least minDone
+	// requests and pending returns "", or for loadGuard more at most.
+	minDone int
+	// pending, when set, says what the demo's end still waits for (e.g.
+	// "research to borrow"), given the teams' figures so far; "" once
+	// nothing.
+	pending func(teams []teamView) string
+	// loadGuard bounds the wait past duration (0: loadHangGuard).
+	loadGuard time.Duration
 }
 
 // Default flag values.

@@ -17,8 +17,10 @@ import (
 
 // startRun starts the runner (proxy and simulator, no load) with the
 // configuration in file cfg ("" for the embedded demo), as make run does.
-// A demo run on it drains for up to 2 minutes, so every request sent ends
-// however slow the machine (a guard against a hang, not a speed check).
+// A demo run on it loads for -duration 1s, or until its end condition if
+// the test sets one (r.opts.minDone, r.opts.pending), and drains for up to
+// 2 minutes, so every request sent ends however slow the machine (a guard
+// against a hang, not a speed check).
 func startRun(t *testing.T, cfg string, extra ...string) (*runner, *syncBuffer) {
 	t.Helper()
 	args := []string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-view", "lines", "-duration", "1s", "-drain", "2m"}
@@ -95,7 +97,8 @@ func TestLargeBody(t *testing.T) {
 // TestTwoPools: with testdata/plugin/two-pools.json every model of both
 // pools is served (200 through the proxy), each pool by its own engine with
 // the pool's capacity as max_num_seqs; the banner lists both pools, the demo
-// drives teams in both, and the live view has rows for both.
+// drives teams in both (its load runs until every team has completed a
+// request), and the live view has rows for both.
 func TestTwoPools(t *testing.T) {
 	r, out := startRun(t, "../../testdata/plugin/two-pools.json")
 	for _, tc := range []struct{ model, team, pool string }{
@@ -123,8 +126,8 @@ func TestTwoPools(t *testing.T) {
 	if len(r.plans) != 2 || r.plans[1].model != "Qwen/Qwen2.5-32B-Instruct" || len(r.plans[1].teams) != 2 {
 		t.Fatalf("demo plans = %+v, want both pools, the second with its 2 teams", r.plans)
 	}
-	s := r.demo(context.Background(), false)
-	text := out.String()
+	r.opts.minDone = 1
+	s, text := runDemo(t, r, out)
 	for _, want := range []string{
 		"demo:     llama-8b: search ", "demo:     qwen-32b: research ",
 		"] pool llama-8b: ", "] pool qwen-32b: ",

@@ -49,9 +49,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runShortDemo runs a 4-second demo (time scale 0.5, lines view) on the
-// built plugin with more flags, and returns the runner (closed when t
-// ends), the summary and the output.
+// runShortDemo runs a short demo (startShortDemo) on the built plugin with
+// more flags, and returns the runner (closed when t ends), the summary and
+// the output.
 func runShortDemo(t *testing.T, flags ...string) (*runner, summary, string) {
 	t.Helper()
 	r, out := startShortDemo(t, flags...)
@@ -59,12 +59,16 @@ func runShortDemo(t *testing.T, flags ...string) (*runner, summary, string) {
 	return r, s, text
 }
 
-// startShortDemo starts the runner of a 4-second demo (time scale 0.5,
-// lines view) with more flags, without running the demo: a test can wrap
-// r.client.Transport first. The drain lets every request sent end, however
-// slow the machine: its 2 minutes are a guard against a hang, not a speed
-// check (a shorter one would cancel the requests still running, and
-// whether a team got one done would depend on the machine's speed).
+// startShortDemo starts the runner of a short demo (time scale 0.5, lines
+// view) with more flags, without running the demo: a test can wrap
+// r.client.Transport or set r.opts.pending first. Its load runs for at
+// least 4 seconds, then until every team has completed a request
+// (options.minDone), however slow the machine: what a test asserts does
+// not depend on how much happened within a real-time window. The drain
+// lets every request sent end: its 2 minutes, like the load's guard, are a
+// guard against a hang, not a speed check (a shorter one would cancel the
+// requests still running, and whether a team got one done would depend on
+// the machine's speed).
 func startShortDemo(t *testing.T, flags ...string) (*runner, *syncBuffer) {
 	t.Helper()
 	o, err := parseFlags(append([]string{
@@ -78,33 +82,56 @@ func startShortDemo(t *testing.T, flags ...string) (*runner, *syncBuffer) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	r.opts.minDone = 1
 	t.Cleanup(r.close)
 	return r, &out
 }
 
-// runDemo runs the demo of r started by startShortDemo and returns the
-// summary and the output.
+// runDemo runs the demo of r (started by startShortDemo or startRun) and
+// returns the summary and the output. A load whose end condition
+// (r.opts.minDone, r.opts.pending) never held fails the test, saying what
+// never happened.
 func runDemo(t *testing.T, r *runner, out *syncBuffer) (summary, string) {
 	t.Helper()
 	s := r.demo(context.Background(), isTerminal(out, r.opts.view))
 	text := out.String()
 	t.Logf("output:\n%s", text)
+	if s.LoadUnmet != "" {
+		t.Errorf("the demo's end condition never held: %s", s.LoadUnmet)
+	}
 	return s, text
 }
 
-// TestDemo runs the whole demo for a few seconds through the real plugin in
-// the wazero host, in front of the simulator, with the compact (non-terminal)
-// output, and checks what a user is meant to see: every team is served, the
+// TestDemo runs the whole demo through the real plugin in the wazero host,
+// in front of the simulator, with the compact (non-terminal) output, and
+// checks what a user is meant to see: every team is served, the
 // flooding team borrows (priority ≥ 10) while the within-share team's
 // interactive requests run at priority 0 and go first (never held at the
 // gateway while research's borrowers are, and ahead of every borrower
 // waiting with them in vLLM's queue), the summary is printed, and nothing is
 // left in flight in the plugin at the end. Orders and counts, not response
-// times: which team is faster on a loaded machine is not the plugin's.
+// times: which team is faster on a loaded machine is not the plugin's. The
+// load runs until those counts can be seen (every team served, research
+// done borrowing and held at the gateway as a borrower), not for a fixed
+// time.
 func TestDemo(t *testing.T) {
 	r, out := startShortDemo(t)
 	gw := &gatewayLog{held: map[string]int{}, sent: map[string]int{}, borrowersHeld: map[string]int{}}
 	r.client.Transport = gatewayTransport{RoundTripper: r.client.Transport, header: r.cfg.TeamHeader, log: gw}
+	r.opts.pending = func(teams []teamView) string {
+		var p []string
+		for _, v := range teams {
+			if v.Name == "research" && v.DoneBorrow == 0 {
+				p = append(p, "research to complete a borrowing request")
+			}
+		}
+		gw.mu.Lock()
+		if gw.borrowersHeld["research"] == 0 {
+			p = append(p, "research's borrowers to be held at the gateway")
+		}
+		gw.mu.Unlock()
+		return strings.Join(p, ", ")
+	}
 	s, text := runDemo(t, r, out)
 
 	for _, want := range []string{"config:   embedded demo config", "upstream: simulated vLLM", "summary after", "TTFT p50",
@@ -463,8 +490,9 @@ func TestParseFlags(t *testing.T) {
 
 // TestDemoReplicas runs the demo on three proxies sharing the pool through
 // the embedded etcd (-replicas 3): the load is split 70/20/10, the view
-// shows every replica's slice, and once the load is over the three slices
-// add up to the pool, each proxy holding a part.
+// shows every replica's slice, every team is served (the load runs until it
+// is), and once the load is over the three slices add up to the pool, each
+// proxy holding a part.
 func TestDemoReplicas(t *testing.T) {
 	r, s, text := runShortDemo(t, "-replicas", "3")
 	for _, want := range []string{"replicas: r0 http://", "(70% of the load)", "replica r2 ", "summary after"} {

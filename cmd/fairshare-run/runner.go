@@ -345,7 +345,7 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 		if r.trace != nil {
 			fmt.Fprintf(r.out, "load:     %s: %s, for at most %v\n", p.pool.Name, r.trace.describe(), r.opts.duration)
 		} else {
-			fmt.Fprintf(r.out, "demo:     %s: %s for %v\n", p.pool.Name, describeLoad(p.teams, r.opts.duration), r.opts.duration)
+			fmt.Fprintf(r.out, "demo:     %s: %s %s\n", p.pool.Name, describeLoad(p.teams, r.opts.duration), r.opts.describeEnd(r.opts.duration))
 		}
 		for _, t := range p.teams {
 			rows = append(rows, row{pool: p.pool.Name, team: t.Name, share: p.pool.share(t.Name), class: t.Class, stats: newTeamStats(t.Name, start)})
@@ -353,7 +353,7 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 	}
 	fmt.Fprintln(r.out)
 
-	stopLoad, cancelStop := context.WithTimeout(ctx, r.opts.duration)
+	stopLoad, cancelStop, end := r.stopLoad(ctx, start, rows)
 	defer cancelStop()
 	go r.scaleEngines(stopLoad, r.opts.engines)
 	reqCtx, cancelReq := context.WithCancel(context.Background())
@@ -433,12 +433,12 @@ loop:
 			break loop
 		}
 	}
-	return r.finish(start, r.opts.duration, rows, interrupted, v)
+	return r.finish(start, r.opts.duration, rows, interrupted, v, end.result())
 }
 
 // finish draws the last frame with the plugin's settled status and prints
-// the summary of rows.
-func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view) summary {
+// the summary of rows; end is how the load stopped (loadEnd).
+func (r *runner) finish(start time.Time, duration time.Duration, rows []row, interrupted bool, v *view, end loadStopped) summary {
 	elapsed := time.Since(start)
 	pools, statusErr := r.settledStatus()
 	f := r.frameWith(start, duration, rows, "done", pools, statusErr)
@@ -457,6 +457,7 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		StatusErr:    statusErr,
 		Interrupted:  interrupted,
 		UpstreamLine: r.upstream.simLine(),
+		LoadUnmet:    end.unmet,
 	}
 	if r.trace != nil {
 		s.TraceLine = r.trace.summaryLine()
@@ -465,7 +466,7 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 	if r.upstream.simulated && r.trace == nil && r.obs == nil && !interrupted {
 		s.Baseline = map[string]map[string]baselineTeam{}
 		for _, p := range r.plans {
-			s.Baseline[p.pool.Name] = fcfsBaseline(p, poolEngine(p.pool.Capacity), duration, r.opts.drain, r.opts.timeScale)
+			s.Baseline[p.pool.Name] = fcfsBaseline(p, poolEngine(p.pool.Capacity), duration, max(end.ran, duration), r.opts.drain, r.opts.timeScale)
 		}
 	}
 	if !r.opts.verbose {
@@ -566,7 +567,7 @@ func (r *runner) serveOnly(ctx context.Context, live bool) summary {
 			v.draw(r.frame(start, 0, r.obs.rows(), "serving (no demo load)"))
 		case <-ctx.Done():
 			fmt.Fprintln(r.out, "\nstopping")
-			return r.finish(start, 0, r.obs.rows(), false, v)
+			return r.finish(start, 0, r.obs.rows(), false, v, loadStopped{})
 		}
 	}
 }

@@ -321,6 +321,9 @@ type summary struct {
 	// Baseline is the same demo load without the plugin (baseline.go), by
 	// pool and team; nil when not computed (a real vLLM, a trace, -no-load).
 	Baseline map[string]map[string]baselineTeam
+	// LoadUnmet is what the load's end condition (a test's, loadEnd)
+	// never saw happen before its guard stopped the load; "" otherwise.
+	LoadUnmet string
 }
 
 // renderSummary writes the final summary table: per team the requests, how
@@ -335,6 +338,9 @@ func renderSummary(b *strings.Builder, s summary) {
 	fmt.Fprintf(b, "\nsummary %s %.1fs (%s, %s, %s)\n", how, s.Elapsed.Seconds(), s.Upstream, s.Config, s.Flow.header())
 	if s.TraceLine != "" {
 		b.WriteString(s.TraceLine + "\n")
+	}
+	if s.LoadUnmet != "" {
+		b.WriteString("end condition never held: " + s.LoadUnmet + "\n")
 	}
 	total := poolTokens(s.Teams)
 	width := 10
