@@ -172,3 +172,27 @@ func TestCollectorSequenceTime(t *testing.T) {
 		t.Errorf("SeqShare b = %v, want %v", got, want)
 	}
 }
+
+func TestCollectorWithinInFlight(t *testing.T) {
+	// Window [2 s, 10 s) of 8 s. a's within-share requests: in flight
+	// 1–5 s (3 s in the window), 6 s to the end of the run at 12 s,
+	// unfinished (4 s); its borrower 2–10 s does not count. b's: 3–9 s
+	// (6 s); one held and never sent counts nothing.
+	s := &Scenario{Name: "t", Duration: 10, Warmup: 2, Teams: []TeamSpec{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.5}}}
+	c := newCollector(s)
+	sec := func(x float64) time.Duration { return Sec(x) }
+	reqs := []*Request{
+		{Team: "a", Arrival: 0, Submitted: sec(1), FirstToken: sec(2), Finished: sec(5)},
+		{Team: "a", Arrival: sec(6), Submitted: sec(6), FirstToken: -1, Finished: -1},
+		{Team: "a", Arrival: sec(2), Submitted: sec(2), FirstToken: sec(3), Finished: sec(10), Borrowing: true},
+		{Team: "b", Arrival: sec(3), Submitted: sec(3), FirstToken: sec(4), Finished: sec(9)},
+		{Team: "b", Arrival: sec(4), Submitted: -1, FirstToken: -1, Finished: -1},
+	}
+	res := c.result(reqs, sec(12))
+	if got, want := res.Teams[0].WithinInFlight, 7.0/8; math.Abs(got-want) > 1e-12 {
+		t.Errorf("WithinInFlight a = %v, want %v", got, want)
+	}
+	if got, want := res.Teams[1].WithinInFlight, 6.0/8; math.Abs(got-want) > 1e-12 {
+		t.Errorf("WithinInFlight b = %v, want %v", got, want)
+	}
+}

@@ -83,7 +83,7 @@ func poolCapacity(s *Scenario, mode string) (int, error) {
 // (ReplicaTargets with bound).
 func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
 	var b strings.Builder
-	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) | decisions: largest difference in a team's requests sent borrowing, " + many + " − one (points) |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) | decisions: largest difference in a team's requests sent borrowing, " + many + " − one (points) | within-share requests in flight (mean), one / " + many + " |\n|---|---|---|---|---|---|---|---|---|\n")
 	var targets []Target
 	for _, rep := range reps {
 		for _, m := range rep.Modes {
@@ -111,8 +111,15 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 				return err
 			}
 			d, team := DecisionDifference(o, r)
-			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) | %+.1f `%s` |\n", rep.Scenario.Name, rep.Scenario.Name, m,
-				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c, d, team)
+			within := func(x *Result) string {
+				var p []string
+				for _, t := range x.Teams {
+					p = append(p, fmt.Sprintf("%s %.2f", t.Team, t.WithinInFlight))
+				}
+				return strings.Join(p, ", ")
+			}
+			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) | %+.1f `%s` | %s / %s |\n", rep.Scenario.Name, rep.Scenario.Name, m,
+				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c, d, team, within(o), within(r))
 			targets = append(targets, ts...)
 		}
 	}

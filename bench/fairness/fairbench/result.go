@@ -71,6 +71,13 @@ type TeamResult struct {
 	SeqShare float64
 	// OutputTokens counts the team's output tokens in the window.
 	OutputTokens int
+	// WithinInFlight is the team's mean number of within-share requests
+	// in flight over the window: every request the gateway did not send
+	// as a borrower counts from its submission to its last token (to the
+	// end of the run if it has none), whenever it arrived. Against the
+	// team's reservation it is how much of the reservation the team's
+	// own requests use.
+	WithinInFlight float64
 	// Preemptions counts the preemptions of the team's requests of the
 	// window.
 	Preemptions int
@@ -293,6 +300,20 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 			}
 		}
 		res.Teams[i] = tr
+	}
+	if span := (c.to - c.from).Seconds(); span > 0 {
+		for _, r := range reqs {
+			if r.Borrowing || r.Submitted < 0 {
+				continue
+			}
+			fin := r.Finished
+			if fin < 0 {
+				fin = end
+			}
+			if a, f := max(r.Submitted, c.from), min(fin, c.to); f > a {
+				res.Teams[c.idx[r.Team]].WithinInFlight += (f - a).Seconds() / span
+			}
+		}
 	}
 	for _, r := range reqs {
 		if r.Arrival < c.from || r.Arrival >= c.to {
