@@ -7,9 +7,9 @@ import (
 
 // TestDemoLoadGuard: an end condition that never holds (a test's, here
 // with a guard of 1s instead of 2 minutes) stops the load at its guard past
-// -duration anyway, and the summary says what it was still waiting for. (The elapsed time is only bounded below: the load cannot
-// stop before -duration and the guard have passed, however fast the
-// machine.)
+// -duration anyway, and the summary says what it was still waiting for.
+// (The elapsed time is only bounded below: the load cannot stop before
+// -duration and the guard have passed, however fast the machine.)
 func TestDemoLoadGuard(t *testing.T) {
 	// One team of one interactive client (planTeams, scaleTeams): little
 	// load to drain.

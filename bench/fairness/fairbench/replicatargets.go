@@ -76,6 +76,28 @@ func poolCapacity(s *Scenario, mode string) (int, error) {
 	return s.capacityAt(s.Replicas(), s.Capacity, cfg.MaxNumSeqs), nil
 }
 
+// perTeam writes one figure of every team of x, "name value" joined by
+// commas, the value by format.
+func perTeam(x *Result, format string, v func(*TeamResult) float64) string {
+	p := make([]string, 0, len(x.Teams))
+	for i := range x.Teams {
+		t := &x.Teams[i]
+		p = append(p, t.Team+" "+fmt.Sprintf(format, v(t)))
+	}
+	return strings.Join(p, ", ")
+}
+
+// shares writes every team's service share of x (perTeam).
+func shares(x *Result) string {
+	return perTeam(x, "%.3f", func(t *TeamResult) float64 { return t.ServiceShare })
+}
+
+// within writes every team's mean within-share requests in flight of x
+// (perTeam).
+func within(x *Result) string {
+	return perTeam(x, "%.2f", func(t *TeamResult) float64 { return t.WithinInFlight })
+}
+
 // WriteReplicas writes, for every report that ran the column many
 // against the column one, a table per mode of every team's share of the
 // service on each, the protected team's interactive p99 TTFT, the most
@@ -91,13 +113,6 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 			if o == nil || r == nil {
 				continue
 			}
-			shares := func(x *Result) string {
-				var p []string
-				for _, t := range x.Teams {
-					p = append(p, fmt.Sprintf("%s %.3f", t.Team, t.ServiceShare))
-				}
-				return strings.Join(p, ", ")
-			}
 			p99 := "—"
 			if a := rep.Scenario.Alone; a != "" {
 				p99 = secs(o.Team(a).Class[Interactive].TTFTp99) + " / " + secs(r.Team(a).Class[Interactive].TTFTp99)
@@ -111,13 +126,6 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 				return err
 			}
 			d, team := DecisionDifference(o, r)
-			within := func(x *Result) string {
-				var p []string
-				for _, t := range x.Teams {
-					p = append(p, fmt.Sprintf("%s %.2f", t.Team, t.WithinInFlight))
-				}
-				return strings.Join(p, ", ")
-			}
 			fmt.Fprintf(&b, "| [%s](results/%s.md) | %s | %s | %s | %s | %d / %d | %d / %d (%d) | %+.1f `%s` | %s / %s |\n", rep.Scenario.Name, rep.Scenario.Name, m,
 				shares(o), shares(r), p99, o.Pool.MaxInFlight, r.Pool.MaxInFlight, o.Pool.MaxBorrowing, r.Pool.MaxBorrowing, c, d, team, within(o), within(r))
 			targets = append(targets, ts...)
