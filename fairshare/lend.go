@@ -24,11 +24,30 @@ package fairshare
 // load (S1 on ten proxies) were held as borrowers until the next sync,
 // its p99 TTFT 9× one proxy's; more would only serve a team whose
 // demand at one replica grows by three or more within one sync
-// interval, and each one adds n to the bound below. The token loan is
-// the team's token reservation per reserved sequence, ⌊K_t / R_t⌋, per
-// sequence lent. A loan is recomputed at every sync (it is 0 once the
-// team's demand reaches R_t), and is 0 for a replica that decides
-// against its safe slice (cut off from the store).
+// interval, and each one adds n to the bound below. A loan is
+// recomputed at every sync (the sequences are 0 once the team's demand
+// reaches R_t), and is 0 for a replica that decides against its safe
+// slice (cut off from the store).
+//
+// Token loans. A replica's part of a team's token reservation K_t
+// follows its sequences, and is cut, with the other teams', when the
+// slice's KV tokens are short (fitVec): the other replicas' requests in
+// flight hold the rest of the pool's tokens until they finish. A seat
+// at a replica can so be left with fewer tokens than one request needs,
+// and the team's request there, within its reserved sequences, is sent
+// borrowing tokens (at the team's borrowing priority) while the team
+// uses a fraction of K_t across the pool. The token loan is therefore
+// lent whatever the team's demand:
+//
+//	tokloan_t,r = max(loan_t,r · q_t, min(MaxLoan · q_t, K_t − W_t)),  q_t = ⌊K_t / R_t⌋
+//
+// W_t the team's within-share tokens in flight across the pool, as the
+// replica saw it at its sync (its own then, the others' as they last
+// reported): while the team is within K_t across the pool, a replica
+// runs the tokens of up to MaxLoan of its sequences beyond its slice.
+// Like a sequence loan it is a permission: only the team's own
+// within-share requests take it, and the slice's KV tokens still bound
+// what the replica admits.
 //
 // A loan is a permission, not capacity: only the team's own within-share
 // requests at that replica take it, and nothing adds it to the slice's
@@ -43,6 +62,9 @@ package fairshare
 // replica's last sync, and then by at most MaxLoan per replica:
 //
 //	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + MaxLoan·n
+// and its within-share tokens by at most its token loans:
+//
+//	withintok_t ≤ K_t + Σ_r tokloan_t,r ≤ K_t + MaxLoan·⌊K_t/R_t⌋·n
 //
 // (plus the cut-off replicas' holds of replicas.go's bound), n the
 // replicas that lent within the last D. A loan lives one sync interval
@@ -61,7 +83,7 @@ package fairshare
 const MaxLoan = 2
 
 // Loans returns member self's loans (an index into members, sorted by
-// ID; self's report carries its current demand): every team's sequences
+// ID; self's report carries its current demand and use): every team's sequences
 // and KV tokens beyond its slice that its within-share requests may
 // take at that replica, by the rule above, teams in the order of
 // t.Teams. Cost: O(members × teams); it allocates.
@@ -81,16 +103,22 @@ func Loans(t Totals, members []Member, self int) (seq []int, tok []int64) {
 			continue
 		}
 		var d int
+		var w int64
 		for _, m := range members {
 			if i < len(m.Demand) {
 				d += max(m.Demand[i], 0)
 			}
+			if i < len(m.Used.ReservedTokens) {
+				w += max(m.Used.ReservedTokens[i], 0)
+			}
 		}
 		if d < r {
 			seq[i] = min(MaxLoan, r-d)
-			if i < len(t.Whole.ReservedTokens) {
-				tok[i] = int64(seq[i]) * (max(t.Whole.ReservedTokens[i], 0) / int64(r))
-			}
+		}
+		if i < len(t.Whole.ReservedTokens) {
+			k := max(t.Whole.ReservedTokens[i], 0)
+			q := k / int64(r)
+			tok[i] = max(int64(seq[i])*q, min(MaxLoan*q, k-w))
 		}
 	}
 	return seq, tok

@@ -278,7 +278,10 @@ type simReq struct {
 	tok    int64
 	within bool
 	lent   bool // within share beyond the slice: on the replica's loan
-	end    time.Duration
+	// lentTok: within share on a sequence of the slice, its tokens beyond
+	// the slice's token reservation (on the token loan).
+	lentTok bool
+	end     time.Duration
 }
 
 type simReplica struct {
@@ -385,7 +388,9 @@ func (r *simReplica) usedOf(T int, slice bool) Slice {
 		u.KVTokens += q.tok
 		if q.within {
 			u.Reserved[q.team]++
-			u.ReservedTokens[q.team] += q.tok
+			if !slice || !q.lentTok {
+				u.ReservedTokens[q.team] += q.tok
+			}
 		}
 	}
 	return u
@@ -418,11 +423,13 @@ func (s *sim) admit(r *simReplica) {
 			u.ReservedTokens[q.team]+q.tok <= r.applied.ReservedTokens[q.team]+r.loanTok[q.team]
 		// On the slice while the team's requests on it leave room, else
 		// on the loan: at most the loan is then lent.
-		q.lent = q.within && (on.Reserved[q.team]+1 > r.applied.Reserved[q.team] ||
-			on.ReservedTokens[q.team]+q.tok > r.applied.ReservedTokens[q.team])
+		q.lent = q.within && on.Reserved[q.team]+1 > r.applied.Reserved[q.team]
+		q.lentTok = q.within && !q.lent && on.ReservedTokens[q.team]+q.tok > r.applied.ReservedTokens[q.team]
 		if q.within && !q.lent {
 			on.Reserved[q.team]++
-			on.ReservedTokens[q.team] += q.tok
+			if !q.lentTok {
+				on.ReservedTokens[q.team] += q.tok
+			}
 		}
 		if s.admitted != nil {
 			s.admitted[q.team]++
@@ -646,7 +653,9 @@ func (s *sim) checkBound() {
 	total := make([]int64, 2+2*T)
 	bound := s.tot.Whole.vec(T)
 	within := make([]int, T)
+	withinTok := make([]int64, T)
 	lentBound := make([]int, T)
+	lentTokBound := make([]int64, T)
 	for _, r := range s.replicas {
 		if !r.alive {
 			continue
@@ -659,6 +668,7 @@ func (s *sim) checkBound() {
 		for _, q := range r.inflight {
 			if q.within {
 				within[q.team]++
+				withinTok[q.team] += q.tok
 			}
 			if q.lent {
 				lent[q.team]++
@@ -667,10 +677,14 @@ func (s *sim) checkBound() {
 		// The loans in force since now − simD (no request runs longer).
 		r.loanHist = slices.DeleteFunc(r.loanHist, func(l simLoan) bool { return l.until < s.now-simD })
 		for i := range T {
-			mx := r.loan[i]
+			mx, mxTok := r.loan[i], r.loanTok[i]
 			for _, l := range r.loanHist {
-				mx = max(mx, l.seq[i])
+				mx, mxTok = max(mx, l.seq[i]), max(mxTok, l.tok[i])
 			}
+			if q := s.tot.Whole.ReservedTokens[i] / int64(max(s.tot.Whole.Reserved[i], 1)); mxTok > MaxLoan*q {
+				s.t.Fatalf("t=%v: replica %s lends team %d %d tokens, above MaxLoan·⌊K/R⌋ = %d", s.now, r.id, i, mxTok, MaxLoan*q)
+			}
+			lentTokBound[i] += mxTok
 			if lent[i] > mx {
 				s.t.Fatalf("t=%v: replica %s runs %d lent requests of team %d, loans in force over the last D at most %d",
 					s.now, r.id, lent[i], i, mx)
@@ -700,6 +714,9 @@ func (s *sim) checkBound() {
 	for i := range T {
 		if within[i] > int(bound[2+i])+lentBound[i] {
 			s.t.Fatalf("t=%v: team %d has %d within share, bound %d + loans %d", s.now, i, within[i], bound[2+i], lentBound[i])
+		}
+		if withinTok[i] > bound[2+T+i]+lentTokBound[i] {
+			s.t.Fatalf("t=%v: team %d has %d tokens within share, bound %d + token loans %d", s.now, i, withinTok[i], bound[2+T+i], lentTokBound[i])
 		}
 		if s.maxExcess != nil {
 			s.maxExcess[i] = max(s.maxExcess[i], within[i]-s.tot.Whole.Reserved[i])
@@ -809,26 +826,44 @@ func TestReplicaDeathReturnsSlice(t *testing.T) {
 }
 
 // TestLoans checks the loan rule (lend.go) on its own: a team below its
-// reservation across the pool gets min(MaxLoan, R − D) at every replica,
-// with its tokens per reserved sequence; a team whose demand reaches its
-// reservation, and one that reserves nothing, get none.
+// reservation across the pool gets min(MaxLoan, R − D) sequences at
+// every replica; every team that reserves tokens gets the tokens of
+// MaxLoan sequences (⌊K/R⌋ each) while its within-share tokens across
+// the pool leave that much of K, less when they leave less, none at K,
+// at least its sequence loan's tokens; a team that reserves nothing gets
+// none.
 func TestLoans(t *testing.T) {
 	tot := totals3() // reservations 10, 6, 2; tokens 1000, 600, 200
+	sl := func(tok ...int64) Slice { return Slice{Reserved: make([]int, 3), ReservedTokens: tok} }
 	members := []Member{
-		{ID: "a", Demand: []int{12, 1, 0}},
-		{ID: "b", Demand: []int{3, 1, 1}},
-		{ID: "c", Demand: []int{0, 2, 0}},
+		{ID: "a", Demand: []int{12, 1, 0}, Used: sl(850, 0, 0)},
+		{ID: "b", Demand: []int{3, 1, 1}, Used: sl(100, 0, 0)},
+		{ID: "c", Demand: []int{0, 2, 0}, Used: sl(0, 0, 0)},
 	}
 	seq, tok := Loans(tot, members, 1)
-	// a: demand 15 ≥ 10: none. b: 6 − 4 = 2 (MaxLoan), c: 2 − 1 = 1,
-	// with their tokens per reserved sequence (100).
+	// a: demand 15 ≥ 10: no sequence; its within-share tokens 950 of
+	// 1000 leave 50 (below MaxLoan·100). b: 6 − 4 = 2 (MaxLoan), c:
+	// 2 − 1 = 1 sequence, both the tokens of MaxLoan sequences (b: 2 ×
+	// 100, c: 2 × 100).
 	if want := []int{0, 2, 1}; !reflect.DeepEqual(seq, want) {
 		t.Errorf("loans %v, want %v", seq, want)
 	}
-	if want := []int64{0, 200, 100}; !reflect.DeepEqual(tok, want) {
+	if want := []int64{50, 200, 200}; !reflect.DeepEqual(tok, want) {
 		t.Errorf("token loans %v, want %v", tok, want)
 	}
-	// At its reservation exactly: none.
+	// a at its token reservation (and above it): no tokens.
+	for _, used := range []int64{900, 1200} {
+		members[0].Used.ReservedTokens[0] = used
+		if _, tok := Loans(tot, members, 0); tok[0] != 0 {
+			t.Errorf("team a with %d within-share tokens of 1000 gets a token loan %d, want 0", used+100, tok[0])
+		}
+	}
+	// c's tokens nearly used: its sequence loan still carries its tokens.
+	members[1].Used.ReservedTokens[2] = 190
+	if seq, tok := Loans(tot, members, 0); seq[2] != 1 || tok[2] != 100 {
+		t.Errorf("team c (1 sequence lent, 190 of 200 tokens within share) gets %d and %d tokens, want 1 and 100", seq[2], tok[2])
+	}
+	// At its reservation exactly: no sequence.
 	members[2].Demand[2] = 1
 	if seq, _ := Loans(tot, members, 0); seq[2] != 0 {
 		t.Errorf("team c at its reservation (demand 2 of 2) gets loan %d, want 0", seq[2])

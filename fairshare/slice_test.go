@@ -169,3 +169,38 @@ func TestLoansDecide(t *testing.T) {
 	}
 	verify(t, p)
 }
+
+// TestTokenLoanDecides: a seat of the slice whose tokens are cut below
+// what the team's next request needs sends that request borrowing
+// tokens (its team's borrowing priority); a token loan alone, no
+// sequence lent, makes it within share, and takes no sequence beyond
+// the slice.
+func TestTokenLoanDecides(t *testing.T) {
+	now := time.Unix(0, 0)
+	for _, loan := range []int64{0, 200} {
+		p := slicePool(t)
+		s := Slice{Capacity: 3, KVTokens: 300, Reserved: []int{2, 0, 0}, ReservedTokens: []int64{60, 0, 0}}
+		p.SetSlice(&s)
+		p.SetLoans(nil, []int64{loan, 0, 0})
+		var got []string
+		for id := range 3 {
+			g, _, o := p.Arrive(now, Request{Holder: 1, ID: uint64(id), Team: "a", Tokens: 50})
+			got = append(got, fmt.Sprintf("%v/%v/%v/%d", o, g.Borrowing, g.BorrowsTokens, g.Priority))
+			verify(t, p)
+		}
+		// The first runs within share whatever its tokens (nothing of a's
+		// is within share yet); the second needs 100 of a's 60 tokens:
+		// borrowing tokens without the loan, within share with it. The
+		// third is beyond a's two seats: it borrows either way.
+		want := []string{"granted/false/false/0", "granted/false/true/10", "granted/true/false/10"}
+		if loan > 0 {
+			want[1] = "granted/false/false/0"
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("token loan %d: Arrive = %v, want %v", loan, got, want)
+		}
+		if st := stat(t, p, now, "a"); st.Lent != 0 {
+			t.Errorf("token loan %d: a's sequence loan %d, want 0", loan, st.Lent)
+		}
+	}
+}

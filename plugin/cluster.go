@@ -55,7 +55,9 @@ import (
 // loan (fairshare.Loans): within-share room beyond its slice that only
 // the team's own within-share requests take, while the team's demand
 // across the pool (its own now, the others' as reported) leaves it
-// below its reservation. A request is then within share when its team
+// below its reservation, and the tokens of up to two of the team's
+// sequences while its within-share tokens across the pool are below its
+// token reservation. A request is then within share when its team
 // is within its reservation across the pool, whichever replica it
 // reaches, and borrowers are held against the slice as before.
 //
