@@ -45,9 +45,6 @@ package fairshare
 // replica saw it at its sync (its own then, the others' as they last
 // reported): while the team is within K_t across the pool, a replica
 // runs the tokens of up to MaxLoan of its sequences beyond its slice.
-// Like a sequence loan it is a permission: only the team's own
-// within-share requests take it, and the slice's KV tokens still bound
-// what the replica admits.
 //
 // A loan is a permission, not capacity: only the team's own within-share
 // requests at that replica take it, and nothing adds it to the slice's
@@ -62,6 +59,7 @@ package fairshare
 // replica's last sync, and then by at most MaxLoan per replica:
 //
 //	within_t ≤ R_t + Σ_r loan_t,r ≤ R_t + MaxLoan·n
+//
 // and its within-share tokens by at most its token loans:
 //
 //	withintok_t ≤ K_t + Σ_r tokloan_t,r ≤ K_t + MaxLoan·⌊K_t/R_t⌋·n
