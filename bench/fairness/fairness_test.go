@@ -208,7 +208,7 @@ var flowKnownFailures = map[string]bool{
 
 // TestFlowControlAcceptance asserts issue 10's acceptance targets
 // (fairbench.FlowTargets) on the flow-control plugin column, every
-// synthetic scenario (S1–S7) at full length, both engine behaviours, as
+// synthetic scenario (S1–S7, S2b) at full length, both engine behaviours, as
 // `make fairness` measures them; the targets in flowKnownFailures must
 // still miss. The trace scenarios (issue 21; several minutes each through
 // plugin.wasm) are measured by `make fairness` and their targets tabled

@@ -9,13 +9,13 @@ import (
 )
 
 var (
-	scenarioRE = regexp.MustCompile(`\bS[1-9][0-9]*\b|\bs[1-9][0-9]*-[a-z]+|\bT[1-9][0-9]*\b|\bt[1-9][0-9]*-[a-z]+`)
+	scenarioRE = regexp.MustCompile(`\bS[1-9][0-9]*[a-z]?\b|\bs[1-9][0-9]*[a-z]?-[a-z]+|\bT[1-9][0-9]*\b|\bt[1-9][0-9]*-[a-z]+`)
 	figureRE   = regexp.MustCompile(`\d+\.\d+|\d+(?:\s?(?:×|pp\b|%))`)
 	historyRE  = regexp.MustCompile(`(?i)\b(was|were|before|earlier|used to|went|until|previously|draft|then)\b|→`)
 )
 
 // TestResultsFiguresAreMarked is the second check: a line of prose in
-// README.md, RATIONALE.md or docs/*.md that names a scenario (S1, S2, …, T1, … or
+// README.md, RATIONALE.md or docs/*.md that names a scenario (S1, S2, S2b, …, T1, … or
 // its file name) and quotes a figure (a decimal, a ratio ×, points or a
 // percentage) must carry a results marker, unless it says the figure is
 // history (was, before, earlier, →, ...). Code blocks are skipped, and so
