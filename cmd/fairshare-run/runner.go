@@ -476,6 +476,14 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 	}
 	now := time.Now()
 	r.pollLatency(now)
+	for _, p := range r.cfg.Pools {
+		if j := r.lat.jainOver(p.Name); j.All > 0 {
+			if s.Jain == nil {
+				s.Jain = map[string]jainSummary{}
+			}
+			s.Jain[p.Name] = j
+		}
+	}
 	for _, rw := range rows {
 		tv := rw.stats.view(now, 0, elapsed)
 		r.label(&tv, rw, pools)
@@ -673,6 +681,14 @@ func (r *runner) frameWith(start time.Time, duration time.Duration, rows []row, 
 		Flow:      r.cfg.Flow,
 	}
 	r.pollLatency(now)
+	for _, p := range r.cfg.Pools {
+		if j, ok := r.lat.jainOf(p.Name); ok {
+			if f.Jain == nil {
+				f.Jain = map[string]jainReading{}
+			}
+			f.Jain[p.Name] = j
+		}
+	}
 	for _, rw := range rows {
 		v := rw.stats.view(now, viewWindow, f.Elapsed)
 		r.label(&v, rw, pools)
