@@ -464,7 +464,7 @@ func jainNote(readings map[string]jainReading, pool string) string {
 	case !ok:
 		return ""
 	case r.Saturated < 2:
-		return fmt.Sprintf(" · Jain - (%d teams above their share)", r.Saturated)
+		return " · Jain - (fewer than two teams above their share)"
 	}
 	return fmt.Sprintf(" · Jain %.3f over %d teams", r.J, r.Saturated)
 }

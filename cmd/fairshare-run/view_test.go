@@ -374,7 +374,7 @@ func TestRenderLinesCapacitySource(t *testing.T) {
 	f.Jain["llama-8b"] = jainReading{J: 1, Saturated: 1}
 	b.Reset()
 	renderTable(&b, f)
-	if want := "capacity 16 read from engines (2) · in flight 33 (within share 8, borrowing 25) · 17 above capacity: waiting in vLLM's queue · Jain - (1 teams above their share)\n"; !strings.Contains(b.String(), want) {
+	if want := "capacity 16 read from engines (2) · in flight 33 (within share 8, borrowing 25) · 17 above capacity: waiting in vLLM's queue · Jain - (fewer than two teams above their share)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("renderTable() lacks %q:\n%s", want, b.String())
 	}
 }
