@@ -234,7 +234,9 @@
 //	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
 //	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
-//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
+//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go: Jain's
+//	    index of the saturated teams' decayed usage over their shares, from the shared
+//	    record: the same whichever VM writes it)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
