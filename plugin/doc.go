@@ -242,8 +242,8 @@
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
 //	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
 //	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
-//	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
-//	    rejected_<reason>_total)
+//	fairshare[.pool.<pool>.team.<team>].would_refuse_<reason>_total   (mode "shadow": where
+//	    rejected_<reason>_total is counted, a pool's reasons per team as well)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
