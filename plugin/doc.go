@@ -234,14 +234,16 @@
 //	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
 //	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
-//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
+//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go: Jain's
+//	    index of the saturated teams' decayed usage over their shares, from the shared
+//	    record: the same whichever VM writes it)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
 //	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
 //	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
-//	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
-//	    rejected_<reason>_total)
+//	fairshare[.pool.<pool>.team.<team>].would_refuse_<reason>_total   (mode "shadow": where
+//	    rejected_<reason>_total is counted, a pool's reasons per team as well)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,

@@ -79,8 +79,6 @@ type poolState struct {
 	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
 	// at the first use (slot).
 	slots []teamSlot
-	// jain is the window of the pool's fairness index (latency.go).
-	jain jainWindow
 }
 
 // teamSlot is what the request path needs of one entry of a pool, kept
@@ -271,7 +269,7 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	if k := p.KVTokens(); k > 0 || ps.cfg.capFrom != nil {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}
-	pc.fairness(now, ps, stats)
+	pc.fairness(ps, stats)
 }
 
 // OnTick answers held requests past their deadline and dispatches the
