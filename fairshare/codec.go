@@ -173,7 +173,7 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	if p.entryPenalty {
 		flags |= poolPenalty
 	}
-	flow := p.kvTokens != 0 || p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
+	flow := p.total[kindTok] != 0 || p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
 	if flow {
 		flags |= poolFlow
 	}
@@ -181,7 +181,7 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	if p.sliced {
 		flags |= poolSliced
 		for i := range p.configured {
-			lent = lent || p.teams[i].lent > 0 || p.teams[i].lentTok > 0
+			lent = lent || !p.teams[i].lent.isZero()
 		}
 		if lent {
 			flags |= poolLent
@@ -191,13 +191,13 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
 	b = binary.AppendUvarint(b, uint64(len(p.name)))
 	b = append(b, p.name...)
-	b = binary.AppendUvarint(b, uint64(p.cfgCapacity))
-	b = binary.AppendUvarint(b, uint64(p.capacity))
+	b = binary.AppendUvarint(b, uint64(p.total[kindSeq]))
+	b = binary.AppendUvarint(b, uint64(p.live[kindSeq]))
 	b = binary.AppendUvarint(b, uint64(p.halfLife))
 	b = binary.AppendUvarint(b, uint64(p.holderTimeout))
 	b = binary.AppendUvarint(b, uint64(p.requestTimeout))
 	if flow {
-		b = binary.AppendUvarint(b, uint64(p.kvTokens))
+		b = binary.AppendUvarint(b, uint64(p.total[kindTok]))
 		b = binary.AppendUvarint(b, uint64(p.queueLimit))
 		b = binary.AppendUvarint(b, uint64(p.teamQueueLimit))
 		b = binary.AppendUvarint(b, uint64(p.maxQueueTime))
@@ -242,15 +242,15 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		}
 	}
 	if p.sliced {
-		b = binary.AppendUvarint(b, uint64(p.sliceTok))
+		b = binary.AppendUvarint(b, uint64(p.live[kindTok]))
 		for i := range p.configured {
-			b = binary.AppendUvarint(b, uint64(p.teams[i].reserved))
-			b = binary.AppendUvarint(b, uint64(p.teams[i].resTok))
+			b = binary.AppendUvarint(b, uint64(p.teams[i].res[kindSeq]))
+			b = binary.AppendUvarint(b, uint64(p.teams[i].res[kindTok]))
 		}
 		if lent {
 			for i := range p.configured {
-				b = binary.AppendUvarint(b, uint64(p.teams[i].lent))
-				b = binary.AppendUvarint(b, uint64(p.teams[i].lentTok))
+				b = binary.AppendUvarint(b, uint64(p.teams[i].lent[kindSeq]))
+				b = binary.AppendUvarint(b, uint64(p.teams[i].lent[kindTok]))
 			}
 		}
 	}
@@ -391,10 +391,10 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 			for _, g := range e.phantoms {
 				le.PutUint64(w[n:], uint64(g.until))
 				n += 8
-				n += binary.PutUvarint(w[n:], uint64(g.within))
-				n += binary.PutUvarint(w[n:], uint64(g.borrowing))
-				n += binary.PutUvarint(w[n:], uint64(g.wTok))
-				n += binary.PutUvarint(w[n:], uint64(g.bTok))
+				n += binary.PutUvarint(w[n:], uint64(g.within[kindSeq]))
+				n += binary.PutUvarint(w[n:], uint64(g.borrowing[kindSeq]))
+				n += binary.PutUvarint(w[n:], uint64(g.within[kindTok]))
+				n += binary.PutUvarint(w[n:], uint64(g.borrowing[kindTok]))
 			}
 		}
 	}
@@ -408,21 +408,22 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 		n += binary.PutUvarint(w[n:], uint64(len(h.counts)))
 		for _, c := range h.counts {
 			dg := cur - c.gen // 0 or 1 in a consistent record
-			tok := c.wTok|c.bTok != 0
-			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+			tok := c.within[kindTok]|c.borrowing[kindTok] != 0
+			cw, cb := c.within[kindSeq], c.borrowing[kindSeq]
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint64(cw) < 0x80 && uint64(cb) < 0x80 {
 				le.PutUint32(w[n:], uint32(c.team)|uint32(byte(dg<<2)|byte(boolInt(tok)))<<8|
-					uint32(c.within)<<16|uint32(c.borrowing)<<24)
+					uint32(cw)<<16|uint32(cb)<<24)
 				n += 4
 			} else {
 				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
 				n += binary.PutUvarint(w[n:], uint64(c.team))
 				n += binary.PutUvarint(w[n:], z<<1|uint64(boolInt(tok)))
-				n += binary.PutUvarint(w[n:], uint64(c.within))
-				n += binary.PutUvarint(w[n:], uint64(c.borrowing))
+				n += binary.PutUvarint(w[n:], uint64(cw))
+				n += binary.PutUvarint(w[n:], uint64(cb))
 			}
 			if tok {
-				n += binary.PutUvarint(w[n:], uint64(c.wTok))
-				n += binary.PutUvarint(w[n:], uint64(c.bTok))
+				n += binary.PutUvarint(w[n:], uint64(c.within[kindTok]))
+				n += binary.PutUvarint(w[n:], uint64(c.borrowing[kindTok]))
 			}
 		}
 	}
@@ -586,10 +587,10 @@ func (p *Pool) UnmarshalBinary(data []byte) error {
 // clear empties p, keeping its buffers.
 func (p *Pool) clear() {
 	p.name, p.fp = "", 0
-	p.cfgCapacity, p.capacity = 0, 0
+	p.total, p.live = amounts{}, amounts{}
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
-	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
 	p.waits = p.waits[:0]
 	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
 	p.genMin = math.MinInt64
@@ -635,14 +636,15 @@ func (p *Pool) decodeStatic(data []byte) error {
 	p.entryPenalty = flags&poolPenalty != 0
 	p.fp = d.u64()
 	setString(&p.name, d.str())
-	p.cfgCapacity = d.bounded(maxCapacity)
-	p.capacity = d.bounded(maxCapacity)
+	p.total, p.live = amounts{}, amounts{}
+	p.total[kindSeq] = int64(d.bounded(maxCapacity))
+	p.live[kindSeq] = int64(d.bounded(maxCapacity))
 	p.halfLife = time.Duration(d.bounded(math.MaxInt64))
 	p.holderTimeout = time.Duration(d.bounded(math.MaxInt64))
 	p.requestTimeout = time.Duration(d.bounded(math.MaxInt64))
-	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
 	if flags&poolFlow != 0 {
-		p.kvTokens = int64(d.bounded(maxTokens))
+		p.total[kindTok] = int64(d.bounded(maxTokens))
 		p.queueLimit = d.bounded(maxQueue)
 		p.teamQueueLimit = d.bounded(maxQueue)
 		p.maxQueueTime = time.Duration(d.bounded(math.MaxInt64))
@@ -710,23 +712,24 @@ func (p *Pool) decodeStatic(data []byte) error {
 			e.borrowLim = d.f64(0, math.Nextafter(1, 0))
 		}
 	}
-	p.sliced, p.sliceTok = flags&poolSliced != 0, 0
+	p.sliced = flags&poolSliced != 0
+	p.live[kindTok] = p.total[kindTok]
 	if p.sliced {
-		p.sliceTok = int64(d.bounded(uint64(p.kvTokens)))
+		p.live[kindTok] = int64(d.bounded(uint64(p.total[kindTok])))
 		for i := 0; i < p.configured && d.err == nil; i++ {
 			e := &p.teams[i]
-			e.reserved = d.bounded(uint64(p.capacity))
-			e.resTok = int64(d.bounded(uint64(p.sliceTok)))
+			e.res[kindSeq] = int64(d.bounded(uint64(p.live[kindSeq])))
+			e.res[kindTok] = int64(d.bounded(uint64(p.live[kindTok])))
 		}
 	}
 	for i := range p.teams {
-		p.teams[i].lent, p.teams[i].lentTok = 0, 0
+		p.teams[i].lent = amounts{}
 	}
 	if flags&poolLent != 0 {
 		for i := 0; i < p.configured && d.err == nil; i++ {
 			e := &p.teams[i]
-			e.lent = d.bounded(uint64(p.cfgCapacity))
-			e.lentTok = int64(d.bounded(uint64(p.kvTokens)))
+			e.lent[kindSeq] = int64(d.bounded(uint64(p.total[kindSeq])))
+			e.lent[kindTok] = int64(d.bounded(uint64(p.total[kindTok])))
 		}
 	}
 	if d.err != nil {
@@ -832,8 +835,8 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
 		e.updated, e.lastUpdate = nl != 0, int64(wl)
-		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
-		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
+		e.within, e.borrowing, e.pWithin, e.pBorrowing = amounts{}, amounts{}, amounts{}, amounts{}
+		e.waiting = 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
@@ -894,18 +897,18 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 	}
 	e.phantoms = slices.Grow(e.phantoms, m)
 	for k := 0; k < m && d.err == nil; k++ {
-		g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-		g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-		if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
-			g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
-			return errCorrupt
+		g := phantomGroup{until: int64(d.u64())}
+		g.within[kindSeq], g.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
+		g.within[kindTok], g.borrowing[kindTok] = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+		if g.within[kindSeq] == 0 && g.borrowing[kindSeq] == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
+			g.within[kindSeq] == 0 && g.within[kindTok] != 0 || g.borrowing[kindSeq] == 0 && g.borrowing[kindTok] != 0 ||
+			p.total[kindTok] == 0 && g.within[kindTok]|g.borrowing[kindTok] != 0 {
+			return errCorrupt // tokens where none are declared
 		}
 		e.phantoms = append(e.phantoms, g)
-		e.pWithin += g.within
-		e.pBorrowing += g.borrowing
-		e.pwTok += g.wTok
-		e.pbTok += g.bTok
-		if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
+		e.pWithin = e.pWithin.add(g.within)
+		e.pBorrowing = e.pBorrowing.add(g.borrowing)
+		if e.pWithin[kindTok] > maxTokenSum || e.pBorrowing[kindTok] > maxTokenSum {
 			return errCorrupt
 		}
 	}
@@ -979,7 +982,7 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		}
 		w.tokens, w.estimate = 0, 0
 		if f&waitTokens != 0 {
-			w.tokens = int64(d.bounded(uint64(p.kvTokens)))
+			w.tokens = int64(d.bounded(uint64(p.total[kindTok])))
 			if w.tokens == 0 {
 				return errCorrupt
 			}
@@ -1066,12 +1069,13 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 				d.fail(errCorrupt)
 				return k
 			}
-			counts[j] = holderCount{team: team, gen: gen, within: within, borrowing: borrowing}
+			counts[j] = holderCount{team: team, gen: gen}
+			counts[j].within[kindSeq], counts[j].borrowing[kindSeq] = int64(within), int64(borrowing)
 			pt, pg = team, gen
 			genMin = min(genMin, gen)
 			e := &p.teams[team]
-			e.within += within
-			e.borrowing += borrowing
+			e.within[kindSeq] += int64(within)
+			e.borrowing[kindSeq] += int64(borrowing)
 		}
 		h.counts = h.counts[:m] // no write barrier (a call) for a self-slice
 	}
@@ -1099,15 +1103,15 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 			dg := int64(x >> 8 & 0x7f)
 			tok := dg&1 != 0
 			dg >>= 1
-			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
-				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
+			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1))}
+			c.within[kindSeq], c.borrowing[kindSeq] = int64(x>>16&0x7f), int64(x>>24)
 			d.off = o + 4
 			if tok {
-				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				c.within[kindTok], c.borrowing[kindTok] = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
 				if d.err != nil {
 					return d.err
 				}
-				if c.wTok|c.bTok == 0 {
+				if c.within[kindTok]|c.borrowing[kindTok] == 0 {
 					return errCorrupt // the bit is set only for tokens
 				}
 			}
@@ -1117,10 +1121,10 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 			tok := z&1 != 0
 			z >>= 1
 			c.gen = cur - (int64(z>>1) ^ -int64(z&1))
-			c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
+			c.within[kindSeq], c.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
 			if tok {
-				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-				if c.wTok|c.bTok == 0 {
+				c.within[kindTok], c.borrowing[kindTok] = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
+				if c.within[kindTok]|c.borrowing[kindTok] == 0 {
 					return errCorrupt // the bit is set only for tokens
 				}
 			}
@@ -1128,19 +1132,18 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 				return d.err
 			}
 		}
-		if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
+		if c.team >= n || c.within[kindSeq] == 0 && c.borrowing[kindSeq] == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
 			c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 ||
-			c.within == 0 && c.wTok != 0 || c.borrowing == 0 && c.bTok != 0 {
-			return errCorrupt
+			c.within[kindSeq] == 0 && c.within[kindTok] != 0 || c.borrowing[kindSeq] == 0 && c.borrowing[kindTok] != 0 ||
+			p.total[kindTok] == 0 && c.within[kindTok]|c.borrowing[kindTok] != 0 {
+			return errCorrupt // tokens where none are declared
 		}
 		counts[j] = c
 		p.genMin = min(p.genMin, c.gen)
 		e := &p.teams[c.team]
-		e.within += c.within
-		e.borrowing += c.borrowing
-		e.wTok += c.wTok
-		e.bTok += c.bTok
-		if e.wTok > maxTokenSum || e.bTok > maxTokenSum {
+		e.within = e.within.add(c.within)
+		e.borrowing = e.borrowing.add(c.borrowing)
+		if e.within[kindTok] > maxTokenSum || e.borrowing[kindTok] > maxTokenSum {
 			return errCorrupt
 		}
 	}

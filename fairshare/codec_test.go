@@ -89,7 +89,7 @@ func TestDecodeMalformed(t *testing.T) {
 		if err := p.UnmarshalBinary(good[:n]); err == nil {
 			t.Fatalf("UnmarshalBinary of %d of %d bytes succeeded", n, len(good))
 		}
-		if len(p.teams) != 0 || p.capacity != 0 {
+		if len(p.teams) != 0 || p.live[kindSeq] != 0 {
 			t.Fatal("a failed decode left state behind")
 		}
 		verify(t, &p)
@@ -157,7 +157,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"infinite penalty", enc(func(p *Pool) { p.teams[0].penalty = math.Inf(1) })},
 		{"epoch from the future", enc(func(p *Pool) { p.teams[0].epoch = 99 })},
 		{"holder count of no team", enc(func(p *Pool) { p.holders[0].counts[0].team = 5 })},
-		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
+		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within[kindSeq] = 0 })},
 		{"removed team with nothing in flight", enc(func(p *Pool) { p.teams[1].configured = false; p.configured = 1; p.teams[1].share = 0 })},
 		{"huge team count", append([]byte{recordVersion, 0}, bytes.Repeat([]byte{0xff}, 30)...)},
 		{"waiting requests out of order", encQ(func(p *Pool) { p.waits[0], p.waits[1] = p.waits[1], p.waits[0] })},
@@ -165,10 +165,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"waiting request past its deadline", encQ(func(p *Pool) { p.waits[0].arrival = p.now - int64(time.Hour) })},
 		{"waiting request of a removed team", encQ(func(p *Pool) {
 			p.teams[2].configured, p.configured, p.teams[2].share = false, 2, 0
-			p.teams[2].within, p.teams[2].pWithin = 1, 0
+			p.teams[2].within[kindSeq], p.teams[2].pWithin[kindSeq] = 1, 0
 			p.waits[0].team = 2
 		})},
-		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.kvTokens + 1 })},
+		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.total[kindTok] + 1 })},
 		{"waiting request of no holder", func() []byte {
 			b := encQ(func(p *Pool) { p.waits = p.waits[:1] })
 			// The last request's holder index is the byte after the count.
