@@ -81,6 +81,9 @@ type poolState struct {
 	slots []teamSlot
 	// jain is the window of the pool's fairness index (latency.go).
 	jain jainWindow
+	// fleet caches the totals of a pool whose capacity the proxies of a
+	// cluster agree on from the engines (fleetcap.go).
+	fleet fleetCache
 }
 
 // teamSlot is what the request path needs of one entry of a pool, kept
@@ -268,7 +271,7 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	p := ps.rec.p
 	stats := p.Snapshot(now)
 	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
-	if k := p.KVTokens(); k > 0 || ps.cfg.capFrom != nil {
+	if k := p.KVTokens(); (k > 0 || ps.cfg.capFrom != nil) && !pc.cfg.fleetPool(ps.cfg) {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}
 	pc.fairness(now, ps, stats)
