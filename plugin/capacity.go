@@ -63,8 +63,7 @@ type capacityFrom struct {
 	interval   time.Duration
 	timeout    time.Duration
 	expire     time.Duration
-	expireSet  bool // expire was configured (else 3 intervals, or more with the cluster block: checkFleet)
-	maxNumSeqs int  // sequences per engine core when the engine does not say
+	maxNumSeqs int // sequences per engine core when the engine does not say
 }
 
 // DefaultMaxNumSeqs is capacity_from.max_num_seqs by default: vLLM's
@@ -135,8 +134,7 @@ func parseCapacityFrom(ps *problems, path string, v gjson.Result) *capacityFrom 
 	if cf.authority == "" {
 		cf.authority = cf.cluster
 	}
-	cf.expireSet = seen["expire"]
-	if !cf.expireSet {
+	if !seen["expire"] {
 		cf.expire = 3 * cf.interval
 	} else if cf.expire > 0 && cf.expire < cf.interval {
 		ps.add(path+".expire", "must be at least interval (%s), got %s", cf.interval, cf.expire)

@@ -375,9 +375,9 @@ func (f *fleetStatus) append(b []byte, now time.Time, kv bool) []byte {
 // written at a sync, up to one sync interval after it was taken, and is
 // judged against the newest report's time, so expire must cover the
 // poll interval and the sync interval, or the replicas would count the
-// engines that another replica read only now and then. Without a
-// configured expire it raises the default (3 intervals) to interval + 2
-// sync intervals where that is longer.
+// engines that another replica read only now and then. The default (3
+// intervals) holds whenever the interval is at least half the sync
+// interval.
 func checkFleet(ps *problems, c *config) {
 	if c.cluster == nil {
 		return
@@ -387,14 +387,9 @@ func checkFleet(ps *problems, c *config) {
 		if cf == nil {
 			continue
 		}
-		need := cf.interval + c.cluster.syncInterval
-		if !cf.expireSet {
-			cf.expire = max(cf.expire, need+c.cluster.syncInterval)
-			continue
-		}
-		if cf.expire < need {
+		if need := cf.interval + c.cluster.syncInterval; cf.expire < need {
 			ps.add("pools["+strconv.Itoa(i)+"].capacity_from.expire",
-				"must be at least interval + cluster.sync_interval (%s) with the cluster block: a replica's reading reaches the others one sync later, got %s", need, cf.expire)
+				"must be at least interval + cluster.sync_interval (%s) with the cluster block: a replica's reading reaches the others one sync later, got %s (by default 3 × interval)", need, cf.expire)
 		}
 	}
 }

@@ -167,21 +167,18 @@ vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="weights_offloaded
 	}
 }
 
-// TestFleetConfig: capacity_from with the cluster block is accepted, its
-// default expire covers a sync interval, and an expire that does not is
-// refused with its path.
+// TestFleetConfig: capacity_from with the cluster block is accepted, and
+// an expire that does not cover the poll and sync intervals, set or by
+// default, is refused with its path.
 func TestFleetConfig(t *testing.T) {
 	cfg := func(expire string) string {
 		return `{"cluster": {"etcd_cluster": "etcd", "sync_interval": "1s"},
   "pools": [{"name": "p", "capacity": 4, "models": ["m"], "teams": {"a": {"share": 1}},
-    "capacity_from": {"cluster": "engines", "engines": "learned", "interval": "200ms", "timeout": "100ms"` + expire + `}}]}`
+    "capacity_from": {"cluster": "engines", "engines": "learned", "interval": "500ms", "timeout": "100ms"` + expire + `}}]}`
 	}
 	c, err := parse([]byte(cfg("")))
 	if err != nil {
 		t.Fatalf("capacity_from with the cluster block: %v", err)
-	}
-	if got := c.pools[0].capFrom.expire; got != 2200*time.Millisecond {
-		t.Errorf("default expire with the cluster block = %v, want 2.2s (interval + 2 sync intervals)", got)
 	}
 	if !c.fleetPool(&c.pools[0]) {
 		t.Error("fleetPool = false, want true")
@@ -189,9 +186,12 @@ func TestFleetConfig(t *testing.T) {
 	if cc := c.coreConfig(&c.pools[0]); cc.Capacity != fleetCeilingC || cc.KVTokens != 0 {
 		t.Errorf("core config capacity %d, kv %d; want the ceiling %d and no KV resource", cc.Capacity, cc.KVTokens, fleetCeilingC)
 	}
-	_, err = parse([]byte(cfg(`, "expire": "1s"`)))
-	want := "pools[0].capacity_from.expire: must be at least interval + cluster.sync_interval (1.2s) with the cluster block"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("parse(expire 1s) = %v, want %q", err, want)
+	for _, bad := range []string{`, "expire": "1s"`, `, "interval": "200ms"`} {
+		s := strings.Replace(cfg(bad), `"interval": "500ms", `, "", strings.Count(bad, "interval"))
+		_, err = parse([]byte(s))
+		want := "pools[0].capacity_from.expire: must be at least interval + cluster.sync_interval"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parse(%s) = %v, want %q", s, err, want)
+		}
 	}
 }
