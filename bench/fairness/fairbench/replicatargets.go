@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// Issue 13's targets: R proxies sharing the pool through etcd (the
+// The replicas targets: R proxies sharing the pool through etcd (the
 // plugin's cluster block) act as one pool.
 
-// ReplicaTargets returns issue 13's targets for the run many (the plugin
+// ReplicaTargets returns the replicas targets for the run many (the plugin
 // on several proxies) against one (the same plugin on one proxy), of
 // scenario s in mode, with bound the stated overshoot of the requests in
 // flight, as the scenario's targets section names them:
@@ -121,7 +121,7 @@ func within(x *Result) string {
 // WriteReplicas writes, for every report that ran the column many
 // against the column one, a table per mode of every team's share of the
 // service on each, the protected team's interactive p99 TTFT, the most
-// requests and borrowers in flight, and issue 13's targets
+// requests and borrowers in flight, and the replicas targets
 // (ReplicaTargets with bound).
 func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
 	var b strings.Builder
