@@ -109,6 +109,8 @@
 //	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
 //	capacity.go    capacity_from: C and K read from the engines' /metrics by one poller VM
 //	               per proxy, learnt engine addresses (upstream.address), SetCapacity
+//	fleetcap.go    capacity_from with the cluster block: readings in the member reports,
+//	               one agreed C and K for Rebalance (agreeCapacity), kept when etcd is lost
 //	promtext.go    the engines' Prometheus text: vllm:cache_config_info and the gauges
 //	latency.go     the latency histograms and token counters by pool, team and class
 //	               (arrival, dispatch, first byte, end), Jain's fairness index
@@ -234,14 +236,16 @@
 //	    (mode "shadow", shadow.go)
 //	fairshare.pool.<pool>.team.<team>.share (normalised, milli)
 //	fairshare.pool.<from>.team.<team>.to_pool.<to>.spilled_total   (spill.go)
-//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go)
+//	fairshare.pool.<pool>.{fairness_jain (milli), saturated_teams}   (latency.go: Jain's
+//	    index of the saturated teams' decayed usage over their shares, from the shared
+//	    record: the same whichever VM writes it)
 //	fairshare.pool.<pool>.{cas_retries_total, failures_total, failed_open_total,
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
 //	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
 //	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
-//	fairshare[.pool.<pool>].would_refuse_<reason>_total   (mode "shadow": at the level of
-//	    rejected_<reason>_total)
+//	fairshare[.pool.<pool>.team.<team>].would_refuse_<reason>_total   (mode "shadow": where
+//	    rejected_<reason>_total is counted, a pool's reasons per team as well)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
 //	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
@@ -260,7 +264,10 @@
 // before; one VM per
 // proxy syncs the slices and the usage with etcd on its tick, through
 // proxy_http_call on etcd's JSON gateway (cluster.go has the picture).
-// Nothing on the request path waits for etcd.
+// Nothing on the request path waits for etcd. A pool with capacity_from
+// divides the C and K the proxies agree on from the engine readings
+// each publishes in its report (fleetcap.go has the picture and the
+// rule), so the slices follow the engines as one proxy's C does.
 //
 // The package compiles natively too (hostcalls then reports
 // ErrorUnimplemented), so its pure parts are unit-tested natively; the

@@ -1,9 +1,6 @@
 package plugin
 
 import (
-	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
@@ -220,88 +217,54 @@ func (h *httpContext) responseEnded(now time.Time, complete bool, u *usage) {
 }
 
 // Jain's fairness index of a pool, recorded at every heartbeat of the
-// VM (each tick period) over the window since its previous one:
+// VM (each tick period) from the pool's shared record, as the heartbeat
+// reads it:
 //
-//	service_i  the cost charged to team i in the window: its decayed usage
-//	           now less its usage at the window's start decayed to now
-//	           (entry penalties included, so a request counts from its
-//	           admission; never below 0)
-//	saturated  a team with a share that had requests held at the gateway or
-//	           borrowing at the window's start or end: it wanted more than
-//	           its share, so what it got is what the scheduler gave it, not
-//	           what it asked for
-//	x_i        service_i / normalised share_i
+//	saturated  a team with a share that has requests held at the gateway
+//	           or borrowing: it wants more than its share, so what it has
+//	           is what the scheduler gave it, not what it asked for
+//	x_i        usage_i / normalised share_i, usage_i the team's decayed
+//	           usage (TeamStat.Usage: the scheduler's own measure of what
+//	           the team got over the half-life, entry penalties included)
 //	J          (Σ x_i)² / (n · Σ x_i²) over the n saturated teams, in [1/n, 1]
 //
 // 1 means the saturated teams were served in proportion to their shares;
 // 1/n that one of them got everything. With no saturated team, or none
-// served, J is 1 (nobody was short-changed). The gauge is J in thousandths
-// (fairshare.pool.<pool>.fairness_jain), with n beside it
+// with usage, J is 1 (nobody was short-changed). The gauge is J in
+// thousandths (fairshare.pool.<pool>.fairness_jain), with n beside it
 // (fairshare.pool.<pool>.saturated_teams).
-type jainWindow struct {
-	at    int64     // the window's start (unix ns), 0 before the first heartbeat
-	usage []float64 // by entry of the snapshot: usage at the window's start
-	sat   []bool    // and whether it was saturated then
-	teams []string  // the entries' names (copies), to match the next snapshot's
+//
+// Every VM of the proxy reads the same record, and decay multiplies every
+// team's usage by the same factor, which J does not see (it is the same
+// for x and c·x): every VM computes the same J from the same record,
+// whenever its heartbeat comes, so the gauge (one value, the last writer's)
+// does not depend on which VM wrote it. Cost: O(teams), no allocation.
+func jain(stats []fairshare.TeamStat) (j float64, n int) {
+	var sum, sq float64
+	for i := range stats {
+		s := &stats[i]
+		if s.NormalizedShare <= 0 || !saturated(s) {
+			continue
+		}
+		x := max(s.Usage, 0) / s.NormalizedShare
+		sum += x
+		sq += x * x
+		n++
+	}
+	if sq > 0 {
+		return sum * sum / (float64(n) * sq), n
+	}
+	return 1, n
 }
 
-// jain computes J and n over the window ending at now from stats, and
-// starts the next window. halfLife is the usage half-life (0: no decay).
-// Entries are matched by name (a snapshot's order may change); a team new
-// since the window's start counts from usage 0.
-func (w *jainWindow) jain(now int64, halfLife time.Duration, stats []fairshare.TeamStat) (j float64, n int) {
-	j = 1
-	if w.at != 0 {
-		f := 1.0
-		if dt := now - w.at; halfLife > 0 && dt > 0 {
-			f = math.Exp(-math.Ln2 * float64(dt) / float64(halfLife))
-		}
-		var sum, sq float64
-		for i := range stats {
-			s := &stats[i]
-			start, wasSat := 0.0, false
-			if k := slices.Index(w.teams, s.Team); k >= 0 {
-				start, wasSat = w.usage[k], w.sat[k]
-			}
-			if s.NormalizedShare <= 0 || !(wasSat || saturated(s)) {
-				continue
-			}
-			x := max(s.Usage-start*f, 0) / s.NormalizedShare
-			sum += x
-			sq += x * x
-			n++
-		}
-		if sq > 0 {
-			j = sum * sum / (float64(n) * sq)
-		}
-	}
-	w.at = now
-	// The names are kept as copies (a snapshot's may view a buffer), made
-	// only when an entry changes.
-	for i := range stats {
-		if i >= len(w.teams) {
-			w.teams = append(w.teams, strings.Clone(stats[i].Team))
-		} else if w.teams[i] != stats[i].Team {
-			w.teams[i] = strings.Clone(stats[i].Team)
-		}
-	}
-	w.teams = w.teams[:len(stats)]
-	w.usage, w.sat = w.usage[:0], w.sat[:0]
-	for i := range stats {
-		w.usage = append(w.usage, stats[i].Usage)
-		w.sat = append(w.sat, saturated(&stats[i]))
-	}
-	return j, n
-}
-
-// saturated reports whether a team wanted more than its share at the
+// saturated reports whether a team wants more than its share at the
 // snapshot: requests held at the gateway, or requests borrowing.
 func saturated(s *fairshare.TeamStat) bool { return s.Waiting > 0 || s.Borrowing > 0 }
 
 // fairness records the pool's Jain index and saturated teams, and every
 // team's normalised share (milli), from the heartbeat's snapshot.
-func (pc *pluginContext) fairness(now time.Time, ps *poolState, stats []fairshare.TeamStat) {
-	j, n := ps.jain.jain(now.UnixNano(), pc.cfg.halfLife, stats)
+func (pc *pluginContext) fairness(ps *poolState, stats []fairshare.TeamStat) {
+	j, n := jain(stats)
 	m := pc.met
 	m.buf = appendPoolMetric(m.buf[:0], ps.cfg.name, mJain)
 	m.set(milli(j))

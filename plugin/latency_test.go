@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
@@ -173,31 +174,24 @@ func TestWasmLatencyResetRecordsNoEnd(t *testing.T) {
 }
 
 // TestWasmJainFairnessGauge: the pool's fairness_jain gauge is Jain's index
-// of the share-normalised service (usage charged in the tick window) over
-// the saturated teams (borrowing or held), computed here from the pool
-// record; a team within its share (c) and the unknown team (no share) are
-// not in it; a window in which no saturated team was served reads 1.
+// of the share-normalised decayed usage over the saturated teams (borrowing
+// or held), computed here from the pool record; a team within its share
+// (c) and the unknown team (no share) are not in it; once no team is
+// saturated it reads 1 over none.
 func TestWasmJainFairnessGauge(t *testing.T) {
 	const cfg = `{
-  "default_max_tokens": 16, "tick": "1s", "half_life": "0s",
+  "default_max_tokens": 16, "tick": "1s", "half_life": "60s",
   "pools": [{"name": "p", "capacity": 12, "models": ["m"],
     "teams": {"a": {"share": 0.25}, "b": {"share": 0.25}, "c": {"share": 0.25}}}]
 }`
 	h, _ := start(t, cfg, 1)
-	h.Advance(time.Second) // a heartbeat: the window starts
-	send := func(team string, n int) []*host.Stream {
-		var out []*host.Stream
-		for range n {
-			out = append(out, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", team}}, chat("m", 4, "")))
-		}
-		return out
-	}
+	h.Advance(time.Second)
 	// a and b borrow (4 each, 3 slots each); c stays within its share.
-	as, bs, cs := send("a", 4), send("b", 4), send("c", 1)
+	as, bs, cs := sendTeam(h, 0, "a", 4), sendTeam(h, 0, "b", 4), sendTeam(h, 0, "c", 1)
 	respondJSON(as[0], 300, 50) // a served ~3× b
 	respondJSON(bs[0], 100, 20)
 	respondJSON(cs[0], 1000, 1000)
-	respondJSON(send("zed", 1)[0], 500, 500)
+	respondJSON(sendTeam(h, 0, "zed", 1)[0], 500, 500)
 	h.Advance(time.Second)
 
 	st := teamStats(t, h, "p")
@@ -206,12 +200,10 @@ func TestWasmJainFairnessGauge(t *testing.T) {
 			t.Fatalf("%s is not borrowing (%+v)", team, st[team])
 		}
 	}
-	xa := st["a"].Usage / st["a"].NormalizedShare
-	xb := st["b"].Usage / st["b"].NormalizedShare
-	j := (xa + xb) * (xa + xb) / (2 * (xa*xa + xb*xb))
+	want := jainOf(st, "a", "b")
 	m := h.Metrics()
-	if got, want := m["fairshare.pool.p.fairness_jain"].Value, int64(math.Round(j*1000)); got != want || want >= 1000 {
-		t.Errorf("fairness_jain = %d, want %d (J of a %.0f, b %.0f), below 1000", got, want, xa, xb)
+	if got := m["fairshare.pool.p.fairness_jain"].Value; got != want || want >= 1000 {
+		t.Errorf("fairness_jain = %d, want %d (J of a and b), below 1000", got, want)
 	}
 	if got := m["fairshare.pool.p.saturated_teams"].Value; got != 2 {
 		t.Errorf("saturated_teams = %d, want 2 (a and b)", got)
@@ -219,12 +211,77 @@ func TestWasmJainFairnessGauge(t *testing.T) {
 	if got := m["fairshare.pool.p.team.a.share"].Value; got != 333 {
 		t.Errorf("share of a = %d, want 333 (0.25 of 0.75, in thousandths)", got)
 	}
-	h.Advance(time.Second) // a window without service
+	h.Advance(time.Second) // a second without service: usage decays alike
+	if got := h.Metrics()["fairshare.pool.p.fairness_jain"].Value; got != want {
+		t.Errorf("fairness_jain after a second without service = %d, want %d (decay scales every team alike)", got, want)
+	}
+	for _, s := range append(as[1:], bs[1:]...) {
+		respondJSON(s, 1, 1)
+	}
+	h.Advance(time.Second)
 	m = h.Metrics()
-	if got := m["fairshare.pool.p.fairness_jain"].Value; got != 1000 {
-		t.Errorf("fairness_jain after a window without service = %d, want 1000", got)
+	if got, n := m["fairshare.pool.p.fairness_jain"].Value, m["fairshare.pool.p.saturated_teams"].Value; got != 1000 || n != 0 {
+		t.Errorf("fairness_jain, saturated_teams = %d, %d once nothing borrows, want 1000, 0", got, n)
 	}
-	if got := m["fairshare.pool.p.saturated_teams"].Value; got != 2 {
-		t.Errorf("saturated_teams = %d, want 2 (still borrowing)", got)
+}
+
+// TestWasmJainSameOnEveryVM: two VMs whose heartbeats come at different
+// moments (VM 1 beats 0.9 s into a tick, then responses end, then VM 0
+// beats and VM 1 again 0.1 s later) write the same fairness_jain, the
+// index of the shared record: which VM wrote the gauge last does not
+// change it (the per-VM windows it used to be computed over gave each VM
+// its own value).
+func TestWasmJainSameOnEveryVM(t *testing.T) {
+	const cfg = `{
+  "default_max_tokens": 16, "tick": "1s", "half_life": "60s",
+  "pools": [{"name": "p", "capacity": 8, "models": ["m"],
+    "teams": {"a": {"share": 0.25}, "b": {"share": 0.25}, "c": {"share": 0.5}}}]
+}`
+	h, clock := start(t, cfg, 2)
+	h.Advance(time.Second) // both VMs beat
+	as, bs := sendTeam(h, 0, "a", 4), sendTeam(h, 1, "b", 4)
+	respondJSON(as[0], 300, 50)
+	beat := func(vm int) int64 {
+		t.Helper()
+		if _, err := h.Call(vm, "proxy_on_tick", 1); err != nil {
+			t.Fatalf("tick VM %d: %v", vm, err)
+		}
+		return h.Metrics()["fairshare.pool.p.fairness_jain"].Value
 	}
+	clock.Advance(900 * time.Millisecond)
+	beat(1)
+	respondJSON(as[1], 200, 40)
+	respondJSON(bs[0], 100, 20)
+	clock.Advance(time.Second)
+	j0 := beat(0)
+	want := jainOf(teamStats(t, h, "p"), "a", "b")
+	clock.Advance(100 * time.Millisecond)
+	j1 := beat(1)
+	if j0 != j1 || j0 != want || want >= 1000 {
+		t.Errorf("fairness_jain written by VM 0 %d, by VM 1 %d; want both %d (J of a and b from the record), below 1000", j0, j1, want)
+	}
+	for _, s := range append(as[2:], bs[1:]...) {
+		respondJSON(s, 1, 1)
+	}
+}
+
+// sendTeam sends n chat requests of team on VM vm.
+func sendTeam(h *host.Host, vm int, team string, n int) []*host.Stream {
+	var out []*host.Stream
+	for range n {
+		out = append(out, request(h, vm, "/v1/chat/completions", [][2]string{{"x-team", team}}, chat("m", 4, "")))
+	}
+	return out
+}
+
+// jainOf is Jain's index, in thousandths, of the teams' usage over their
+// normalised share in st.
+func jainOf(st map[string]fairshare.TeamStat, teams ...string) int64 {
+	var sum, sq float64
+	for _, team := range teams {
+		x := st[team].Usage / st[team].NormalizedShare
+		sum += x
+		sq += x * x
+	}
+	return int64(math.Round(sum * sum / (float64(len(teams)) * sq) * 1000))
 }

@@ -33,8 +33,9 @@ import (
 //	                    model, body too large, record unavailable with
 //	                    failure_mode "closed", queue full) is counted as
 //	                    would_refuse_<reason>_total where enforce counts
-//	                    rejected_<reason>_total, and the request forwarded;
-//	                    x-fairshare-would-refuse: <reason>
+//	                    rejected_<reason>_total (a pool's reasons per team
+//	                    as well: countWouldRefuse), and the request
+//	                    forwarded; x-fairshare-would-refuse: <reason>
 //	engine refusal      nothing is written, so nothing is watched or replaced
 //	unscheduled paths   untouched: not even buffered
 //
@@ -74,8 +75,22 @@ const (
 
 // wouldRefuseName is the counter of requests enforce mode would have
 // answered with an error for reason: would_refuse_<reason>_total, at the
-// level of its rejected_<reason>_total.
+// level of its rejected_<reason>_total (plugin or pool), and for a pool's
+// reasons (unknown_team, queue_full, unavailable) per team as well (see
+// countWouldRefuse).
 func wouldRefuseName(reason string) string { return "would_refuse_" + reason + "_total" }
+
+// countWouldRefuse counts a request that enforce mode would have answered with
+// an error for reason in pool ps: fairshare.pool.<pool>.team.<team>.
+// would_refuse_<reason>_total, the team as ps counts it (a configured team,
+// or _unknown for every other, so the series are bounded by the
+// configuration: at most pools × (teams + 1) per reason, and one per pool
+// for unknown_team, whose team is never one of the pool's). The enforce
+// counter it mirrors, rejected_<reason>_total, is the pool's: summed over
+// team, the two compare.
+func (h *httpContext) countWouldRefuse(ps *poolState, reason string) {
+	h.pc.met.teamCounter(ps.cfg.name, teamOf(ps, h.team), wouldRefuseName(reason), 1)
+}
 
 // refuse answers the request with e in enforce mode (reply). In shadow
 // mode it records that enforce mode would have, and lets the request go
@@ -93,8 +108,8 @@ func (h *httpContext) refuse(e apiError, pool string) types.Action {
 		h.state = stIgnored
 	}
 	h.wouldRefuse = e.reason
-	if pool != "" {
-		pc.met.poolCounter(pool, wouldRefuseName(e.reason), 1)
+	if ps := pc.poolNamed(pool); ps != nil {
+		h.countWouldRefuse(ps, e.reason)
 	} else {
 		pc.met.pluginCounter(wouldRefuseName(e.reason), 1)
 	}
@@ -136,7 +151,7 @@ func (h *httpContext) shadowDecide(now time.Time, ps *poolState, estimate float6
 			pc.met.classRecord(slot, ps.cfg.name, slot.name, h.class, counterKind, mWouldHold, fWouldHold, 1)
 		default:
 			h.wouldRefuse = errQueueFull.reason
-			pc.met.poolCounter(ps.cfg.name, wouldRefuseName(errQueueFull.reason), 1)
+			h.countWouldRefuse(ps, errQueueFull.reason)
 		}
 	default:
 		// failure_mode "open" forwards it, charged at its end; "closed"
@@ -146,7 +161,7 @@ func (h *httpContext) shadowDecide(now time.Time, ps *poolState, estimate float6
 		h.borrowing = true
 		if pc.cfg.failClosed {
 			h.wouldRefuse = errUnavailable.reason
-			pc.met.poolCounter(ps.cfg.name, wouldRefuseName(errUnavailable.reason), 1)
+			h.countWouldRefuse(ps, errUnavailable.reason)
 		}
 	}
 	if h.borrowing {

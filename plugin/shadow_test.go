@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairshare-wasm/fairshare/hostcalls"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host/proxy"
 	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
@@ -347,6 +348,42 @@ type decision struct {
 	held      bool
 	priority  string // x-fairshare-priority of a forwarded request
 	borrowing string // x-fairshare-borrowing
+}
+
+// TestWasmShadowWouldRefuseByTeam: a pool's would-refuse counters carry
+// the team as the pool counts it, as the other per-team counters do: a
+// team the pool does not list (unknown_team "reject") under _unknown, and
+// with the record unreadable under failure_mode "closed" the configured
+// team a, and an unlisted one under _unknown again; the plugin-level
+// no_team stays unlabelled.
+func TestWasmShadowWouldRefuseByTeam(t *testing.T) {
+	h, f := startFaulty(t, shadowed(flowConfig, `"unknown_team":"reject","failure_mode":"closed",`), 1, pluginName+"/fairshare/pool/")
+	send := func(team string) {
+		var hdrs [][2]string
+		if team != "" {
+			hdrs = [][2]string{{"x-team", team}}
+		}
+		s := request(h, 0, "/v1/chat/completions", hdrs, chat("m", 4, ""))
+		if lr := s.LocalReply(); lr != nil {
+			t.Fatalf("team %q: local reply %d in shadow mode", team, lr.Status)
+		}
+		respondJSON(s, 1, 1)
+	}
+	send("zz")
+	send("")
+	f.get.Store(uint32(hostcalls.StatusInternalFailure))
+	send("a")
+	f.get.Store(0)
+	wantMetrics(t, h, map[string]int64{
+		"fairshare.pool.p.team._unknown.would_refuse_unknown_team_total": 1,
+		"fairshare.pool.p.team.a.would_refuse_unavailable_total":         1,
+		"fairshare.would_refuse_no_team_total":                           1,
+	})
+	for name := range h.Metrics() {
+		if strings.HasPrefix(name, "fairshare.pool.p.would_refuse_") {
+			t.Errorf("%s: a pool's would-refuse counter without its team", name)
+		}
+	}
 }
 
 // TestWasmShadowDecidesAsEnforce runs enforce mode and shadow mode side

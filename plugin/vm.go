@@ -79,8 +79,9 @@ type poolState struct {
 	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
 	// at the first use (slot).
 	slots []teamSlot
-	// jain is the window of the pool's fairness index (latency.go).
-	jain jainWindow
+	// fleet caches the totals of a pool whose capacity the proxies of a
+	// cluster agree on from the engines (fleetcap.go).
+	fleet fleetCache
 }
 
 // teamSlot is what the request path needs of one entry of a pool, kept
@@ -268,10 +269,10 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	p := ps.rec.p
 	stats := p.Snapshot(now)
 	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
-	if k := p.KVTokens(); k > 0 || ps.cfg.capFrom != nil {
+	if k := p.KVTokens(); (k > 0 || ps.cfg.capFrom != nil) && !pc.cfg.fleetPool(ps.cfg) {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}
-	pc.fairness(now, ps, stats)
+	pc.fairness(ps, stats)
 }
 
 // OnTick answers held requests past their deadline and dispatches the

@@ -686,8 +686,9 @@ func TestDashboard(t *testing.T) {
 		"fairshare_upstream_first_byte_ms_bucket": {"pool", "team", "class"}, "fairshare_total_time_ms_bucket": {"pool", "team", "class"},
 		"fairshare_completion_tokens_total": {"pool", "team", "class"},
 		"fairshare_would_borrow_total":      {"pool", "team", "class"}, "fairshare_would_hold_total": {"pool", "team", "class"},
-		"fairshare_would_refuse_unknown_team_total": {"pool"}, "fairshare_spilled_total": {"pool", "team", "to_pool"},
-		"fairshare_kv_tokens": {"pool"}, "fairshare_capacity_engines": {"pool"}, "fairshare_capacity_read_failures_total": {"pool"},
+		"fairshare_would_refuse_unknown_team_total": {"pool", "team"}, "fairshare_would_refuse_unavailable_total": {"pool", "team"},
+		"fairshare_spilled_total": {"pool", "team", "to_pool"},
+		"fairshare_kv_tokens":     {"pool"}, "fairshare_capacity_engines": {"pool"}, "fairshare_capacity_read_failures_total": {"pool"},
 	} {
 		for _, l := range labels {
 			if !cat[name].labels[l] {
@@ -729,7 +730,7 @@ func TestDashboard(t *testing.T) {
 		// Shadow rollout by team, spill-over by pool, fallback and team,
 		// capacity_from's capacity with its engines and failures.
 		"Shadow mode: would borrow and would hold": {"sum by (team) (rate(fairshare_would_borrow_total", "sum by (team) (rate(fairshare_would_hold_total"},
-		"Shadow mode: would refuse":                {"rate(fairshare_would_refuse_no_team_total", "sum by (pool) (rate(fairshare_would_refuse_unavailable_total"},
+		"Shadow mode: would refuse":                {"rate(fairshare_would_refuse_no_team_total", "sum by (pool, team) (rate(fairshare_would_refuse_unavailable_total"},
 		"Spilled requests":                         {"sum by (pool, to_pool, team) (rate(fairshare_spilled_total"},
 		"Capacity from the engines":                {"fairshare_capacity{", "fairshare_capacity_engines{", "rate(fairshare_capacity_read_failures_total"},
 		"KV tokens":                                {"fairshare_kv_tokens{"},
