@@ -148,7 +148,9 @@ func addSat(a int64, d time.Duration) int64 {
 }
 
 // advance brings the pool to time t: it expires dead holders and stale
-// phantoms and drops removed teams with nothing left in flight.
+// phantoms and drops removed teams with nothing left in flight; with a
+// work resource it also brings the usage clock, and so the debts, to the
+// latest time seen.
 func (p *Pool) advance(t int64) {
 	p.lastOK = false // every operation that changes the pool comes here
 	if t > p.now {
@@ -171,6 +173,12 @@ func (p *Pool) advance(t int64) {
 	}
 	p.expireWaits(p.now)
 	p.compact()
+	if p.total[kindWork] > 0 {
+		// Every test of within share reads the debts at the latest time
+		// seen: a team whose debt paid down is within share again with
+		// no release in between.
+		p.decayTo(p.now)
+	}
 }
 
 // findHolder returns the index of holder id, or -1-k where k is the index

@@ -38,6 +38,7 @@ type Pool struct {
 	teamQueueLimit int
 	maxQueueTime   time.Duration
 	batchAging     time.Duration // see Config.BatchAging (0: class before arrival)
+	burst          time.Duration // B, the work buckets' depth (see Config.ThroughputBurst; 0 without work)
 
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
@@ -84,6 +85,7 @@ type entry struct {
 	estimate   float64
 	usage      float64 // consumption settled, decayed to Pool.usageAt
 	penalty    float64 // entry penalties not settled yet, decayed alike
+	debt       float64 // within-share work not paid for yet (cost units), paid down to Pool.usageAt
 	updated    bool
 	lastUpdate int64 // unix ns of the last usage change, if updated
 	phantoms   []phantomGroup
@@ -273,9 +275,16 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		slices.SortFunc(c, compareCount)
 	}
-	// The capacity sources, one per kind: Config.Capacity, Config.KVTokens.
+	// The capacity sources, one per kind: Config.Capacity, Config.KVTokens,
+	// Config.Throughput. The debts were paid down to now at the old rates
+	// above (decayTo).
 	p.total[kindSeq] = int64(cleanCapacity(cfg.Capacity))
 	p.total[kindTok] = cleanTokens(cfg.KVTokens)
+	p.total[kindWork] = cleanWork(cfg.Throughput)
+	p.burst = 0
+	if p.total[kindWork] > 0 {
+		p.burst = cleanBurst(cfg.ThroughputBurst)
+	}
 	for k := range numKinds {
 		if p.sliced {
 			p.live[k] = min(p.live[k], p.total[k])
@@ -294,6 +303,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	// resource), so a smaller cache cannot block the queue for good.
 	for k := range p.waits {
 		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
+		p.waits[k].work = p.clampWork(p.waits[k].work)
 	}
 	if p.holderTimeout == 0 {
 		// Without leases, holders are only recorded while they hold
@@ -312,6 +322,9 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.entryPenalty = cfg.EntryPenalty
 	p.fp = cfg.Fingerprint()
 	p.reapportion()
+	if p.sliced && p.declared().has(kindWork) {
+		p.deriveWork() // the slice's work follows its sequences (slice.go)
+	}
 	p.rebuildIndex()
 	p.expireWaits(p.now)
 	p.invalidate()
@@ -411,14 +424,47 @@ func (p *Pool) SetKVTokens(tokens int64) int64 {
 	return prev
 }
 
+// Throughput returns X, the pool's throughput in cost units per second
+// (0: the pool has no work resource); see SetThroughput. Cost: O(1).
+func (p *Pool) Throughput() int64 { return p.total[kindWork] }
+
+// SetThroughput changes X, the pool's throughput in cost units per second,
+// as SetKVTokens changes K: a reading from the engines (what they served
+// per second at saturation). Every team's reserved rate is apportioned
+// anew; the debts are first paid down to the latest time the pool has
+// seen at the old rates, and keep their value. x ≤ 0 (no reading) leaves
+// X as it is. A pool without a work resource (Config.Throughput 0) keeps
+// none: X is never turned on here. Values above 2^40 are clamped. On a
+// sliced pool (SetSlice) it changes nothing: the slice's work is derived
+// from its sequences (slice.go). It returns the previous X. The
+// fingerprint is unchanged. Cost: O(kinds · teams · log teams).
+func (p *Pool) SetThroughput(x int64) int64 {
+	prev := p.total[kindWork]
+	if prev == 0 || p.sliced || x <= 0 {
+		return prev
+	}
+	p.decayTo(p.now)
+	p.total[kindWork] = cleanWork(x)
+	p.live[kindWork] = p.total[kindWork]
+	p.reapportion()
+	p.invalidate()
+	return prev
+}
+
 // dropUndeclared zeroes, everywhere in flight, the amounts of the kinds
-// the pool no longer declares (a Reconfigure that removed KVTokens): a
-// kind not declared has no amount anywhere, as a waiting request demands
-// none (Reconfigure clamps the demands), so the record need not carry it.
-// Cost: O(teams + holders' counts) when a kind was dropped, else O(1).
+// the pool no longer declares (a Reconfigure that removed KVTokens), and
+// the debts once work is not declared: a kind not declared has no amount
+// anywhere, as a waiting request demands none (Reconfigure clamps the
+// demands), so the record need not carry it. Cost: O(teams + holders'
+// counts).
 func (p *Pool) dropUndeclared() {
 	var mask amounts
 	s := p.declared()
+	if !s.has(kindWork) {
+		for i := range p.teams {
+			p.teams[i].debt = 0
+		}
+	}
 	for k := range numKinds {
 		if s.has(k) {
 			mask[k] = -1
