@@ -259,7 +259,7 @@ func (pc *pluginContext) respill(now time.Time, ps *poolState) {
 			h.cancel(now)
 			continue
 		}
-		w.Tokens = h.kv // its demand now (Reestimate may have lowered it)
+		w.Tokens, w.Work = h.kv, int64(h.work) // its demand now (Reestimate may have lowered it)
 		fb, g, ok := pc.takeSpill(now, ps, w)
 		if !ok {
 			return
