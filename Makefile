@@ -2,7 +2,7 @@
 #
 # Variables (make VAR=value target):
 #   UPSTREAM  make run: a real OpenAI-compatible server (vLLM) instead of the simulator (-upstream)
-#   CONFIG    make run: a plugin configuration file (-config)
+#   CONFIG    make run: a plugin configuration file (-config); make check-config: the file to check
 #   NO_LOAD   make run: non-empty to start without the demo load (-no-load)
 #   REPLICAS  make run: N local proxies sharing every pool through an embedded etcd (-replicas)
 #   RUN_ARGS  make run: more flags for cmd/fairshare-run
@@ -34,10 +34,10 @@ override RUN_ARGS += $(if $(UPSTREAM),-upstream=$(UPSTREAM)) $(if $(CONFIG),-con
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null)))
 
 .DEFAULT_GOAL := help
-.PHONY: help build test run bench check oci fairness clean build/fairshare-run
+.PHONY: help build test run check-config bench check oci fairness clean build/fairshare-run
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build plugin.wasm (GOOS=wasip1, c-shared, then cmd/wasm-wasi) and print its size and SHA-256.
 	@mkdir -p build
@@ -56,6 +56,14 @@ test: build ## Run all tests against the built plugin.wasm, the plugin's again u
 run: ## Run the local front door: proxy + vLLM simulator + demo load + live view (UPSTREAM=, CONFIG=, NO_LOAD=, REPLICAS=).
 	@$(MAKE) --no-print-directory -j2 build build/fairshare-run
 	FAIRSHARE_WASM=$(CURDIR)/$(WASM) ./build/fairshare-run $(RUN_ARGS)
+
+check-config: ## Check a plugin configuration with the plugin's own parser, starting nothing (CONFIG=file.json).
+	@if [ -z "$(CONFIG)" ]; then \
+		echo "make check-config: no CONFIG: name the plugin configuration to check, e.g. make check-config CONFIG=testdata/plugin/example.json" >&2; \
+		exit 2; \
+	fi
+	@$(MAKE) --no-print-directory build/fairshare-run
+	./build/fairshare-run -check '$(CONFIG)'
 
 # Built next to plugin.wasm (make -j2: the two compile for different targets),
 # then run as a binary. On a terminal it makes itself the foreground process

@@ -56,6 +56,15 @@ type Grant struct {
 	epoch    uint64 // the epoch of the team's entry
 }
 
+// demand is what g's request takes until Release, in every kind: one
+// sequence and g.Tokens.
+func (g *Grant) demand() amounts {
+	var d amounts
+	d[kindSeq] = 1
+	d[kindTok] = g.Tokens
+	return d
+}
+
 // Acquire records a new in-flight request of team, held by holder, at time
 // now, and returns its grant.
 //
@@ -89,7 +98,7 @@ func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, e
 func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class, estimate float64) (Grant, bool) {
 	t := now.UnixNano()
 	p.advance(t)
-	if p.inFlight() >= p.capacity {
+	if p.inFlight() >= p.Capacity() {
 		p.touch(holder, t, p.holderTimeout > 0)
 		return Grant{released: true}, false
 	}
@@ -128,7 +137,7 @@ func (p *Pool) TakeSpill(now time.Time, holder uint32, w Waiting) (Grant, bool) 
 func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate float64) Grant {
 	i := p.acquireEntry(team)
 	class = clampClass(class)
-	borrowing, rank := !p.withinFits(i, 0), 0
+	borrowing, rank := !p.withinFits(i, p.demand(0)), 0
 	if borrowing {
 		rank = p.rank(i)
 	}
@@ -140,7 +149,7 @@ func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimat
 // and rank, charges its entry penalty and returns its grant (ID and
 // Arrived are the caller's to set when the request waited).
 func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok int64, borrowing bool, rank int) Grant {
-	saturated := p.inFlight() >= p.capacity
+	saturated := p.inFlight() >= p.Capacity()
 	e := &p.teams[i]
 	at := max(t, p.usageAt)
 	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at,
@@ -151,7 +160,7 @@ func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float6
 		g.Borrowing = true
 		g.Priority = borrowPriority(rank, class)
 	}
-	p.count(holder, t, i, p.window(at), g.Borrowing, tok)
+	p.count(holder, t, i, p.window(at), g.Borrowing, p.demand(tok))
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
 	if p.entryPenalty && estimate > 0 {
@@ -165,8 +174,8 @@ func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float6
 }
 
 // count adds one request in flight of entry i held by holder, granted in
-// window gen, taking tok KV tokens.
-func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, tok int64) {
+// window gen, demanding d.
+func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, d amounts) {
 	h := &p.holders[p.touch(holder, t, true)]
 	c := holderCount{team: i, gen: gen}
 	p.genMin = min(p.genMin, gen)
@@ -181,15 +190,11 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, t
 	}
 	e := &p.teams[i]
 	if borrowing {
-		h.counts[k].borrowing++
-		h.counts[k].bTok += tok
-		e.borrowing++
-		e.bTok += tok
+		h.counts[k].borrowing = h.counts[k].borrowing.add(d)
+		e.borrowing = e.borrowing.add(d)
 	} else {
-		h.counts[k].within++
-		h.counts[k].wTok += tok
-		e.within++
-		e.wTok += tok
+		h.counts[k].within = h.counts[k].within.add(d)
+		e.within = e.within.add(d)
 	}
 }
 
@@ -208,17 +213,10 @@ func (p *Pool) HasRoom(team string, tokens int64) bool {
 	if i < 0 || !p.teams[i].configured {
 		i = p.unknownIndex()
 	}
-	tok := p.tokens(tokens)
+	d := p.demand(tokens)
 	if i >= 0 {
-		return p.hasRoom(u, i, tok)
+		return p.hasRoom(u, i, d)
 	}
 	// No entry yet: nothing of its own in flight, nothing kept.
-	if u.seq+u.keptSeq+1 > p.capacity {
-		return false
-	}
-	if p.kvTokens == 0 {
-		return true
-	}
-	tok = min(tok, max(0, p.kvCap()-u.keepTok))
-	return u.tok+u.keptTok+tok <= p.kvCap()
+	return p.roomNoEntry(u, d)
 }

@@ -12,7 +12,7 @@ import (
 func benchPool(b testing.TB, n int) ([]byte, Grant) {
 	p := bigPool(n, min(n, 16))
 	var g Grant
-	for range p.teams[0].reserved + 1 {
+	for range p.teams[0].res[kindSeq] + 1 {
 		g = p.Acquire(at(time.Second), 99, p.teams[0].name, Interactive, 2)
 	}
 	rec, _ := p.AppendBinary(nil)

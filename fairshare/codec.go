@@ -13,19 +13,26 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 4 (uvarint as encoding/binary; u32le/i64le are fixed
+// Layout of version 5 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
-// float64, little endian):
+// float64, little endian). Every per-resource value is a list: one value
+// per declared kind (resources.go), in list order (sequences, then KV
+// tokens), the kinds the static section declares; a kind not declared
+// has nothing anywhere and takes no byte.
 //
-//	u8       version = 4
+//	u8       version = 5
 //	uvarint  length of the static section, then the static section:
 //	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice,
 //	           bit 3 loans
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
-//	  uvarint  configured capacity, live capacity
+//	  u8       declared kinds: bit k for kind k (bit 0, sequences, always;
+//	           bit 1, KV tokens, when K > 0)
+//	  per declared kind: uvarint configured capacity (C, K), live
+//	           capacity (SetCapacity's C, K, or the slice's; equal to the
+//	           configured one but for sequences on a pool not sliced)
 //	  uvarint  half-life, holder timeout, request timeout (ns)
-//	  uvarint  KV tokens, queue limit, team queue limit,  (flag bit 1)
+//	  uvarint  queue limit, team queue limit,   (flag bit 1)
 //	           max queue time (ns)
 //	  uvarint  epochs (entries created so far)
 //	  uvarint  number of entries, then per entry:
@@ -37,10 +44,10 @@ import (
 //	    f64      weight                       (flag 2)
 //	    f64      lending limit                (flag 4)
 //	    f64      borrowing limit              (flag 8)
-//	  uvarint  the slice's KV tokens            (flag bit 2), then per
-//	           configured entry: uvarint reserved sequences, tokens
-//	  per configured entry: uvarint lent        (flag bit 3, with bit 2)
-//	           sequences, lent tokens (a replica's loans, lend.go)
+//	  per configured entry, per declared kind:  (flag bit 2)
+//	           uvarint the slice's reservation
+//	  per configured entry, per declared kind:  (flag bit 3, with bit 2)
+//	           uvarint the loan (a replica's loans, lend.go)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
@@ -51,26 +58,34 @@ import (
 //	  f64      penalties not settled          (flag 128)
 //	  i64le    last update                    (flag 8)
 //	  uvarint  groups, then per group:        (flag 32)
-//	           i64le until; uvarint within, borrowing,
-//	           within tokens, borrowing tokens
+//	           i64le until; per declared kind: uvarint within,
+//	           borrowing
 //	uvarint  number of holders, then per holder, ids ascending:
 //	  u32le    id
 //	  i64le    last seen
 //	  uvarint  entries, then per entry ((team, window) ascending):
 //	           uvarint team index;
-//	           uvarint zigzag(window(stamp) − window)·2 + (1 if tokens);
-//	           uvarint within, borrowing;
-//	           uvarint within tokens, borrowing tokens   (if tokens)
+//	           uvarint zigzag(window(stamp) − window)·2 + (1 if more);
+//	           uvarint within, borrowing (sequences);
+//	           per declared kind after sequences: uvarint within,
+//	           borrowing                            (if more: one is not 0)
 //	uvarint  number of waiting requests, then per request, in queue order
 //	         (arrival, holder id, request id ascending):
 //	  uvarint  holder index (in the holders above)
 //	  uvarint  team index (configured or UnknownTeam)
-//	  u8       flags: 1 Batch, 2 estimate, 4 tokens
+//	  u8       flags: 1 Batch, 2 estimate, 4 demand beyond a sequence
 //	  uvarint  request id
 //	  uvarint  arrival: stamp − arrival for the first, arrival − the
 //	           previous arrival for the others
-//	  uvarint  tokens                         (flag 4)
+//	  per declared kind after sequences:      (flag 4: one is not 0)
+//	           uvarint demand (tokens)
 //	  f64      estimate                       (flag 2)
+//
+// Version 4 wrote the same values with the two kinds spelt out: K under
+// the flow-control flag, the slice's K before the reservations, and a
+// phantom group's tokens even without a KV resource. On a pool of both
+// kinds version 5 is version 4's bytes plus the kinds byte and the live
+// K; on a pool of sequences alone it drops two bytes per phantom group.
 //
 // A waiting request takes 9 to 14 bytes (a request id below 2^14, a
 // gap between arrivals below 34 s, under 2^21 tokens), 8 more with an
@@ -80,7 +95,7 @@ import (
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
 //
-// Only version 4 is decoded: a record of any other version is refused
+// Only version 5 is decoded: a record of any other version is refused
 // with ErrUnknownVersion. No decoder of an older layout is kept, because
 // none could ever run: the plugin keeps the record's version in its
 // shared-data key ("<plugin>/fairshare/pool/<pool>/v<RecordVersion>",
@@ -107,17 +122,17 @@ import (
 // apportion.go), recomputed when the static section changes. Entries are in pool order (configured,
 // removed, UnknownTeam last). A record of 100 teams and 64 holders
 // (TestRecordSize: 8-character names, usage, penalties and estimates on
-// every team, three teams per holder, ten phantom groups) takes 6,994
-// bytes. A pool of 32 teams with 128 requests in flight carrying KV
-// tokens takes 2,845 bytes, and 18 more per waiting request (12,064 with
-// 512 waiting; TestRecordSize).
+// every team, three teams per holder, ten phantom groups) takes 6,975
+// bytes (6,994 in version 4). A pool of 32 teams with 128 requests in
+// flight carrying KV tokens takes 2,849 bytes (2,845), and 18 more per
+// waiting request (12,068 with 512 waiting; TestRecordSize).
 
 // RecordVersion is the version of the record layout written by
 // AppendBinary. A writer that does not know a record's version cannot
 // update it without losing its state, so when writers of different
 // versions may share a store (a rolling upgrade of the plugin), keep the
 // version in the record's key: each version then updates its own record.
-const RecordVersion = 4
+const RecordVersion = 5
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
@@ -141,7 +156,7 @@ const (
 	flagsStatic  = flagConfigured | flagWeight | flagUnknown
 	flagsDynamic = flagUsage | flagLastUpdate | flagEstimate | flagPhantoms | flagPenalty
 
-	// Static entry flags of version 4 (bits the dynamic flags use).
+	// Static entry flags (bits the dynamic flags use), as in version 4.
 	flagLending   = flagUsage
 	flagBorrowing = flagLastUpdate
 	flagsStatic4  = flagsStatic | flagLending | flagBorrowing
@@ -173,7 +188,7 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	if p.entryPenalty {
 		flags |= poolPenalty
 	}
-	flow := p.kvTokens != 0 || p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
+	flow := p.queueLimit != 0 || p.teamQueueLimit != 0 || p.maxQueueTime != 0
 	if flow {
 		flags |= poolFlow
 	}
@@ -181,7 +196,7 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	if p.sliced {
 		flags |= poolSliced
 		for i := range p.configured {
-			lent = lent || p.teams[i].lent > 0 || p.teams[i].lentTok > 0
+			lent = lent || !p.teams[i].lent.isZero()
 		}
 		if lent {
 			flags |= poolLent
@@ -191,13 +206,18 @@ func (p *Pool) appendStatic(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
 	b = binary.AppendUvarint(b, uint64(len(p.name)))
 	b = append(b, p.name...)
-	b = binary.AppendUvarint(b, uint64(p.cfgCapacity))
-	b = binary.AppendUvarint(b, uint64(p.capacity))
+	decl := p.declared()
+	b = append(b, byte(decl))
+	for k := range numKinds {
+		if decl.has(k) {
+			b = binary.AppendUvarint(b, uint64(p.total[k]))
+			b = binary.AppendUvarint(b, uint64(p.live[k]))
+		}
+	}
 	b = binary.AppendUvarint(b, uint64(p.halfLife))
 	b = binary.AppendUvarint(b, uint64(p.holderTimeout))
 	b = binary.AppendUvarint(b, uint64(p.requestTimeout))
 	if flow {
-		b = binary.AppendUvarint(b, uint64(p.kvTokens))
 		b = binary.AppendUvarint(b, uint64(p.queueLimit))
 		b = binary.AppendUvarint(b, uint64(p.teamQueueLimit))
 		b = binary.AppendUvarint(b, uint64(p.maxQueueTime))
@@ -242,16 +262,23 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		}
 	}
 	if p.sliced {
-		b = binary.AppendUvarint(b, uint64(p.sliceTok))
 		for i := range p.configured {
-			b = binary.AppendUvarint(b, uint64(p.teams[i].reserved))
-			b = binary.AppendUvarint(b, uint64(p.teams[i].resTok))
+			b = appendAmounts(b, decl, &p.teams[i].res)
 		}
 		if lent {
 			for i := range p.configured {
-				b = binary.AppendUvarint(b, uint64(p.teams[i].lent))
-				b = binary.AppendUvarint(b, uint64(p.teams[i].lentTok))
+				b = appendAmounts(b, decl, &p.teams[i].lent)
 			}
+		}
+	}
+	return b
+}
+
+// appendAmounts appends a's value in every kind of decl, in list order.
+func appendAmounts(b []byte, decl kinds, a *amounts) []byte {
+	for k := range numKinds {
+		if decl.has(k) {
+			b = binary.AppendUvarint(b, uint64(a[k]))
 		}
 	}
 	return b
@@ -278,6 +305,7 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 	b = le.AppendUint64(b, uint64(st))
 	b = le.AppendUint64(b, uint64(p.usageAt))
 	b = p.appendDynamicFast(slices.Grow(b, p.dynamicBound()), st)
+	decl := p.declared()
 	b = binary.AppendUvarint(b, uint64(len(p.waits)))
 	prev := st
 	for k := range p.waits {
@@ -289,7 +317,8 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		if w.estimate != 0 {
 			f |= waitEstimate
 		}
-		if w.tokens != 0 {
+		d := w.demand()
+		if !d.restZero() {
 			f |= waitTokens
 		}
 		hi := p.findHolder(w.holder)
@@ -308,7 +337,11 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		}
 		prev = w.arrival
 		if f&waitTokens != 0 {
-			b = binary.AppendUvarint(b, uint64(w.tokens))
+			for r := kindSeq + 1; r < numKinds; r++ {
+				if decl.has(r) {
+					b = binary.AppendUvarint(b, uint64(d[r]))
+				}
+			}
 		}
 		if f&waitEstimate != 0 {
 			b = le.AppendUint64(b, math.Float64bits(w.estimate))
@@ -348,11 +381,11 @@ func (p *Pool) dynamicBound() int {
 	n := 33*len(p.teams) + v
 	for i := range p.teams {
 		if k := len(p.teams[i].phantoms); k > 0 {
-			n += v + k*(8+4*v)
+			n += v + k*(8+2*int(numKinds)*v)
 		}
 	}
 	for i := range p.holders {
-		n += 12 + v + 6*v*len(p.holders[i].counts)
+		n += 12 + v + (2+2*int(numKinds))*v*len(p.holders[i].counts)
 	}
 	return n
 }
@@ -363,6 +396,7 @@ func (p *Pool) dynamicBound() int {
 // writes in place rather than appending, and so makes no call in its loops. In Wasm, Go saves and reloads the live values around a call
 // site, append's included, and splits the function at it.
 func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
+	decl := p.declared()
 	n := len(b)
 	w := b[:cap(b)]
 	for i := range p.teams {
@@ -391,10 +425,12 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 			for _, g := range e.phantoms {
 				le.PutUint64(w[n:], uint64(g.until))
 				n += 8
-				n += binary.PutUvarint(w[n:], uint64(g.within))
-				n += binary.PutUvarint(w[n:], uint64(g.borrowing))
-				n += binary.PutUvarint(w[n:], uint64(g.wTok))
-				n += binary.PutUvarint(w[n:], uint64(g.bTok))
+				for k := range numKinds {
+					if decl.has(k) {
+						n += binary.PutUvarint(w[n:], uint64(g.within[k]))
+						n += binary.PutUvarint(w[n:], uint64(g.borrowing[k]))
+					}
+				}
 			}
 		}
 	}
@@ -408,21 +444,26 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 		n += binary.PutUvarint(w[n:], uint64(len(h.counts)))
 		for _, c := range h.counts {
 			dg := cur - c.gen // 0 or 1 in a consistent record
-			tok := c.wTok|c.bTok != 0
-			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint(c.within) < 0x80 && uint(c.borrowing) < 0x80 {
+			tok := !c.within.restZero() || !c.borrowing.restZero()
+			cw, cb := c.within[kindSeq], c.borrowing[kindSeq]
+			if uint(c.team) < 0x80 && uint64(dg) < 0x20 && uint64(cw) < 0x80 && uint64(cb) < 0x80 {
 				le.PutUint32(w[n:], uint32(c.team)|uint32(byte(dg<<2)|byte(boolInt(tok)))<<8|
-					uint32(c.within)<<16|uint32(c.borrowing)<<24)
+					uint32(cw)<<16|uint32(cb)<<24)
 				n += 4
 			} else {
 				z := uint64(dg<<1) ^ uint64(dg>>63) // zigzag
 				n += binary.PutUvarint(w[n:], uint64(c.team))
 				n += binary.PutUvarint(w[n:], z<<1|uint64(boolInt(tok)))
-				n += binary.PutUvarint(w[n:], uint64(c.within))
-				n += binary.PutUvarint(w[n:], uint64(c.borrowing))
+				n += binary.PutUvarint(w[n:], uint64(cw))
+				n += binary.PutUvarint(w[n:], uint64(cb))
 			}
 			if tok {
-				n += binary.PutUvarint(w[n:], uint64(c.wTok))
-				n += binary.PutUvarint(w[n:], uint64(c.bTok))
+				for k := kindSeq + 1; k < numKinds; k++ {
+					if decl.has(k) {
+						n += binary.PutUvarint(w[n:], uint64(c.within[k]))
+						n += binary.PutUvarint(w[n:], uint64(c.borrowing[k]))
+					}
+				}
 			}
 		}
 	}
@@ -516,6 +557,17 @@ func (d *decoder) u64() uint64 {
 	return binary.LittleEndian.Uint64(d.b[d.off-8:])
 }
 
+// amounts reads a's value in every kind of decl, each at most max's
+// (appendAmounts); the others are set to 0.
+func (d *decoder) amounts(decl kinds, a, max *amounts) {
+	for k := range numKinds {
+		a[k] = 0
+		if decl.has(k) {
+			a[k] = int64(d.bounded(uint64(max[k])))
+		}
+	}
+}
+
 // f64 reads a float that must be finite and within [lo, hi].
 func (d *decoder) f64(lo, hi float64) float64 {
 	if o := d.off; o+8 <= len(d.b) {
@@ -586,10 +638,10 @@ func (p *Pool) UnmarshalBinary(data []byte) error {
 // clear empties p, keeping its buffers.
 func (p *Pool) clear() {
 	p.name, p.fp = "", 0
-	p.cfgCapacity, p.capacity = 0, 0
+	p.total, p.live = amounts{}, amounts{}
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
-	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
 	p.waits = p.waits[:0]
 	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
 	p.genMin = math.MinInt64
@@ -635,14 +687,29 @@ func (p *Pool) decodeStatic(data []byte) error {
 	p.entryPenalty = flags&poolPenalty != 0
 	p.fp = d.u64()
 	setString(&p.name, d.str())
-	p.cfgCapacity = d.bounded(maxCapacity)
-	p.capacity = d.bounded(maxCapacity)
+	p.sliced = flags&poolSliced != 0
+	decl := kinds(d.byte())
+	if decl&^allKinds != 0 || !decl.has(kindSeq) {
+		return errCorrupt
+	}
+	p.total, p.live = amounts{}, amounts{}
+	for k := range numKinds {
+		if !decl.has(k) {
+			continue
+		}
+		p.total[k] = int64(d.bounded(uint64(maxAmount[k])))
+		p.live[k] = int64(d.bounded(uint64(maxAmount[k])))
+		// A kind other than sequences is declared by its capacity, and
+		// only a slice's decides against less than it.
+		if k != kindSeq && (p.total[k] == 0 || !p.sliced && p.live[k] != p.total[k]) || p.sliced && p.live[k] > p.total[k] {
+			return errCorrupt
+		}
+	}
 	p.halfLife = time.Duration(d.bounded(math.MaxInt64))
 	p.holderTimeout = time.Duration(d.bounded(math.MaxInt64))
 	p.requestTimeout = time.Duration(d.bounded(math.MaxInt64))
-	p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0, 0
+	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
 	if flags&poolFlow != 0 {
-		p.kvTokens = int64(d.bounded(maxTokens))
 		p.queueLimit = d.bounded(maxQueue)
 		p.teamQueueLimit = d.bounded(maxQueue)
 		p.maxQueueTime = time.Duration(d.bounded(math.MaxInt64))
@@ -710,23 +777,17 @@ func (p *Pool) decodeStatic(data []byte) error {
 			e.borrowLim = d.f64(0, math.Nextafter(1, 0))
 		}
 	}
-	p.sliced, p.sliceTok = flags&poolSliced != 0, 0
-	if p.sliced {
-		p.sliceTok = int64(d.bounded(uint64(p.kvTokens)))
-		for i := 0; i < p.configured && d.err == nil; i++ {
-			e := &p.teams[i]
-			e.reserved = d.bounded(uint64(p.capacity))
-			e.resTok = int64(d.bounded(uint64(p.sliceTok)))
-		}
-	}
 	for i := range p.teams {
-		p.teams[i].lent, p.teams[i].lentTok = 0, 0
+		p.teams[i].lent = amounts{}
+	}
+	if p.sliced {
+		for i := 0; i < p.configured && d.err == nil; i++ {
+			d.amounts(decl, &p.teams[i].res, &p.live)
+		}
 	}
 	if flags&poolLent != 0 {
 		for i := 0; i < p.configured && d.err == nil; i++ {
-			e := &p.teams[i]
-			e.lent = d.bounded(uint64(p.cfgCapacity))
-			e.lentTok = int64(d.bounded(uint64(p.kvTokens)))
+			d.amounts(decl, &p.teams[i].lent, &p.total)
 		}
 	}
 	if d.err != nil {
@@ -832,8 +893,8 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
 		e.updated, e.lastUpdate = nl != 0, int64(wl)
-		e.within, e.borrowing, e.pWithin, e.pBorrowing = 0, 0, 0, 0
-		e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting = 0, 0, 0, 0, 0
+		e.within, e.borrowing, e.pWithin, e.pBorrowing = amounts{}, amounts{}, amounts{}, amounts{}
+		e.waiting = 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
 			d.off = o
@@ -887,6 +948,7 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 // decodeDynamic's loop over the entries: a call in that loop, even one not
 // taken, costs every entry in Wasm.
 func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
+	decl := p.declared()
 	// Every group takes at least ten bytes.
 	m := d.bounded(uint64(d.left() / 10))
 	if m == 0 && d.err == nil {
@@ -894,18 +956,21 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 	}
 	e.phantoms = slices.Grow(e.phantoms, m)
 	for k := 0; k < m && d.err == nil; k++ {
-		g := phantomGroup{until: int64(d.u64()), within: d.bounded(maxCount), borrowing: d.bounded(maxCount)}
-		g.wTok, g.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-		if g.within == 0 && g.borrowing == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
-			g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
+		g := phantomGroup{until: int64(d.u64())}
+		g.within[kindSeq], g.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
+		for r := kindSeq + 1; r < numKinds; r++ {
+			if decl.has(r) {
+				g.within[r], g.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
+			}
+		}
+		if g.within[kindSeq] == 0 && g.borrowing[kindSeq] == 0 || k > 0 && g.until <= e.phantoms[k-1].until ||
+			g.within[kindSeq] == 0 && !g.within.restZero() || g.borrowing[kindSeq] == 0 && !g.borrowing.restZero() {
 			return errCorrupt
 		}
 		e.phantoms = append(e.phantoms, g)
-		e.pWithin += g.within
-		e.pBorrowing += g.borrowing
-		e.pwTok += g.wTok
-		e.pbTok += g.bTok
-		if e.pwTok > maxTokenSum || e.pbTok > maxTokenSum {
+		e.pWithin = e.pWithin.add(g.within)
+		e.pBorrowing = e.pBorrowing.add(g.borrowing)
+		if overSum(&e.pWithin) || overSum(&e.pBorrowing) {
 			return errCorrupt
 		}
 	}
@@ -920,6 +985,16 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 // is at most maxTokens, so a sum checked after every addition never
 // overflows).
 const maxTokenSum = 1 << 60
+
+// overSum reports whether a team's sum a exceeds maxTokenSum in a kind.
+func overSum(a *amounts) bool {
+	for _, x := range a {
+		if x > maxTokenSum {
+			return true
+		}
+	}
+	return false
+}
 
 // decodeWaits reads the waiting requests of a record.
 func (p *Pool) decodeWaits(d *decoder, st int64) error {
@@ -936,6 +1011,7 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 	}
 	p.waits = p.waits[:n]
 	nh, nt := len(p.holders), len(p.teams)
+	decl := p.declared()
 	prev := st
 	for k := range p.waits {
 		w := &p.waits[k]
@@ -979,10 +1055,16 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		}
 		w.tokens, w.estimate = 0, 0
 		if f&waitTokens != 0 {
-			w.tokens = int64(d.bounded(uint64(p.kvTokens)))
-			if w.tokens == 0 {
-				return errCorrupt
+			var dm amounts
+			for r := kindSeq + 1; r < numKinds; r++ {
+				if decl.has(r) {
+					dm[r] = int64(d.bounded(uint64(p.total[r])))
+				}
 			}
+			if dm.restZero() {
+				return errCorrupt // the flag is set only for a demand
+			}
+			w.tokens = dm[kindTok]
 		}
 		if f&waitEstimate != 0 {
 			w.estimate = d.f64(0, maxUsage)
@@ -1066,12 +1148,13 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 				d.fail(errCorrupt)
 				return k
 			}
-			counts[j] = holderCount{team: team, gen: gen, within: within, borrowing: borrowing}
+			counts[j] = holderCount{team: team, gen: gen}
+			counts[j].within[kindSeq], counts[j].borrowing[kindSeq] = int64(within), int64(borrowing)
 			pt, pg = team, gen
 			genMin = min(genMin, gen)
 			e := &p.teams[team]
-			e.within += within
-			e.borrowing += borrowing
+			e.within[kindSeq] += int64(within)
+			e.borrowing[kindSeq] += int64(borrowing)
 		}
 		h.counts = h.counts[:m] // no write barrier (a call) for a self-slice
 	}
@@ -1084,6 +1167,7 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 // tokens) and adds them to their teams.
 func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 	n := len(p.teams)
+	decl := p.declared()
 	// Every count takes at least four bytes.
 	m := d.bounded(uint64(d.left() / 4))
 	if d.err != nil {
@@ -1099,16 +1183,12 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 			dg := int64(x >> 8 & 0x7f)
 			tok := dg&1 != 0
 			dg >>= 1
-			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1)),
-				within: int(x >> 16 & 0x7f), borrowing: int(x >> 24)}
+			c = holderCount{team: int(x & 0x7f), gen: cur - (dg>>1 ^ -(dg & 1))}
+			c.within[kindSeq], c.borrowing[kindSeq] = int64(x>>16&0x7f), int64(x>>24)
 			d.off = o + 4
 			if tok {
-				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-				if d.err != nil {
-					return d.err
-				}
-				if c.wTok|c.bTok == 0 {
-					return errCorrupt // the bit is set only for tokens
+				if err := d.restCount(decl, &c); err != nil {
+					return err
 				}
 			}
 		} else {
@@ -1117,34 +1197,48 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 			tok := z&1 != 0
 			z >>= 1
 			c.gen = cur - (int64(z>>1) ^ -int64(z&1))
-			c.within, c.borrowing = d.bounded(maxCount), d.bounded(maxCount)
+			c.within[kindSeq], c.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
 			if tok {
-				c.wTok, c.bTok = int64(d.bounded(maxTokens)), int64(d.bounded(maxTokens))
-				if c.wTok|c.bTok == 0 {
-					return errCorrupt // the bit is set only for tokens
+				if err := d.restCount(decl, &c); err != nil {
+					return err
 				}
 			}
 			if d.err != nil {
 				return d.err
 			}
 		}
-		if c.team >= n || c.within == 0 && c.borrowing == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
+		if c.team >= n || c.within[kindSeq] == 0 && c.borrowing[kindSeq] == 0 || j > 0 && compareCount(counts[j-1], c) >= 0 ||
 			c.gen > cur || p.requestTimeout > 0 && c.gen < cur-1 ||
-			c.within == 0 && c.wTok != 0 || c.borrowing == 0 && c.bTok != 0 {
+			c.within[kindSeq] == 0 && !c.within.restZero() || c.borrowing[kindSeq] == 0 && !c.borrowing.restZero() {
 			return errCorrupt
 		}
 		counts[j] = c
 		p.genMin = min(p.genMin, c.gen)
 		e := &p.teams[c.team]
-		e.within += c.within
-		e.borrowing += c.borrowing
-		e.wTok += c.wTok
-		e.bTok += c.bTok
-		if e.wTok > maxTokenSum || e.bTok > maxTokenSum {
+		e.within = e.within.add(c.within)
+		e.borrowing = e.borrowing.add(c.borrowing)
+		if overSum(&e.within) || overSum(&e.borrowing) {
 			return errCorrupt
 		}
 	}
 	h.counts = counts
+	return nil
+}
+
+// restCount reads the amounts of count c in every declared kind after
+// sequences (the count's bit says they follow): at least one is not 0.
+func (d *decoder) restCount(decl kinds, c *holderCount) error {
+	for r := kindSeq + 1; r < numKinds; r++ {
+		if decl.has(r) {
+			c.within[r], c.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if c.within.restZero() && c.borrowing.restZero() {
+		return errCorrupt // the bit is set only for amounts beyond sequences
+	}
 	return nil
 }
 

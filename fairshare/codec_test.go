@@ -65,12 +65,13 @@ func TestRecordSize(t *testing.T) {
 }
 
 // TestUnknownVersion: a record of any version but RecordVersion is
-// refused, the earlier layouts' versions 1 to 3 included (the plugin keeps
+// refused, the earlier layouts' versions 1 to 4 included (the plugin keeps
 // the version in the record's key, so it never reads one; see codec.go).
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {5}, append([]byte{99}, good[1:]...),
-		append([]byte{1}, good[1:]...), append([]byte{2}, good[1:]...), append([]byte{3}, good[1:]...)} {
+	for _, data := range [][]byte{nil, {}, {0}, {6}, append([]byte{99}, good[1:]...),
+		append([]byte{1}, good[1:]...), append([]byte{2}, good[1:]...), append([]byte{3}, good[1:]...),
+		append([]byte{4}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
@@ -89,7 +90,7 @@ func TestDecodeMalformed(t *testing.T) {
 		if err := p.UnmarshalBinary(good[:n]); err == nil {
 			t.Fatalf("UnmarshalBinary of %d of %d bytes succeeded", n, len(good))
 		}
-		if len(p.teams) != 0 || p.capacity != 0 {
+		if len(p.teams) != 0 || p.live[kindSeq] != 0 {
 			t.Fatal("a failed decode left state behind")
 		}
 		verify(t, &p)
@@ -157,7 +158,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"infinite penalty", enc(func(p *Pool) { p.teams[0].penalty = math.Inf(1) })},
 		{"epoch from the future", enc(func(p *Pool) { p.teams[0].epoch = 99 })},
 		{"holder count of no team", enc(func(p *Pool) { p.holders[0].counts[0].team = 5 })},
-		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within = 0 })},
+		{"empty holder count", enc(func(p *Pool) { p.holders[0].counts[0].within[kindSeq] = 0 })},
 		{"removed team with nothing in flight", enc(func(p *Pool) { p.teams[1].configured = false; p.configured = 1; p.teams[1].share = 0 })},
 		{"huge team count", append([]byte{recordVersion, 0}, bytes.Repeat([]byte{0xff}, 30)...)},
 		{"waiting requests out of order", encQ(func(p *Pool) { p.waits[0], p.waits[1] = p.waits[1], p.waits[0] })},
@@ -165,10 +166,10 @@ func TestDecodeRejects(t *testing.T) {
 		{"waiting request past its deadline", encQ(func(p *Pool) { p.waits[0].arrival = p.now - int64(time.Hour) })},
 		{"waiting request of a removed team", encQ(func(p *Pool) {
 			p.teams[2].configured, p.configured, p.teams[2].share = false, 2, 0
-			p.teams[2].within, p.teams[2].pWithin = 1, 0
+			p.teams[2].within[kindSeq], p.teams[2].pWithin[kindSeq] = 1, 0
 			p.waits[0].team = 2
 		})},
-		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.kvTokens + 1 })},
+		{"waiting tokens above K", encQ(func(p *Pool) { p.waits[0].tokens = p.total[kindTok] + 1 })},
 		{"waiting request of no holder", func() []byte {
 			b := encQ(func(p *Pool) { p.waits = p.waits[:1] })
 			// The last request's holder index is the byte after the count.
@@ -318,6 +319,13 @@ func FuzzDecode(f *testing.F) {
 		b, _ := p.AppendBinary(nil)
 		f.Add(b)
 	}
+	// Version 5's resource list: every kind declared, in a slice with
+	// loans, phantoms and holder counts carrying tokens; and the same
+	// pool with KV tokens turned off (sequences alone).
+	for _, p := range kindPools() {
+		b, _ := p.AppendBinary(nil)
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0})
@@ -336,6 +344,11 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		verify(t, &p) // includes encode∘decode round trip
+		// The static section declares the kinds the pool has, and a
+		// record's per-kind values are those of its declared kinds.
+		if d := p.declared(); !d.has(kindSeq) || d.has(kindTok) != (p.KVTokens() > 0) {
+			t.Fatalf("declared kinds %b with K = %d", d, p.KVTokens())
+		}
 		// A decoded pool stays consistent under operations.
 		g := p.Acquire(time.Unix(0, p.now), 1, "x", Interactive, 1)
 		verify(t, &p)
@@ -353,6 +366,67 @@ func FuzzDecode(f *testing.F) {
 			p.Release(time.Unix(0, p.now), &g, 1)
 		}
 	})
+}
+
+// kindPools returns pools whose records exercise every part of version
+// 5's per-kind encoding: a sliced pool of both kinds with loans, phantoms
+// and holder counts carrying tokens and waiting token demands, and the
+// same pool after a Reconfigure that removed its KV resource.
+func kindPools() []*Pool {
+	p := queuePool(3, 4)
+	tot := p.Totals()
+	s := tot.Whole
+	s.Capacity, s.KVTokens = s.Capacity-2, s.KVTokens-500
+	s.Reserved[0]--
+	s.ReservedTokens[1] -= 300
+	p.SetSlice(&s)
+	p.SetLoans([]int{1, 2, 0}, []int64{700, 0, 1})
+	p.AddPhantoms(at(2*time.Second), "team-000", 1, at(time.Minute))
+	// A holder presumed dead: its counts, tokens included, become
+	// phantoms.
+	p.Heartbeat(at(2*time.Minute), 1)
+	off := queuePool(3, 4)
+	cfg := off.config()
+	cfg.KVTokens = 0
+	off.Reconfigure(at(time.Second), cfg)
+	return []*Pool{p, off}
+}
+
+// TestKindsRecord: version 5 writes one value per declared kind, so a
+// pool without a KV resource writes no token anywhere (its record is the
+// same pool's with K > 0 less the tokens), and the sliced pool of both
+// kinds round-trips with its loans and phantoms' tokens.
+func TestKindsRecord(t *testing.T) {
+	ps := kindPools()
+	for _, p := range ps {
+		verify(t, p)
+	}
+	kv, off := ps[0], ps[1]
+	if !kv.sliced || kv.teams[0].lent[kindTok] != 700 || kv.teams[0].pWithin[kindTok]+kv.teams[0].pBorrowing[kindTok] == 0 {
+		t.Fatalf("kindPools: the sliced pool lacks loans or phantom tokens:\n%s", dump(kv))
+	}
+	if d := off.declared(); d.has(kindTok) {
+		t.Fatalf("declared() = %b after KVTokens 0", d)
+	}
+	for i := range off.teams {
+		if u := off.teams[i].use(); u[kindTok] != 0 {
+			t.Fatalf("entry %q keeps %d tokens in flight without a KV resource", off.teams[i].name, u[kindTok])
+		}
+	}
+	b, _ := off.AppendBinary(nil)
+	// The same pool with a token in one count would need the count's
+	// amount bit; without a declared kind after sequences that bit is
+	// corrupt.
+	var q Pool
+	if err := q.UnmarshalBinary(b); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	q.holders[0].counts[0].within[kindTok] = 5
+	q.invalidate()
+	bad, _ := q.AppendBinary(nil)
+	if err := new(Pool).UnmarshalBinary(bad); err == nil {
+		t.Fatalf("a record with tokens on a pool without a KV resource decoded")
+	}
 }
 
 // TestDecoderUvarint: the decoder's varint reader agrees with

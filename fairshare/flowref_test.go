@@ -14,10 +14,10 @@ import (
 // what the team's within-share requests leave of its reservation.
 func refWithin(p *Pool, i int, tok int64) bool {
 	e := p.teams[i]
-	seqOK := e.within+e.pWithin+1 <= e.reserved
+	seqOK := e.within[kindSeq]+e.pWithin[kindSeq]+1 <= e.res[kindSeq]
 	// One request within share whatever its demand when the team has
 	// none within share in flight.
-	tokOK := p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
+	tokOK := p.total[kindTok] == 0 || e.within[kindTok]+e.pWithin[kindTok]+tok <= e.res[kindTok] || e.within[kindTok]+e.pWithin[kindTok] == 0 && e.res[kindTok] > 0
 	return seqOK && tokOK
 }
 
@@ -26,7 +26,7 @@ func refWithin(p *Pool, i int, tok int64) bool {
 // the one request of a team with none within share in flight fits).
 func refTokFits(p *Pool, i int, tok int64) bool {
 	e := p.teams[i]
-	return p.kvTokens == 0 || e.wTok+e.pwTok+tok <= e.resTok || e.wTok+e.pwTok == 0 && e.resTok > 0
+	return p.total[kindTok] == 0 || e.within[kindTok]+e.pWithin[kindTok]+tok <= e.res[kindTok] || e.within[kindTok]+e.pWithin[kindTok] == 0 && e.res[kindTok] > 0
 }
 
 // refWithinQueue reports whether a request of entry i with tok tokens is
@@ -36,7 +36,7 @@ func refTokFits(p *Pool, i int, tok int64) bool {
 // tokens, see refTokFits).
 func refWithinQueue(p *Pool, i int, tok int64) bool {
 	e := p.teams[i]
-	if e.within+e.pWithin+1 > e.reserved {
+	if e.within[kindSeq]+e.pWithin[kindSeq]+1 > e.res[kindSeq] {
 		return false
 	}
 	return refTokFits(p, i, tok) || refTokRoom(p, i, tok)
@@ -48,30 +48,30 @@ func refMayBorrow(p *Pool, i int, tok int64) bool {
 	if e.borrowLim >= 1 {
 		return true
 	}
-	useSeq := e.within + e.borrowing + e.pWithin + e.pBorrowing
-	if useSeq+1-e.reserved > int(e.borrowLim*float64(p.capacity)) {
+	useSeq := e.within[kindSeq] + e.borrowing[kindSeq] + e.pWithin[kindSeq] + e.pBorrowing[kindSeq]
+	if useSeq+1-e.res[kindSeq] > int64(e.borrowLim*float64(p.live[kindSeq])) {
 		return false
 	}
-	if p.kvTokens == 0 {
+	if p.total[kindTok] == 0 {
 		return true
 	}
-	useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
-	return useTok+tok-e.resTok <= int64(e.borrowLim*float64(p.kvCap()))
+	useTok := e.within[kindTok] + e.borrowing[kindTok] + e.pWithin[kindTok] + e.pBorrowing[kindTok]
+	return useTok+tok-e.res[kindTok] <= int64(e.borrowLim*float64(p.live[kindTok]))
 }
 
 // refRoom reports whether the pool has room for a borrower of entry i
 // with tok tokens: use + what other teams' lending limits keep + demand
 // within capacity, in every resource.
 func refRoom(p *Pool, i int, tok int64) bool {
-	seq, kseq := 0, 0
+	var seq, kseq int64
 	for j, e := range p.teams {
-		useSeq := e.within + e.borrowing + e.pWithin + e.pBorrowing
+		useSeq := e.within[kindSeq] + e.borrowing[kindSeq] + e.pWithin[kindSeq] + e.pBorrowing[kindSeq]
 		seq += useSeq
 		if j != i {
-			kseq += max(0, e.reserved-int(e.lend*float64(e.reserved))-useSeq)
+			kseq += max(0, e.res[kindSeq]-int64(e.lend*float64(e.res[kindSeq]))-useSeq)
 		}
 	}
-	if seq+kseq+1 > p.capacity {
+	if seq+kseq+1 > p.live[kindSeq] {
 		return false
 	}
 	return refTokRoom(p, i, tok)
@@ -81,40 +81,40 @@ func refRoom(p *Pool, i int, tok int64) bool {
 // request of entry i with tok tokens: tokens in flight + what other
 // teams' lending limits keep + demand within the KV capacity.
 func refTokRoom(p *Pool, i int, tok int64) bool {
-	if p.kvTokens == 0 {
+	if p.total[kindTok] == 0 {
 		return true
 	}
 	var t, ktok int64
 	for j, e := range p.teams {
-		useTok := e.wTok + e.bTok + e.pwTok + e.pbTok
+		useTok := e.within[kindTok] + e.borrowing[kindTok] + e.pWithin[kindTok] + e.pBorrowing[kindTok]
 		t += useTok
 		if j != i {
-			ktok += max(0, e.resTok-int64(e.lend*float64(e.resTok))-useTok)
+			ktok += max(0, e.res[kindTok]-int64(e.lend*float64(e.res[kindTok]))-useTok)
 		}
 	}
 	// At most what the others' lending limits can ever leave to i.
 	var keptAll int64
 	for j, e := range p.teams {
 		if j != i {
-			keptAll += e.resTok - int64(e.lend*float64(e.resTok))
+			keptAll += e.res[kindTok] - int64(e.lend*float64(e.res[kindTok]))
 		}
 	}
-	if avail := max(p.kvCap()-keptAll, 0); tok > avail {
+	if avail := max(p.live[kindTok]-keptAll, 0); tok > avail {
 		tok = avail
 	}
-	return t+ktok+tok <= p.kvCap()
+	return t+ktok+tok <= p.live[kindTok]
 }
 
 // refEverFits reports whether the others' lending limits leave entry i a
 // sequence when all of them are idle.
 func refEverFits(p *Pool, i int) bool {
-	kept := 0
+	var kept int64
 	for j, e := range p.teams {
 		if j != i {
-			kept += e.reserved - int(e.lend*float64(e.reserved))
+			kept += e.res[kindSeq] - int64(e.lend*float64(e.res[kindSeq]))
 		}
 	}
-	return p.capacity-kept >= 1
+	return p.live[kindSeq]-kept >= 1
 }
 
 // refKey is a waiting request's standing, compared lexicographically:

@@ -44,12 +44,12 @@ func closeRel(a, b, rel float64) bool {
 // even after SetCapacity). It allocates the Teams slice.
 func (p *Pool) config() Config {
 	c := Config{
-		Capacity:       p.cfgCapacity,
+		Capacity:       int(p.total[kindSeq]),
 		HalfLife:       p.halfLife,
 		EntryPenalty:   p.entryPenalty,
 		HolderTimeout:  p.holderTimeout,
 		RequestTimeout: p.requestTimeout,
-		KVTokens:       p.kvTokens,
+		KVTokens:       p.total[kindTok],
 		QueueLimit:     p.queueLimit,
 		TeamQueueLimit: p.teamQueueLimit,
 		MaxQueueTime:   p.maxQueueTime,
@@ -74,7 +74,7 @@ func (p *Pool) config() Config {
 func (p *Pool) inFlightTokens() int64 {
 	var n int64
 	for i := range p.teams {
-		n += p.teams[i].inFlightTokens()
+		n += p.teams[i].use()[kindTok]
 	}
 	return n
 }

@@ -80,8 +80,10 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	n = min(n, maxCapacity)
 	i := p.resolve(team, true)
 	e := &p.teams[i]
-	w := min(n, max(0, e.allowed()-e.within-e.pWithin))
-	p.addPhantoms(i, u, w, n-w, 0, 0)
+	w := min(n, max(0, e.allowed()-int(e.within[kindSeq]+e.pWithin[kindSeq])))
+	var wa, ba amounts
+	wa[kindSeq], ba[kindSeq] = int64(w), int64(n-w)
+	p.addPhantoms(i, u, wa, ba)
 }
 
 // window returns the RequestTimeout window of time t (0 when RequestTimeout
@@ -125,10 +127,8 @@ func (p *Pool) expireCounts(gen int64) {
 				continue
 			}
 			e := &p.teams[c.team]
-			e.within -= c.within
-			e.borrowing -= c.borrowing
-			e.wTok -= c.wTok
-			e.bTok -= c.bTok
+			e.within = e.within.sub(c.within)
+			e.borrowing = e.borrowing.sub(c.borrowing)
 		}
 		h.counts = kept
 		if p.holderTimeout == 0 && h.idle() {
@@ -237,12 +237,10 @@ func (p *Pool) expireHolder(k int, t int64) {
 	until := addSat(addSat(h.seen, p.holderTimeout), p.requestTimeout)
 	for _, c := range h.counts {
 		e := &p.teams[c.team]
-		e.within -= c.within
-		e.borrowing -= c.borrowing
-		e.wTok -= c.wTok
-		e.bTok -= c.bTok
+		e.within = e.within.sub(c.within)
+		e.borrowing = e.borrowing.sub(c.borrowing)
 		if until > t {
-			p.addPhantoms(c.team, until, c.within, c.borrowing, c.wTok, c.bTok)
+			p.addPhantoms(c.team, until, c.within, c.borrowing)
 		}
 	}
 	if h.waits > 0 {
@@ -252,9 +250,10 @@ func (p *Pool) expireHolder(k int, t int64) {
 }
 
 // addPhantoms adds a group of phantoms to entry i, merging it with a group
-// that expires at the same time; wTok and bTok are their KV tokens.
-func (p *Pool) addPhantoms(i int, until int64, within, borrowing int, wTok, bTok int64) {
-	if within <= 0 && borrowing <= 0 {
+// that expires at the same time: within and borrowing are the phantoms of
+// each standing in every kind (their counts in sequences, their KV tokens).
+func (p *Pool) addPhantoms(i int, until int64, within, borrowing amounts) {
+	if within[kindSeq] <= 0 && borrowing[kindSeq] <= 0 {
 		return
 	}
 	e := &p.teams[i]
@@ -269,30 +268,26 @@ func (p *Pool) addPhantoms(i int, until int64, within, borrowing int, wTok, bTok
 		k++
 	}
 	g := &e.phantoms[k-1]
-	within = min(within, maxCount-g.within)
-	borrowing = min(borrowing, maxCount-g.borrowing)
-	g.within += within
-	g.borrowing += borrowing
-	g.wTok += wTok
-	g.bTok += bTok
-	e.pWithin += within
-	e.pBorrowing += borrowing
-	e.pwTok += wTok
-	e.pbTok += bTok
+	within[kindSeq] = min(within[kindSeq], maxCount-g.within[kindSeq])
+	borrowing[kindSeq] = min(borrowing[kindSeq], maxCount-g.borrowing[kindSeq])
+	g.within = g.within.add(within)
+	g.borrowing = g.borrowing.add(borrowing)
+	e.pWithin = e.pWithin.add(within)
+	e.pBorrowing = e.pBorrowing.add(borrowing)
 	p.phantomMin = min(p.phantomMin, until)
 }
 
 // dropPhantom removes one phantom of entry i: the longest-lasting one of
 // the given standing (borrowing or within share) if any, otherwise the
 // longest-lasting one, borrowing first. It reports whether one was
-// removed. The phantom gives back tok KV tokens (never more than its
-// group holds; all of them if it was the group's last of its standing);
-// tok < 0 gives back the group's mean.
-func (p *Pool) dropPhantom(i int, borrowing bool, tok int64) bool {
+// removed. The phantom gives back d in every kind but sequences (never
+// more than its group holds; all of it if it was the group's last of its
+// standing); d < 0 in a kind gives back the group's mean there.
+func (p *Pool) dropPhantom(i int, borrowing bool, d amounts) bool {
 	e := &p.teams[i]
 	k := -1
 	for j := len(e.phantoms) - 1; j >= 0; j-- {
-		if g := &e.phantoms[j]; borrowing && g.borrowing > 0 || !borrowing && g.within > 0 {
+		if g := &e.phantoms[j]; borrowing && g.borrowing[kindSeq] > 0 || !borrowing && g.within[kindSeq] > 0 {
 			k = j
 			break
 		}
@@ -302,35 +297,33 @@ func (p *Pool) dropPhantom(i int, borrowing bool, tok int64) bool {
 		if k < 0 {
 			return false
 		}
-		borrowing = e.phantoms[k].borrowing > 0
+		borrowing = e.phantoms[k].borrowing[kindSeq] > 0
 	}
-	g := &e.phantoms[k]
-	take := func(n *int, sum *int64) int64 {
-		d := *sum / int64(*n)
-		if tok >= 0 {
-			d = min(tok, *sum)
-		}
-		if *n == 1 {
-			d = *sum
-		}
-		*n--
-		*sum -= d
-		return d
-	}
+	g, sum := &e.phantoms[k].within, &e.pWithin
 	if borrowing {
-		e.pbTok -= take(&g.borrowing, &g.bTok)
-		e.pBorrowing--
-	} else {
-		e.pwTok -= take(&g.within, &g.wTok)
-		e.pWithin--
+		g, sum = &e.phantoms[k].borrowing, &e.pBorrowing
 	}
+	n := g[kindSeq]
+	for r := kindSeq + 1; r < numKinds; r++ {
+		x := g[r] / n
+		if d[r] >= 0 {
+			x = min(d[r], g[r])
+		}
+		if n == 1 {
+			x = g[r]
+		}
+		g[r] -= x
+		sum[r] -= x
+	}
+	g[kindSeq]--
+	sum[kindSeq]--
 	e.trimGroup(k)
 	return true
 }
 
 // trimGroup deletes phantom group k if it is empty.
 func (e *entry) trimGroup(k int) {
-	if g := e.phantoms[k]; g.within == 0 && g.borrowing == 0 {
+	if g := e.phantoms[k]; g.within[kindSeq] == 0 && g.borrowing[kindSeq] == 0 {
 		e.phantoms = append(e.phantoms[:k], e.phantoms[k+1:]...)
 	}
 }
@@ -343,10 +336,8 @@ func (p *Pool) expirePhantoms(t int64) {
 		e := &p.teams[i]
 		n := 0
 		for n < len(e.phantoms) && e.phantoms[n].until <= t {
-			e.pWithin -= e.phantoms[n].within
-			e.pBorrowing -= e.phantoms[n].borrowing
-			e.pwTok -= e.phantoms[n].wTok
-			e.pbTok -= e.phantoms[n].bTok
+			e.pWithin = e.pWithin.sub(e.phantoms[n].within)
+			e.pBorrowing = e.pBorrowing.sub(e.phantoms[n].borrowing)
 			n++
 		}
 		if n > 0 {

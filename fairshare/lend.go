@@ -134,15 +134,15 @@ func (p *Pool) SetLoans(seq []int, tok []int64) {
 	defer p.invalidate()
 	for i := range p.teams {
 		e := &p.teams[i]
-		e.lent, e.lentTok = 0, 0
+		e.lent = amounts{}
 		if !p.sliced || i >= p.configured {
 			continue
 		}
 		if i < len(seq) {
-			e.lent = min(max(seq[i], 0), p.cfgCapacity)
+			e.lent[kindSeq] = min(max(int64(seq[i]), 0), p.total[kindSeq])
 		}
-		if i < len(tok) && p.kvTokens > 0 {
-			e.lentTok = min(max(tok[i], 0), p.kvTokens)
+		if i < len(tok) && p.total[kindTok] > 0 {
+			e.lent[kindTok] = min(max(tok[i], 0), p.total[kindTok])
 		}
 	}
 }
@@ -153,7 +153,7 @@ func (p *Pool) LoansApplied() (seq []int, tok []int64) {
 	n := p.configured
 	seq, tok = make([]int, n), make([]int64, n)
 	for i := range n {
-		seq[i], tok[i] = p.teams[i].lent, p.teams[i].lentTok
+		seq[i], tok[i] = int(p.teams[i].lent[kindSeq]), p.teams[i].lent[kindTok]
 	}
 	return seq, tok
 }

@@ -143,7 +143,7 @@ func randConfig(s source, hl time.Duration) Config {
 
 var tokenDemands = []int64{0, 1, 7, 30, 99, 500, -3, 1 << 50}
 
-var amounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
+var costAmounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
 
 // runOps applies a random sequence of operations to a pool, checking every
 // invariant after each one. With sliced, SetCapacity turns now and then
@@ -184,7 +184,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 		pick := func(n int) int { v, _ := s.intn(n); return v }
 		team := opTeams[pick(len(opTeams))]
 		holder := uint32(pick(4) * 1000003)
-		amount := amounts[pick(len(amounts))]
+		amount := costAmounts[pick(len(costAmounts))]
 		what := ""
 		switch op {
 		case 0, 1, 2, 3: // Acquire / TryAcquire
@@ -193,7 +193,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			e := p.teams[i]
 			wantWithin := refWithin(p, i, 0)
 			wantRank := p.rank(i)
-			wantSat := p.inFlight() >= p.capacity
+			wantSat := p.inFlight() >= p.Capacity()
 			class := Class(pick(3))
 			var g Grant
 			if op == 3 {
@@ -226,8 +226,8 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			}
 			// No new within-share grant beyond the reservation.
 			e = p.teams[p.find(g.Team)]
-			if !g.Borrowing && e.within+e.pWithin > e.reserved {
-				t.Fatalf("%s: within share beyond reservation: %d+%d > %d", what, e.within, e.pWithin, e.reserved)
+			if !g.Borrowing && e.within[kindSeq]+e.pWithin[kindSeq] > e.res[kindSeq] {
+				t.Fatalf("%s: within share beyond reservation: %d+%d > %d", what, e.within[kindSeq], e.pWithin[kindSeq], e.res[kindSeq])
 			}
 			if g.Penalty > 0 {
 				m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
@@ -354,7 +354,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			i := p.acquireEntry(team)
 			class := clampClass(Class(pick(3)))
 			tok := tokenDemands[pick(len(tokenDemands))]
-			ctok := min(max(tok, 0), p.kvTokens)
+			ctok := min(max(tok, 0), p.total[kindTok])
 			reqID++
 			if pick(8) == 0 && len(queued) > 0 {
 				w := queued[pick(len(queued))] // a duplicate id, perhaps
@@ -562,9 +562,9 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 	verify(t, p)
 	for i := range p.teams {
 		e := &p.teams[i]
-		if e.within+e.borrowing != 0 || e.wTok+e.bTok != 0 || e.waiting != 0 {
+		if e.within[kindSeq]+e.borrowing[kindSeq] != 0 || e.within[kindTok]+e.borrowing[kindTok] != 0 || e.waiting != 0 {
 			t.Fatalf("entry %q has %d requests (%d tokens) in flight, %d waiting after every release", e.name,
-				e.within+e.borrowing, e.wTok+e.bTok, e.waiting)
+				e.within[kindSeq]+e.borrowing[kindSeq], e.within[kindTok]+e.borrowing[kindTok], e.waiting)
 		}
 	}
 }

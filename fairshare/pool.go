@@ -27,15 +27,13 @@ import (
 type Pool struct {
 	name           string
 	fp             uint64
-	cfgCapacity    int // Capacity of the configuration applied
-	capacity       int // live C (SetCapacity)
+	total          amounts // the configured capacities: Capacity, K (SetKVTokens)
+	live           amounts // what decisions use: live C (SetCapacity), K, or the slice's (resources.go)
 	halfLife       time.Duration
 	holderTimeout  time.Duration
 	requestTimeout time.Duration
 	entryPenalty   bool
-	kvTokens       int64 // KV capacity in tokens (0: no KV resource)
-	sliced         bool  // reservations and capacities are a replica's slice (SetSlice)
-	sliceTok       int64 // the slice's KV tokens, when sliced
+	sliced         bool // reservations and capacities are a replica's slice (SetSlice)
 	queueLimit     int
 	teamQueueLimit int
 	maxQueueTime   time.Duration
@@ -70,26 +68,18 @@ type entry struct {
 	name       string
 	share      float64 // configured share, 0 when not configured
 	weight     float64 // > 0
-	reserved   int
 	configured bool
 	lend       float64 // LendingLimit as applied (1: lends all)
 	borrowLim  float64 // BorrowingLimit as applied (1: no limit)
-	resTok     int64   // reservation in KV tokens
-	lent       int     // within-share sequences beyond reserved (a replica's loan, lend.go)
-	lentTok    int64   // within-share KV tokens beyond resTok (the loan's)
-	keepSeq    int     // part of the reservation never lent (sequences)
-	keepTok    int64   // part of the reservation never lent (tokens)
-	limSeq     int     // most sequences above the reservation (-1: no limit)
-	limTok     int64   // most tokens above the reservation (-1: no limit)
+	res        amounts // reservation in every kind
+	lent       amounts // within-share amounts beyond res (a replica's loan, lend.go)
+	keep       amounts // part of the reservation never lent
+	lim        amounts // most above the reservation (-1: no limit)
 	epoch      uint64  // tells entries of the same name apart over time
-	within     int     // within-share grants in flight (sum over holders)
-	borrowing  int     // borrowing grants in flight (sum over holders)
-	pWithin    int     // within-share phantoms (sum over groups)
-	pBorrowing int     // borrowing phantoms (sum over groups)
-	wTok       int64   // KV tokens of within-share grants (sum over holders)
-	bTok       int64   // KV tokens of borrowing grants (sum over holders)
-	pwTok      int64   // KV tokens of within-share phantoms (sum over groups)
-	pbTok      int64   // KV tokens of borrowing phantoms (sum over groups)
+	within     amounts // within-share grants in flight (sum over holders)
+	borrowing  amounts // borrowing grants in flight (sum over holders)
+	pWithin    amounts // within-share phantoms (sum over groups)
+	pBorrowing amounts // borrowing phantoms (sum over groups)
 	waiting    int     // requests waiting in the queue (count of p.waits)
 	estimate   float64
 	usage      float64 // consumption settled, decayed to Pool.usageAt
@@ -102,10 +92,8 @@ type entry struct {
 // phantomGroup counts phantoms of one team that expire together.
 type phantomGroup struct {
 	until     int64
-	within    int
-	borrowing int
-	wTok      int64 // KV tokens of the within-share phantoms
-	bTok      int64 // KV tokens of the borrowing phantoms
+	within    amounts // the within-share phantoms, in every kind
+	borrowing amounts // the borrowing phantoms
 }
 
 // holder is one Wasm VM instance with requests in flight or waiting.
@@ -121,17 +109,27 @@ type holder struct {
 type holderCount struct {
 	team      int
 	gen       int64
-	within    int
-	borrowing int
-	wTok      int64 // KV tokens of the within-share requests
-	bTok      int64 // KV tokens of the borrowing requests
+	within    amounts // the within-share requests, in every kind
+	borrowing amounts // the borrowing requests
 }
 
-func (e *entry) inFlight() int { return e.within + e.borrowing + e.pWithin + e.pBorrowing }
+func (e *entry) inFlight() int {
+	return int(e.within[kindSeq] + e.borrowing[kindSeq] + e.pWithin[kindSeq] + e.pBorrowing[kindSeq])
+}
 
-// inFlightTokens is the KV tokens of the team's requests in flight,
-// phantoms included.
-func (e *entry) inFlightTokens() int64 { return e.wTok + e.bTok + e.pwTok + e.pbTok }
+// use is what the team's requests in flight take in every kind, phantoms
+// included.
+func (e *entry) use() amounts {
+	var u amounts
+	for k := range numKinds {
+		u[k] = e.within[k] + e.borrowing[k] + e.pWithin[k] + e.pBorrowing[k]
+	}
+	return u
+}
+
+// inWithin is what the team's within-share requests in flight take in
+// every kind, phantoms included.
+func (e *entry) inWithin() amounts { return e.within.add(e.pWithin) }
 
 // total is the team's usage as it ranks and as Snapshot and Usage report
 // it: the consumption settled plus the entry penalties not settled yet.
@@ -149,7 +147,7 @@ func NewPool(name string, cfg Config, now time.Time) *Pool {
 }
 
 // Capacity returns C, the live capacity (see SetCapacity).
-func (p *Pool) Capacity() int { return p.capacity }
+func (p *Pool) Capacity() int { return int(p.live[kindSeq]) }
 
 // Fingerprint returns the fingerprint of the configuration the pool was
 // last built from (NewPool or Reconfigure); SetCapacity does not change it.
@@ -227,8 +225,8 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 			continue // a removed team with nothing in flight: dropped
 		}
 		e := old[i]
-		e.share, e.reserved, e.configured = 0, 0, false
-		e.lent, e.lentTok = 0, 0
+		e.share, e.res, e.configured = 0, amounts{}, false
+		e.lent = amounts{}
 		e.lend, e.borrowLim = 1, 1
 		remap[i] = len(next)
 		next = append(next, e)
@@ -275,15 +273,19 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		slices.SortFunc(c, compareCount)
 	}
-	p.cfgCapacity = cleanCapacity(cfg.Capacity)
-	if p.sliced {
-		p.capacity = min(p.capacity, p.cfgCapacity)
-	} else {
-		p.capacity = p.cfgCapacity
+	// The capacity sources, one per kind: Config.Capacity, Config.KVTokens.
+	p.total[kindSeq] = int64(cleanCapacity(cfg.Capacity))
+	p.total[kindTok] = cleanTokens(cfg.KVTokens)
+	for k := range numKinds {
+		if p.sliced {
+			p.live[k] = min(p.live[k], p.total[k])
+		} else {
+			p.live[k] = p.total[k]
+		}
 	}
+	p.dropUndeclared()
 	p.halfLife = cleanDuration(cfg.HalfLife)
 	p.holderTimeout = cleanDuration(cfg.HolderTimeout)
-	p.kvTokens = cleanTokens(cfg.KVTokens)
 	p.queueLimit = cleanQueue(cfg.QueueLimit)
 	p.teamQueueLimit = cleanQueue(cfg.TeamQueueLimit)
 	p.maxQueueTime = cleanDuration(cfg.MaxQueueTime)
@@ -347,10 +349,8 @@ func (p *Pool) rewindow(rt time.Duration) {
 		out := c[:0]
 		for _, x := range c {
 			if n := len(out); n > 0 && compareCount(out[n-1], x) == 0 {
-				out[n-1].within += x.within
-				out[n-1].borrowing += x.borrowing
-				out[n-1].wTok += x.wTok
-				out[n-1].bTok += x.bTok
+				out[n-1].within = out[n-1].within.add(x.within)
+				out[n-1].borrowing = out[n-1].borrowing.add(x.borrowing)
 				continue
 			}
 			out = append(out, x)
@@ -373,10 +373,10 @@ func (p *Pool) rewindow(rt time.Duration) {
 // reservations to fit it. The plugin calls it when a pool takes its
 // capacity from the engines (capacity_from).
 func (p *Pool) SetCapacity(capacity int) int {
-	prev := p.capacity
-	p.capacity = cleanCapacity(capacity)
+	prev := int(p.live[kindSeq])
+	p.live[kindSeq] = int64(cleanCapacity(capacity))
 	if p.sliced {
-		p.capacity = min(p.capacity, p.cfgCapacity)
+		p.live[kindSeq] = min(p.live[kindSeq], p.total[kindSeq])
 	}
 	p.reapportion()
 	p.invalidate()
@@ -385,7 +385,7 @@ func (p *Pool) SetCapacity(capacity int) int {
 
 // KVTokens returns K, the live KV capacity in tokens (0: the pool has no
 // KV resource); see SetKVTokens.
-func (p *Pool) KVTokens() int64 { return p.kvTokens }
+func (p *Pool) KVTokens() int64 { return p.total[kindTok] }
 
 // SetKVTokens changes K, the KV capacity in tokens, as SetCapacity changes
 // C (an elastic pool whose engines come and go, or are restarted with
@@ -397,11 +397,12 @@ func (p *Pool) KVTokens() int64 { return p.kvTokens }
 // sliced pool (SetSlice) it changes nothing: the slice's tokens are the
 // Rebalance's. It returns the previous K. The fingerprint is unchanged.
 func (p *Pool) SetKVTokens(tokens int64) int64 {
-	prev := p.kvTokens
+	prev := p.total[kindTok]
 	if prev == 0 || p.sliced {
 		return prev
 	}
-	p.kvTokens = max(cleanTokens(tokens), 1)
+	p.total[kindTok] = max(cleanTokens(tokens), 1)
+	p.live[kindTok] = p.total[kindTok]
 	for k := range p.waits {
 		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
 	}
@@ -410,31 +411,69 @@ func (p *Pool) SetKVTokens(tokens int64) int64 {
 	return prev
 }
 
+// dropUndeclared zeroes, everywhere in flight, the amounts of the kinds
+// the pool no longer declares (a Reconfigure that removed KVTokens): a
+// kind not declared has no amount anywhere, as a waiting request demands
+// none (Reconfigure clamps the demands), so the record need not carry it.
+// Cost: O(teams + holders' counts) when a kind was dropped, else O(1).
+func (p *Pool) dropUndeclared() {
+	var mask amounts
+	s := p.declared()
+	for k := range numKinds {
+		if s.has(k) {
+			mask[k] = -1
+		}
+	}
+	and := func(a *amounts) {
+		for k := range a {
+			a[k] &= mask[k]
+		}
+	}
+	for i := range p.teams {
+		e := &p.teams[i]
+		and(&e.within)
+		and(&e.borrowing)
+		and(&e.pWithin)
+		and(&e.pBorrowing)
+		for j := range e.phantoms {
+			and(&e.phantoms[j].within)
+			and(&e.phantoms[j].borrowing)
+		}
+	}
+	for h := range p.holders {
+		for j := range p.holders[h].counts {
+			and(&p.holders[h].counts[j].within)
+			and(&p.holders[h].counts[j].borrowing)
+		}
+	}
+}
+
 // Reserved returns the within-share slots of every team entry (configured
 // teams, draining teams and UnknownTeam, the last two with 0). It
 // allocates the map.
 func (p *Pool) Reserved() map[string]int {
 	m := make(map[string]int, len(p.teams))
 	for _, e := range p.teams {
-		m[e.name] = e.reserved
+		m[e.name] = int(e.res[kindSeq])
 	}
 	return m
 }
 
 // reapportion recomputes every entry's reservation for the live
-// capacity, in sequences and in KV tokens, and the limits that follow
-// from them (resources.go).
+// capacities, in every kind, and the limits that follow from them
+// (resources.go).
 func (p *Pool) reapportion() {
 	n := p.configured
 	if p.sliced {
 		// A slice's reservations stay with their teams (Reconfigure moves
 		// the entries); teams new to the pool wait for the next slice.
-		p.sliceTok = min(p.sliceTok, p.kvTokens)
+		for k := range numKinds {
+			p.live[k] = min(p.live[k], p.total[k])
+		}
 		for i := range p.teams {
 			e := &p.teams[i]
 			if i >= n {
-				e.reserved, e.resTok = 0, 0
-				e.lent, e.lentTok = 0, 0
+				e.res, e.lent = amounts{}, amounts{}
 				e.lend, e.borrowLim = 1, 1
 			}
 			p.applyLimits(e)
@@ -445,21 +484,22 @@ func (p *Pool) reapportion() {
 	names := make([]string, n)
 	shares := make([]float64, n)
 	out := make([]int, n)
-	outTok := make([]int, n)
 	for i := range n {
 		names[i], shares[i] = p.teams[i].name, p.teams[i].share
 	}
-	apportion(p.capacity, names, shares, out)
-	apportion(int(p.kvTokens), names, shares, outTok)
-	for i := range p.teams {
+	for i := n; i < len(p.teams); i++ {
 		e := &p.teams[i]
-		if i < n {
-			e.reserved, e.resTok = out[i], int64(outTok[i])
-		} else {
-			e.reserved, e.resTok = 0, 0
-			e.lend, e.borrowLim = 1, 1
+		e.res = amounts{}
+		e.lend, e.borrowLim = 1, 1
+	}
+	for k := range numKinds {
+		apportion(int(p.live[k]), names, shares, out)
+		for i := range n {
+			p.teams[i].res[k] = int64(out[i])
 		}
-		p.applyLimits(e)
+	}
+	for i := range p.teams {
+		p.applyLimits(&p.teams[i])
 	}
 }
 
@@ -517,7 +557,7 @@ func (p *Pool) unknownEntry() int {
 // unknownTeamEntry returns a new UnknownTeam entry of the given epoch:
 // share 0, no reservation, no limits.
 func unknownTeamEntry(epoch uint64) entry {
-	return entry{name: UnknownTeam, weight: 1, epoch: epoch, lend: 1, borrowLim: 1, limSeq: -1, limTok: -1}
+	return entry{name: UnknownTeam, weight: 1, epoch: epoch, lend: 1, borrowLim: 1, lim: noLimit}
 }
 
 // acquireEntry is the entry a new request of team is judged in: the
@@ -577,6 +617,15 @@ func (p *Pool) compact() {
 		p.invalidate()
 	}
 }
+
+// noLimit is the borrowing limits of a team without one: -1 in every
+// kind.
+var noLimit = func() (a amounts) {
+	for k := range a {
+		a[k] = -1
+	}
+	return a
+}()
 
 // compareCount orders holder counts by team, then generation.
 func compareCount(a, b holderCount) int {

@@ -36,6 +36,14 @@ type waiter struct {
 	estimate float64 // cost units (sanitized)
 }
 
+// demand is what w demands in every kind: one sequence and its tokens.
+func (w *waiter) demand() amounts {
+	var d amounts
+	d[kindSeq] = 1
+	d[kindTok] = w.tokens
+	return d
+}
+
 // compareWaiter orders the queue's storage: by arrival, then holder, then
 // id.
 func compareWaiter(a, b *waiter) int {
@@ -229,8 +237,9 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	// the order the record saw it, and never behind a deadline already
 	// passed.
 	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
-	fits := p.withinFits(i, tok)
-	if (fits || p.withinRoom(p.usage(), i, tok)) && !p.waitsBefore(&w) {
+	d := w.demand()
+	fits := p.withinFits(i, d)
+	if (fits || p.withinRoom(p.usage(), i, d)) && !p.waitsBefore(&w) {
 		if fits {
 			return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
 		}
@@ -244,7 +253,7 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	}
 	ranks := p.rankAll()
 	u := p.usage()
-	if p.mayBorrow(i, tok) && p.hasRoom(u, i, tok) {
+	if p.mayBorrow(i, d) && p.hasRoom(u, i, d) {
 		// Granted unless a waiting request that could go stands better.
 		k, within := p.head(u, ranks)
 		if k < 0 || p.better(&w, false, ranks, &p.waits[k], within) {
@@ -345,7 +354,7 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 	if w.holder != holder {
 		return Grant{released: true}, desc, Elsewhere
 	}
-	fits := p.withinFits(w.team, w.tokens)
+	fits := p.withinFits(w.team, w.demand())
 	p.removeWait(k)
 	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, !within, p.ranks[w.team])
 	if within && !fits {
@@ -393,7 +402,7 @@ func (p *Pool) next() (k int, within bool, st DispatchStatus) {
 		return k, false, Blocked
 	}
 	w := &p.waits[k]
-	if within || p.hasRoom(u, w.team, w.tokens) {
+	if within || p.hasRoom(u, w.team, w.demand()) {
 		return k, within, Elsewhere
 	}
 	return k, within, Blocked
@@ -409,8 +418,9 @@ func (p *Pool) head(u usage, ranks []int) (int, bool) {
 	best, bestWithin := -1, false
 	for k := range p.waits {
 		w := &p.waits[k]
-		within := first[w.team] == k && p.withinRoom(u, w.team, w.tokens)
-		if !within && (!p.mayBorrow(w.team, w.tokens) || !p.mayEverFit(u, w.team)) {
+		d := w.demand()
+		within := first[w.team] == k && p.withinRoom(u, w.team, d)
+		if !within && (!p.mayBorrow(w.team, d) || !p.mayEverFit(u, w.team)) {
 			continue
 		}
 		if best < 0 || p.better(w, within, ranks, &p.waits[best], bestWithin) {

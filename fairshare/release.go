@@ -58,8 +58,8 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	counted := p.requestTimeout <= 0 || gen >= p.window(p.now)-1
 	residual := 0.0
 	if current {
-		if counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing, g.Tokens)) {
-			p.dropPhantom(i, g.Borrowing, g.Tokens)
+		if d := g.demand(); counted && !(hi >= 0 && p.uncount(hi, i, gen, g.Borrowing, d)) {
+			p.dropPhantom(i, g.Borrowing, d)
 		}
 		e := &p.teams[i]
 		e.estimate -= g.Estimate
@@ -90,64 +90,59 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 }
 
 // uncount removes one request of entry i granted in window gen with the
-// given standing, taking tok KV tokens, from holder hi and reports
-// whether the holder had one. A count never gives back more tokens than
-// it holds (a grant forged or from another record). When no count of
-// window gen holds such a request, the one of the nearest window does: a
+// given standing, demanding d, from holder hi and reports whether the
+// holder had one. A count never gives back more than it holds in any
+// kind (a grant forged or from another record). When no count of window
+// gen holds such a request, the one of the nearest window does: a
 // Reconfigure that changed RequestTimeout re-windowed the holder's counts,
 // and a grant's window computed anew may then fall next to its count's
 // (without this, the request stayed counted until it expired).
-func (p *Pool) uncount(hi, i int, gen int64, borrowing bool, tok int64) bool {
+func (p *Pool) uncount(hi, i int, gen int64, borrowing bool, d amounts) bool {
 	h := &p.holders[hi]
 	best, dist := -1, int64(-1)
 	for k := range h.counts {
 		c := &h.counts[k]
-		if c.team != i || borrowing && c.borrowing == 0 || !borrowing && c.within == 0 {
+		if c.team != i || borrowing && c.borrowing[kindSeq] == 0 || !borrowing && c.within[kindSeq] == 0 {
 			continue
 		}
-		d := c.gen - gen
-		if d < 0 {
-			d = -d
+		dg := c.gen - gen
+		if dg < 0 {
+			dg = -dg
 		}
-		if best < 0 || d < dist {
-			best, dist = k, d
+		if best < 0 || dg < dist {
+			best, dist = k, dg
 		}
 	}
 	if best < 0 {
 		return false
 	}
-	return p.uncountAt(hi, best, borrowing, tok)
+	return p.uncountAt(hi, best, borrowing, d)
 }
 
-// uncountAt removes one request of the given standing, taking tok KV
-// tokens, from count k of holder hi, which holds one.
-func (p *Pool) uncountAt(hi, k int, borrowing bool, tok int64) bool {
+// uncountAt removes one request of the given standing, demanding d, from
+// count k of holder hi, which holds one.
+func (p *Pool) uncountAt(hi, k int, borrowing bool, d amounts) bool {
 	h := &p.holders[hi]
 	c := &h.counts[k]
 	e := &p.teams[c.team]
-	switch {
-	case borrowing && c.borrowing > 0:
-		d := min(max(tok, 0), c.bTok)
-		if c.borrowing == 1 {
-			d = c.bTok
-		}
-		c.borrowing--
-		c.bTok -= d
-		e.borrowing--
-		e.bTok -= d
-	case !borrowing && c.within > 0:
-		d := min(max(tok, 0), c.wTok)
-		if c.within == 1 {
-			d = c.wTok
-		}
-		c.within--
-		c.wTok -= d
-		e.within--
-		e.wTok -= d
-	default:
+	x, sum := &c.within, &e.within
+	if borrowing {
+		x, sum = &c.borrowing, &e.borrowing
+	}
+	if x[kindSeq] == 0 {
 		return false
 	}
-	if c.within == 0 && c.borrowing == 0 {
+	for r := kindSeq + 1; r < numKinds; r++ {
+		y := min(max(d[r], 0), x[r])
+		if x[kindSeq] == 1 {
+			y = x[r]
+		}
+		x[r] -= y
+		sum[r] -= y
+	}
+	x[kindSeq]--
+	sum[kindSeq]--
+	if c.within[kindSeq] == 0 && c.borrowing[kindSeq] == 0 {
 		h.counts = append(h.counts[:k], h.counts[k+1:]...)
 	}
 	return true

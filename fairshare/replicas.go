@@ -126,28 +126,96 @@ type Member struct {
 	Used Slice
 }
 
-// vec is a slice as one vector of budgets: capacity, tokens, then every
-// team's reserved sequences, then every team's reserved tokens.
-func (s Slice) vec(teams int) []int64 {
-	v := make([]int64, 2+2*teams)
-	v[0], v[1] = int64(s.Capacity), s.KVTokens
+// makeSlice returns a zero Slice with room for teams teams.
+func makeSlice(teams int) Slice {
+	return Slice{Reserved: make([]int, teams), ReservedTokens: make([]int64, teams)}
+}
+
+// caps is s's capacity in every kind. The only places that map the
+// Slice's fields to kinds are caps, setCaps, reserved and setReserved.
+func (s Slice) caps() amounts {
+	var a amounts
+	a[kindSeq], a[kindTok] = int64(s.Capacity), s.KVTokens
+	return a
+}
+
+// setCaps sets s's capacities to a.
+func (s *Slice) setCaps(a amounts) { s.Capacity, s.KVTokens = int(a[kindSeq]), a[kindTok] }
+
+// reserved is team i's reservation in every kind (0 where s has no entry).
+func (s Slice) reserved(i int) amounts {
+	var a amounts
+	if i < len(s.Reserved) {
+		a[kindSeq] = int64(s.Reserved[i])
+	}
+	if i < len(s.ReservedTokens) {
+		a[kindTok] = s.ReservedTokens[i]
+	}
+	return a
+}
+
+// setReserved sets team i's reservation to a (s has room for it).
+func (s *Slice) setReserved(i int, a amounts) {
+	s.Reserved[i], s.ReservedTokens[i] = int(a[kindSeq]), a[kindTok]
+}
+
+// budgets is a slice as one vector: the capacity in every kind, then
+// every team's reservation, kind by kind (numKinds + k·T + i).
+type budgets []int64
+
+// newBudgets returns zero budgets for T teams.
+func newBudgets(T int) budgets { return make(budgets, int(numKinds)*(1+T)) }
+
+// teams is the number of teams b holds.
+func (b budgets) teams() int { return len(b)/int(numKinds) - 1 }
+
+// cap is the capacity in kind k.
+func (b budgets) cap(k kind) int64 { return b[k] }
+
+// resOf is the index of team i's reservation in kind k.
+func (b budgets) resOf(k kind, i int) int { return int(numKinds) + int(k)*b.teams() + i }
+
+// kindRes is every team's reservation in kind k (a view into b).
+func (b budgets) kindRes(k kind) []int64 {
+	T := b.teams()
+	return b[int(numKinds)+int(k)*T : int(numKinds)+int(k+1)*T]
+}
+
+// setCaps sets the capacities to a.
+func (b budgets) setCaps(a amounts) { copy(b[:numKinds], a[:]) }
+
+// res is team i's reservation in every kind.
+func (b budgets) res(i int) amounts {
+	var a amounts
+	for k := range numKinds {
+		a[k] = b[b.resOf(k, i)]
+	}
+	return a
+}
+
+// setRes sets team i's reservation to a.
+func (b budgets) setRes(i int, a amounts) {
+	for k := range numKinds {
+		b[b.resOf(k, i)] = a[k]
+	}
+}
+
+// vec is a slice as budgets for teams teams.
+func (s Slice) vec(teams int) budgets {
+	v := newBudgets(teams)
+	v.setCaps(s.caps())
 	for i := range teams {
-		if i < len(s.Reserved) {
-			v[2+i] = int64(s.Reserved[i])
-		}
-		if i < len(s.ReservedTokens) {
-			v[2+teams+i] = s.ReservedTokens[i]
-		}
+		v.setRes(i, s.reserved(i))
 	}
 	return v
 }
 
 // sliceOf is the inverse of vec.
-func sliceOf(v []int64, teams int) Slice {
-	s := Slice{Capacity: int(v[0]), KVTokens: v[1], Reserved: make([]int, teams), ReservedTokens: make([]int64, teams)}
+func sliceOf(v budgets, teams int) Slice {
+	s := makeSlice(teams)
+	s.setCaps(amounts(v[:numKinds]))
 	for i := range teams {
-		s.Reserved[i] = int(v[2+i])
-		s.ReservedTokens[i] = v[2+teams+i]
+		s.setReserved(i, v.res(i))
 	}
 	return s
 }
@@ -199,9 +267,9 @@ func split(total int64, weights []int64, out []int64) {
 // count as 0. Cost: O(members × teams); it allocates.
 func targets(t Totals, members []Member) []Slice {
 	n, T := len(members), len(t.Teams)
-	out := make([][]int64, n)
+	out := make([]budgets, n)
 	for r := range out {
-		out[r] = make([]int64, 2+2*T)
+		out[r] = newBudgets(T)
 	}
 	if n == 0 {
 		return nil
@@ -231,13 +299,14 @@ func targets(t Totals, members []Member) []Slice {
 			w[r] = demand(r, i)
 			d += w[r]
 		}
-		if d >= whole[2+i] {
-			split(whole[2+i], w, part)
+		res := whole[whole.resOf(kindSeq, i)]
+		if d >= res {
+			split(res, w, part)
 		} else {
 			// Every replica's demand, then the rest as headroom for a
 			// burst before the next sync: one at every replica, the rest
 			// where the traffic goes.
-			h := whole[2+i] - d
+			h := res - d
 			clear(ones)
 			if h >= int64(n) {
 				for r := range n {
@@ -251,18 +320,16 @@ func targets(t Totals, members []Member) []Slice {
 			}
 		}
 		for r := range n {
-			out[r][2+i] = part[r]
+			out[r][out[r].resOf(kindSeq, i)] = part[r]
 		}
-		// Tokens follow the sequences (evenly when the team reserves none).
-		split(whole[2+T+i], part, extra)
-		for r := range n {
-			out[r][2+T+i] = extra[r]
+		// Every other kind follows the sequences (evenly when the team
+		// reserves none).
+		for k := kindSeq + 1; k < numKinds; k++ {
+			split(whole[whole.resOf(k, i)], part, extra)
+			for r := range n {
+				out[r][out[r].resOf(k, i)] = extra[r]
+			}
 		}
-	}
-	var resSeq, resTok int64
-	for i := range T {
-		resSeq += whole[2+i]
-		resTok += whole[2+T+i]
 	}
 	// Demand beyond the reservations, else all demand, else even.
 	excess := make([]int64, n)
@@ -271,7 +338,7 @@ func targets(t Totals, members []Member) []Slice {
 	for r := range n {
 		for i := range T {
 			d := demand(r, i)
-			excess[r] += max(0, d-out[r][2+i])
+			excess[r] += max(0, d-out[r][out[r].resOf(kindSeq, i)])
 			all[r] += d
 		}
 		sumEx += excess[r]
@@ -280,18 +347,18 @@ func targets(t Totals, members []Member) []Slice {
 	if sumEx == 0 {
 		excess = all
 	}
-	split(max(0, whole[0]-resSeq), excess, part)
-	for r := range n {
-		out[r][0] = part[r]
-		for i := range T {
-			out[r][0] += out[r][2+i]
+	// The room no reservation holds, in every kind.
+	for k := range numKinds {
+		var resSum int64
+		for _, x := range whole.kindRes(k) {
+			resSum += x
 		}
-	}
-	split(max(0, whole[1]-resTok), excess, part)
-	for r := range n {
-		out[r][1] = part[r]
-		for i := range T {
-			out[r][1] += out[r][2+T+i]
+		split(max(0, whole.cap(k)-resSum), excess, part)
+		for r := range n {
+			out[r][k] = part[r]
+			for _, x := range out[r].kindRes(k) {
+				out[r][k] += x
+			}
 		}
 	}
 	s := make([]Slice, n)
@@ -345,12 +412,12 @@ func Rebalance(t Totals, members []Member, self int) (target, next Slice) {
 // Proportional cuts are largest-remainder splits (ties to the first
 // team), so no team bears a cut more than another of its kind, and
 // within-share requests never outnumber the slice.
-func fitVec(v []int64, T int, demand []int) {
+func fitVec(v budgets, T int, demand []int) {
 	// full: the teams whose demand reaches their reserved sequences (for
-	// the tokens too: demand is in requests).
+	// every kind: demand is in requests).
 	full := make([]bool, T)
 	for i := range min(T, len(demand)) {
-		full[i] = int64(demand[i]) >= v[2+i]
+		full[i] = int64(demand[i]) >= v[v.resOf(kindSeq, i)]
 	}
 	fit := func(total int64, res []int64) {
 		var sum int64
@@ -387,8 +454,9 @@ func fitVec(v []int64, T int, demand []int) {
 		split(max(total, 0), res, out)
 		copy(res, out)
 	}
-	fit(v[0], v[2:2+T])
-	fit(v[1], v[2+T:2+2*T])
+	for k := range numKinds {
+		fit(v.cap(k), v.kindRes(k))
+	}
 }
 
 // SafeSlice returns the slice a replica cut off from the store shrinks

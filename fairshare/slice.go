@@ -7,22 +7,25 @@ package fairshare
 // Totals returns what the slices of the pool divide: the configured
 // teams in configuration order, the configured capacity and KV tokens,
 // and every team's reservation in both as apportion.go gives them. It
-// allocates. Cost: O(teams · log teams).
+// allocates. Cost: O(kinds · teams · log teams).
 func (p *Pool) Totals() Totals {
 	n := p.configured
-	t := Totals{Teams: make([]string, n), Whole: Slice{
-		Capacity: p.cfgCapacity, KVTokens: p.kvTokens,
-		Reserved: make([]int, n), ReservedTokens: make([]int64, n),
-	}}
+	t := Totals{Teams: make([]string, n), Whole: makeSlice(n)}
+	t.Whole.setCaps(p.total)
 	shares := make([]float64, n)
 	for i := range n {
 		t.Teams[i], shares[i] = p.teams[i].name, p.teams[i].share
 	}
-	tok := make([]int, n)
-	apportion(p.cfgCapacity, t.Teams, shares, t.Whole.Reserved)
-	apportion(int(p.kvTokens), t.Teams, shares, tok)
+	out := make([]int, n)
+	res := make([]amounts, n)
+	for k := range numKinds {
+		apportion(int(p.total[k]), t.Teams, shares, out)
+		for i := range n {
+			res[i][k] = int64(out[i])
+		}
+	}
 	for i := range n {
-		t.Whole.ReservedTokens[i] = int64(tok[i])
+		t.Whole.setReserved(i, res[i])
 	}
 	return t
 }
@@ -32,21 +35,21 @@ func (p *Pool) Totals() Totals {
 // waiting) and what is in flight against each budget: all requests
 // (Capacity, KVTokens; removed teams and UnknownTeam included) and every
 // configured team's within-share requests (Reserved, ReservedTokens). It
-// allocates. Cost: O(teams).
+// allocates. Cost: O(teams · kinds).
 func (p *Pool) Report() (demand []int, used Slice) {
 	n := p.configured
 	demand = make([]int, n)
-	used = Slice{Reserved: make([]int, n), ReservedTokens: make([]int64, n)}
+	used = makeSlice(n)
+	var all amounts
 	for i := range p.teams {
 		e := &p.teams[i]
-		used.Capacity += e.inFlight()
-		used.KVTokens += e.inFlightTokens()
+		all = all.add(e.use())
 		if i < n {
 			demand[i] = e.inFlight() + e.waiting
-			used.Reserved[i] = e.within + e.pWithin
-			used.ReservedTokens[i] = e.wTok + e.pwTok
+			used.setReserved(i, e.inWithin())
 		}
 	}
+	used.setCaps(all)
 	return demand, used
 }
 
@@ -62,53 +65,58 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // the whole configuration (the live capacity becomes the configured
 // one) and clears the loans (SetLoans; a slice keeps them). The slice is kept in the record; Reconfigure keeps it, each
 // team's reservation with its team (a new team gets none until the next
-// slice). Cost: O(teams).
+// slice). Cost: O(teams · kinds).
 func (p *Pool) SetSlice(s *Slice) {
 	defer p.invalidate()
 	if s == nil {
-		p.sliced, p.sliceTok = false, 0
+		p.sliced = false
 		for i := range p.teams {
-			p.teams[i].lent, p.teams[i].lentTok = 0, 0
+			p.teams[i].lent = amounts{}
 		}
-		p.capacity = p.cfgCapacity
+		p.live = p.total
 		p.reapportion()
 		return
 	}
 	p.sliced = true
-	p.capacity = min(max(s.Capacity, 0), p.cfgCapacity)
-	p.sliceTok = min(max(s.KVTokens, 0), p.kvTokens)
+	caps := s.caps()
+	d := p.declared()
+	for k := range numKinds {
+		p.live[k] = min(max(caps[k], 0), p.total[k])
+	}
 	for i := range p.teams {
 		e := &p.teams[i]
-		e.reserved, e.resTok = 0, 0
-		if i < p.configured && i < len(s.Reserved) {
-			e.reserved = min(max(s.Reserved[i], 0), maxCapacity)
+		e.res = amounts{}
+		if i >= p.configured {
+			continue
 		}
-		if i < p.configured && i < len(s.ReservedTokens) && p.kvTokens > 0 {
-			e.resTok = min(max(s.ReservedTokens[i], 0), maxTokens)
+		r := s.reserved(i)
+		for k := range numKinds {
+			if d.has(k) {
+				e.res[k] = min(max(r[k], 0), maxAmount[k])
+			}
 		}
 	}
 	p.reapportion()
 }
 
-// fitSlice cuts a slice's reservations until they fit its capacity and
-// tokens, every team in proportion to its reservation (fitVec without
-// demand),
+// maxAmount bounds a reservation of a slice in every kind.
+var maxAmount = amounts{kindSeq: maxCapacity, kindTok: maxTokens}
+
+// fitSlice cuts a slice's reservations until they fit its capacities,
+// every team in proportion to its reservation (fitVec without demand),
 // and recomputes the limits.
 func (p *Pool) fitSlice() {
 	n := p.configured
-	seq, tok := make([]int64, n), make([]int64, n)
+	v := newBudgets(n)
+	v.setCaps(p.live)
 	for i := range n {
-		seq[i], tok[i] = int64(p.teams[i].reserved), p.teams[i].resTok
+		v.setRes(i, p.teams[i].res)
 	}
-	v := make([]int64, 2+2*n)
-	v[0], v[1] = int64(p.capacity), p.sliceTok
-	copy(v[2:], seq)
-	copy(v[2+n:], tok)
 	fitVec(v, n, nil)
 	for i := range n {
 		e := &p.teams[i]
-		if int64(e.reserved) != v[2+i] || e.resTok != v[2+n+i] {
-			e.reserved, e.resTok = int(v[2+i]), v[2+n+i]
+		if r := v.res(i); r != e.res {
+			e.res = r
 			p.applyLimits(e)
 		}
 	}
@@ -125,9 +133,10 @@ func (p *Pool) Slice() (Slice, bool) {
 		return Slice{}, false
 	}
 	n := p.configured
-	s := Slice{Capacity: p.capacity, KVTokens: p.sliceTok, Reserved: make([]int, n), ReservedTokens: make([]int64, n)}
+	s := makeSlice(n)
+	s.setCaps(p.live)
 	for i := range n {
-		s.Reserved[i], s.ReservedTokens[i] = p.teams[i].reserved, p.teams[i].resTok
+		s.setReserved(i, p.teams[i].res)
 	}
 	return s, true
 }

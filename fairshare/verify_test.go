@@ -22,11 +22,28 @@ func check(p *Pool) error {
 	if p.configured > len(p.teams) {
 		return fmt.Errorf("configured = %d > %d entries", p.configured, len(p.teams))
 	}
-	if p.capacity < 0 || p.capacity > maxCapacity {
-		return fmt.Errorf("capacity %d out of range", p.capacity)
+	if p.live[kindSeq] < 0 || p.live[kindSeq] > maxCapacity {
+		return fmt.Errorf("capacity %d out of range", p.live[kindSeq])
 	}
-	sumReserved := 0
-	var sumResTok int64
+	// The resource list: sequences always declared, every other kind
+	// declared iff its capacity is configured; an undeclared kind holds
+	// nothing anywhere (checked below with the counts).
+	decl := p.declared()
+	if !decl.has(kindSeq) || decl&^allKinds != 0 {
+		return fmt.Errorf("declared kinds %b", decl)
+	}
+	for k := range numKinds {
+		if p.total[k] < 0 || p.live[k] < 0 || p.total[k] > maxAmount[k] || p.live[k] > maxAmount[k] {
+			return fmt.Errorf("kind %d: capacity %d, live %d out of range", k, p.total[k], p.live[k])
+		}
+		if k != kindSeq && !p.sliced && p.live[k] != p.total[k] {
+			return fmt.Errorf("kind %d: live capacity %d of a pool not sliced is not its total %d", k, p.live[k], p.total[k])
+		}
+		if p.sliced && p.live[k] > p.total[k] {
+			return fmt.Errorf("kind %d: slice %d beyond the pool's %d", k, p.live[k], p.total[k])
+		}
+	}
+	var sumRes amounts
 	names := map[string]bool{}
 	for i := range p.teams {
 		e := &p.teams[i]
@@ -46,17 +63,11 @@ func check(p *Pool) error {
 		if e.name == "" {
 			return fmt.Errorf("entry %d has no name", i)
 		}
-		if !e.configured && (e.share != 0 || e.reserved != 0) {
-			return fmt.Errorf("entry %q not configured has share %v reserved %d", e.name, e.share, e.reserved)
+		if !e.configured && (e.share != 0 || !e.res.isZero()) {
+			return fmt.Errorf("entry %q not configured has share %v reserved %v", e.name, e.share, e.res)
 		}
 		if !e.configured && e.name != UnknownTeam && e.inFlight() == 0 {
 			return fmt.Errorf("removed entry %q kept with nothing in flight", e.name)
-		}
-		if e.reserved < 0 || e.within < 0 || e.borrowing < 0 || e.pWithin < 0 || e.pBorrowing < 0 {
-			return fmt.Errorf("entry %q: negative count %+v", e.name, *e)
-		}
-		if e.lent < 0 || e.lentTok < 0 || (e.lent != 0 || e.lentTok != 0) && (!p.sliced || !e.configured) {
-			return fmt.Errorf("entry %q: loan %d/%d (sliced %v, configured %v)", e.name, e.lent, e.lentTok, p.sliced, e.configured)
 		}
 		if !(e.usage >= 0 && e.usage <= maxUsage) || !(e.estimate >= 0 && e.estimate <= maxUsage) {
 			return fmt.Errorf("entry %q: usage %v estimate %v", e.name, e.usage, e.estimate)
@@ -67,11 +78,16 @@ func check(p *Pool) error {
 		if !(e.weight >= minWeight && e.weight <= maxWeight) || !(e.share >= 0) || math.IsInf(e.share, 0) {
 			return fmt.Errorf("entry %q: weight %v share %v", e.name, e.weight, e.share)
 		}
-		sumReserved += e.reserved
-		pw, pb := 0, 0
+		if !(e.lend >= 0 && e.lend <= 1) || !(e.borrowLim >= 0 && e.borrowLim <= 1) ||
+			!e.configured && (e.lend != 1 || e.borrowLim != 1) {
+			return fmt.Errorf("entry %q: lend %v borrow %v", e.name, e.lend, e.borrowLim)
+		}
+		if !e.lent.isZero() && (!p.sliced || !e.configured) {
+			return fmt.Errorf("entry %q: loan %v (sliced %v, configured %v)", e.name, e.lent, p.sliced, e.configured)
+		}
 		for k, g := range e.phantoms {
-			if g.within < 0 || g.borrowing < 0 || g.within+g.borrowing == 0 {
-				return fmt.Errorf("entry %q: bad phantom group %+v", e.name, g)
+			if g.within[kindSeq]+g.borrowing[kindSeq] == 0 {
+				return fmt.Errorf("entry %q: empty phantom group %+v", e.name, g)
 			}
 			if k > 0 && g.until <= e.phantoms[k-1].until {
 				return fmt.Errorf("entry %q: phantom groups out of order", e.name)
@@ -79,80 +95,61 @@ func check(p *Pool) error {
 			if g.until < p.phantomMin {
 				return fmt.Errorf("entry %q: phantom until %d before phantomMin %d", e.name, g.until, p.phantomMin)
 			}
-			pw += g.within
-			pb += g.borrowing
 		}
-		if pw != e.pWithin || pb != e.pBorrowing {
-			return fmt.Errorf("entry %q: phantoms %d/%d, groups sum %d/%d", e.name, e.pWithin, e.pBorrowing, pw, pb)
-		}
-		// Tokens: phantom groups' sums, none without requests.
-		var pwt, pbt int64
-		for _, g := range e.phantoms {
-			if g.wTok < 0 || g.bTok < 0 || g.within == 0 && g.wTok != 0 || g.borrowing == 0 && g.bTok != 0 {
-				return fmt.Errorf("entry %q: bad phantom tokens %+v", e.name, g)
+		// Every kind: no negative amount, phantoms the groups' sums
+		// (none in a kind without phantoms in sequences), nothing in an
+		// undeclared kind, kept parts and limits as applyLimits gives
+		// them.
+		for k := range numKinds {
+			if e.res[k] < 0 || e.lent[k] < 0 || e.within[k] < 0 || e.borrowing[k] < 0 || e.pWithin[k] < 0 || e.pBorrowing[k] < 0 {
+				return fmt.Errorf("entry %q: kind %d: negative amount %+v", e.name, k, *e)
 			}
-			pwt += g.wTok
-			pbt += g.bTok
+			if !decl.has(k) && (e.res[k] != 0 || e.lent[k] != 0 || e.use()[k] != 0) {
+				return fmt.Errorf("entry %q: kind %d not declared holds res %d lent %d use %d", e.name, k, e.res[k], e.lent[k], e.use()[k])
+			}
+			var pw, pb int64
+			for _, g := range e.phantoms {
+				if g.within[k] < 0 || g.borrowing[k] < 0 || g.within[kindSeq] == 0 && g.within[k] != 0 || g.borrowing[kindSeq] == 0 && g.borrowing[k] != 0 {
+					return fmt.Errorf("entry %q: kind %d: bad phantom group %+v", e.name, k, g)
+				}
+				pw += g.within[k]
+				pb += g.borrowing[k]
+			}
+			if pw != e.pWithin[k] || pb != e.pBorrowing[k] {
+				return fmt.Errorf("entry %q: kind %d: phantoms %d/%d, groups sum %d/%d", e.name, k, e.pWithin[k], e.pBorrowing[k], pw, pb)
+			}
+			if keep := e.res[k] - int64(math.Floor(e.lend*float64(e.res[k]))); e.keep[k] != keep || keep < 0 || keep > e.res[k] {
+				return fmt.Errorf("entry %q: kind %d: kept %d of reservation %d (lend %v)", e.name, k, e.keep[k], e.res[k], e.lend)
+			}
+			if (e.borrowLim == 1) != (e.lim[k] < 0) || e.lim[k] > p.live[k] {
+				return fmt.Errorf("entry %q: kind %d: borrowing limit %v gives %d of %d", e.name, k, e.borrowLim, e.lim[k], p.live[k])
+			}
 		}
-		if pwt != e.pwTok || pbt != e.pbTok {
-			return fmt.Errorf("entry %q: phantom tokens %d/%d, groups sum %d/%d", e.name, e.pwTok, e.pbTok, pwt, pbt)
-		}
-		// Limits as applied.
-		if !(e.lend >= 0 && e.lend <= 1) || !(e.borrowLim >= 0 && e.borrowLim <= 1) ||
-			!e.configured && (e.lend != 1 || e.borrowLim != 1 || e.resTok != 0) {
-			return fmt.Errorf("entry %q: lend %v borrow %v resTok %d", e.name, e.lend, e.borrowLim, e.resTok)
-		}
-		if e.keepSeq < 0 || e.keepSeq > e.reserved || e.keepTok < 0 || e.keepTok > e.resTok ||
-			e.lend == 1 && (e.keepSeq != 0 || e.keepTok != 0) || e.lend == 0 && (e.keepSeq != e.reserved || e.keepTok != e.resTok) {
-			return fmt.Errorf("entry %q: kept %d/%d of reservation %d/%d (lend %v)", e.name, e.keepSeq, e.keepTok, e.reserved, e.resTok, e.lend)
-		}
-		if (e.borrowLim == 1) != (e.limSeq < 0) || (e.borrowLim == 1) != (e.limTok < 0) ||
-			e.limSeq > p.capacity || e.limTok > p.kvCap() {
-			return fmt.Errorf("entry %q: borrowing limit %v gives %d/%d", e.name, e.borrowLim, e.limSeq, e.limTok)
-		}
-		sumResTok += e.resTok
-	}
-	if sumResTok > p.kvCap() {
-		return fmt.Errorf("Σ reserved tokens = %d > K = %d", sumResTok, p.kvCap())
-	}
-	if p.sliced && (p.sliceTok > p.kvTokens || p.capacity > p.cfgCapacity) {
-		return fmt.Errorf("slice %d sequences, %d tokens beyond the pool's %d, %d", p.capacity, p.sliceTok, p.cfgCapacity, p.kvTokens)
-	}
-	tokShares := map[string]float64{}
-	tokNames := make([]string, p.configured)
-	for i := range p.configured {
-		tokNames[i] = p.teams[i].name
-		tokShares[p.teams[i].name] = p.teams[i].share
-	}
-	wantTok := apportionMap(int(p.kvTokens), tokNames, tokShares)
-	for i := range p.configured {
-		if p.sliced {
-			break // a slice's reservations are set, not apportioned
-		}
-		if got := p.teams[i].resTok; got != int64(wantTok[p.teams[i].name]) {
-			return fmt.Errorf("resTok[%q] = %d, Apportion gives %d", p.teams[i].name, got, wantTok[p.teams[i].name])
-		}
+		sumRes = sumRes.add(e.res)
 	}
 	if p.usageAt > p.now {
 		return fmt.Errorf("usage time %d after the stamp %d", p.usageAt, p.now)
 	}
-	if sumReserved > p.capacity {
-		return fmt.Errorf("Σ reserved = %d > C = %d", sumReserved, p.capacity)
-	}
-	// Reservations are Apportion of the configured shares.
+	// Reservations fit every kind's capacity, and are Apportion of the
+	// configured shares unless they are a slice's.
 	names2 := make([]string, p.configured)
 	shares := map[string]float64{}
 	for i := range p.configured {
 		names2[i] = p.teams[i].name
 		shares[p.teams[i].name] = p.teams[i].share
 	}
-	want := apportionMap(p.capacity, names2, shares)
-	for i := range p.configured {
-		if p.sliced {
-			break
+	for k := range numKinds {
+		if sumRes[k] > p.live[k] {
+			return fmt.Errorf("kind %d: Σ reserved = %d > capacity %d", k, sumRes[k], p.live[k])
 		}
-		if got := p.teams[i].reserved; got != want[p.teams[i].name] {
-			return fmt.Errorf("reserved[%q] = %d, Apportion gives %d", p.teams[i].name, got, want[p.teams[i].name])
+		if p.sliced {
+			continue // a slice's reservations are set, not apportioned
+		}
+		want := apportionMap(int(p.live[k]), names2, shares)
+		for i := range p.configured {
+			if got := p.teams[i].res[k]; got != int64(want[p.teams[i].name]) {
+				return fmt.Errorf("kind %d: reserved[%q] = %d, Apportion gives %d", k, p.teams[i].name, got, want[p.teams[i].name])
+			}
 		}
 	}
 	// Index: every named entry, sorted.
@@ -169,17 +166,15 @@ func check(p *Pool) error {
 	}
 	// Holders: ids ascending, counts sparse and sorted, none from a window
 	// that has expired; team counts are sums.
-	within := make([]int, len(p.teams))
-	borrowing := make([]int, len(p.teams))
-	wTok := make([]int64, len(p.teams))
-	bTok := make([]int64, len(p.teams))
+	within := make([]amounts, len(p.teams))
+	borrowing := make([]amounts, len(p.teams))
 	for k := range p.holders {
 		h := &p.holders[k]
 		if k > 0 && h.id <= p.holders[k-1].id {
 			return fmt.Errorf("holders out of order at %d", k)
 		}
 		for j, c := range h.counts {
-			if c.team < 0 || c.team >= len(p.teams) || c.within < 0 || c.borrowing < 0 || c.within+c.borrowing == 0 {
+			if c.team < 0 || c.team >= len(p.teams) || c.within[kindSeq]+c.borrowing[kindSeq] == 0 {
 				return fmt.Errorf("holder %d: bad count %+v", h.id, c)
 			}
 			if j > 0 && compareCount(h.counts[j-1], c) >= 0 {
@@ -191,23 +186,19 @@ func check(p *Pool) error {
 			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
 				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
 			}
-			if c.wTok < 0 || c.bTok < 0 || c.within == 0 && c.wTok != 0 || c.borrowing == 0 && c.bTok != 0 {
-				return fmt.Errorf("holder %d: bad count tokens %+v", h.id, c)
+			for r := range numKinds {
+				if c.within[r] < 0 || c.borrowing[r] < 0 || c.within[kindSeq] == 0 && c.within[r] != 0 || c.borrowing[kindSeq] == 0 && c.borrowing[r] != 0 {
+					return fmt.Errorf("holder %d: kind %d: bad count %+v", h.id, r, c)
+				}
 			}
-			within[c.team] += c.within
-			borrowing[c.team] += c.borrowing
-			wTok[c.team] += c.wTok
-			bTok[c.team] += c.bTok
+			within[c.team] = within[c.team].add(c.within)
+			borrowing[c.team] = borrowing[c.team].add(c.borrowing)
 		}
 	}
 	for i := range p.teams {
 		if within[i] != p.teams[i].within || borrowing[i] != p.teams[i].borrowing {
-			return fmt.Errorf("entry %q: in flight %d/%d, holders sum %d/%d", p.teams[i].name,
+			return fmt.Errorf("entry %q: in flight %v/%v, holders sum %v/%v", p.teams[i].name,
 				p.teams[i].within, p.teams[i].borrowing, within[i], borrowing[i])
-		}
-		if wTok[i] != p.teams[i].wTok || bTok[i] != p.teams[i].bTok {
-			return fmt.Errorf("entry %q: tokens in flight %d/%d, holders sum %d/%d", p.teams[i].name,
-				p.teams[i].wTok, p.teams[i].bTok, wTok[i], bTok[i])
 		}
 	}
 	// The queue: in order, every request of a live holder and of a team
@@ -229,7 +220,7 @@ func check(p *Pool) error {
 		if w.arrival > p.now || p.deadline(w.arrival) <= p.now {
 			return fmt.Errorf("waiting %+v: arrival out of [now − MaxQueueTime, now] (now %d)", *w, p.now)
 		}
-		if w.tokens < 0 || w.tokens > p.kvTokens || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
+		if w.tokens < 0 || w.tokens > p.total[kindTok] || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
 			return fmt.Errorf("waiting %+v: bad fields", *w)
 		}
 		waiting[w.team]++
@@ -296,16 +287,15 @@ func check(p *Pool) error {
 // dump prints the whole state of p (not its scratch buffers).
 func dump(p *Pool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name=%q fp=%x C=%d/%d hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
-		p.name, p.fp, p.cfgCapacity, p.capacity, p.halfLife, p.holderTimeout, p.requestTimeout,
+	fmt.Fprintf(&b, "name=%q fp=%x total=%v live=%v sliced=%v hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
+		p.name, p.fp, p.total, p.live, p.sliced, p.halfLife, p.holderTimeout, p.requestTimeout,
 		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
-	fmt.Fprintf(&b, "K=%d queue=%d/%d maxQueueTime=%v\n", p.kvTokens, p.queueLimit, p.teamQueueLimit, p.maxQueueTime)
+	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime)
 	for _, e := range p.teams {
-		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v res=%d conf=%v in=%d/%d ph=%d/%d est=%v use=%v pen=%v upd=%v@%d groups=%v\n",
-			e.name, e.epoch, e.share, e.weight, e.reserved, e.configured, e.within, e.borrowing, e.pWithin, e.pBorrowing,
-			e.estimate, e.usage, e.penalty, e.updated, e.lastUpdate, e.phantoms)
-		fmt.Fprintf(&b, "    resTok=%d lend=%v keep=%d/%d borrowLim=%v lim=%d/%d tok=%d/%d ptok=%d/%d waiting=%d\n",
-			e.resTok, e.lend, e.keepSeq, e.keepTok, e.borrowLim, e.limSeq, e.limTok, e.wTok, e.bTok, e.pwTok, e.pbTok, e.waiting)
+		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v conf=%v est=%v use=%v pen=%v upd=%v@%d groups=%v\n",
+			e.name, e.epoch, e.share, e.weight, e.configured, e.estimate, e.usage, e.penalty, e.updated, e.lastUpdate, e.phantoms)
+		fmt.Fprintf(&b, "    res=%v lent=%v lend=%v keep=%v borrowLim=%v lim=%v in=%v/%v ph=%v/%v waiting=%d\n",
+			e.res, e.lent, e.lend, e.keep, e.borrowLim, e.lim, e.within, e.borrowing, e.pWithin, e.pBorrowing, e.waiting)
 	}
 	for _, h := range p.holders {
 		fmt.Fprintf(&b, "  holder %d seen=%d counts=%v waits=%d\n", h.id, h.seen, h.counts, h.waits)

@@ -192,7 +192,7 @@ func TestFlowHoldsBorrowersOnly(t *testing.T) {
 	}
 }
 
-// flowKnownFailures are the targets of issue 10 that the flow-control
+// flowKnownFailures are the acceptance targets that the flow-control
 // plugin column misses today ("scenario/mode/target"), as measured by
 // `make fairness` (docs/results/README.md). TestFlowControlAcceptance
 // fails on any other target that misses, and on any of these that holds:
@@ -206,11 +206,11 @@ var flowKnownFailures = map[string]bool{
 	"s5-reclaim/pr45561/Jain":                         true,
 }
 
-// TestFlowControlAcceptance asserts issue 10's acceptance targets
+// TestFlowControlAcceptance asserts the flow-control acceptance targets
 // (fairbench.FlowTargets) on the flow-control plugin column, every
 // synthetic scenario (S1–S7, S2b) at full length, both engine behaviours, as
 // `make fairness` measures them; the targets in flowKnownFailures must
-// still miss. The trace scenarios (issue 21; several minutes each through
+// still miss. The trace scenarios (several minutes each through
 // plugin.wasm) are measured by `make fairness` and their targets tabled
 // in docs/results/README.md and docs/fairness.md, not asserted here.
 func TestFlowControlAcceptance(t *testing.T) {
@@ -307,7 +307,7 @@ func testEtcd(t *testing.T) string {
 	return url
 }
 
-// TestReplicasActAsOnePool asserts issue 13's targets on the scenarios
+// TestReplicasActAsOnePool asserts the replicas targets on the scenarios
 // with gateway_replicas (S1, S2), at full length as `make fairness`
 // measures them, both engine modes: the flow-control plugin column run
 // as three proxies of plugin.wasm sharing the pool through a real etcd,
@@ -377,7 +377,7 @@ func TestReplicasSameSeedSameResults(t *testing.T) {
 
 // TestEngineOffHoldsSharesOnFCFS runs S2 through the engine-off column
 // (engine_priority "off", engines under FCFS): no forwarded body carries a
-// priority (the gateway fails the run otherwise) and issue 22's target,
+// priority (the gateway fails the run otherwise) and the engine-off target,
 // read from the scenario file, holds in every mode.
 func TestEngineOffHoldsSharesOnFCFS(t *testing.T) {
 	plugin(t) // compiles the module

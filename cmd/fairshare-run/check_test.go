@@ -75,7 +75,7 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"shares":0.5}}}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parseFlags([]string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-config", bad}, io.Discard)
+	o, err := parseFlags([]string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-config", bad}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,8 @@ func (g *loadGen) exchange(req *http.Request, st *teamStats, sent time.Time) (re
 	defer resp.Body.Close()
 	r.Priority, r.Borrowing = parseStanding(resp.Header)
 	r.Held = parseHeld(resp.Header)
-	st.headers(time.Now(), r.Priority, r.Borrowing)
+	r.WouldHold = parseWouldHold(resp.Header)
+	st.headers(time.Now(), r.Priority, r.Borrowing, r.WouldHold)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		r.Err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
@@ -268,7 +269,13 @@ func parseStanding(h http.Header) (priority int, borrowing bool) {
 	return priority, borrowing
 }
 
-// errDone ends readSSE early without an error.
+// parseWouldHold reads shadow mode's x-fairshare-would-hold response
+// header: true when enforce mode would have held the request.
+func parseWouldHold(h http.Header) bool {
+	v, _ := strconv.ParseBool(strings.TrimSpace(h.Get("x-fairshare-would-hold")))
+	return v
+}
+
 // parseHeld reads the x-fairshare-queue-time response header (seconds the
 // plugin held the request at the gateway); 0 when absent or malformed.
 func parseHeld(h http.Header) time.Duration {
@@ -280,6 +287,7 @@ func parseHeld(h http.Header) time.Duration {
 	return time.Duration(f * float64(time.Second))
 }
 
+// errDone ends readSSE early without an error.
 var errDone = errors.New("done")
 
 // readSSE calls fn with the payload of every "data:" line of an event stream

@@ -11,7 +11,8 @@
 // Usage:
 //
 //	fairshare-run [-wasm plugin.wasm] [-config file.json] [-upstream URL]
-//	              [-listen 127.0.0.1:10000] [-vms 2] [-duration 30s] [-no-load]
+//	              [-listen 127.0.0.1:10000] [-admin 127.0.0.1:9901|off]
+//	              [-vms 2] [-duration 30s] [-no-load]
 //	              [-model name] [-drain 15s] [-view auto|live|lines]
 //	              [-time-scale 1] [-v]
 //	fairshare-run -check file.json
@@ -31,6 +32,11 @@
 // one-line summary, 1 with every problem and its field path, a misspelt
 // field with the field it probably means. Without -check, the configuration
 // of a run is checked the same way before anything starts.
+//
+// -admin is the local proxy's admin port (admin.go): GET /stats/prometheus
+// answers the plugin's metrics as Envoy's admin serves them with
+// envoy.yaml's stats_tags; "off" serves none. With -replicas each proxy
+// has its own, on consecutive ports.
 //
 // Without -config it uses an embedded demo configuration (the example
 // configuration with the changes the banner lists). The local proxy buffers
@@ -90,6 +96,7 @@ type options struct {
 	config    string
 	upstream  string
 	listen    string
+	admin     string // -admin: the admin port's address, "off" for none
 	model     string
 	vms       int
 	noLoad    bool
@@ -154,6 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.config, "config", "", "plugin configuration JSON file (default: the embedded demo configuration)")
 	fs.StringVar(&o.upstream, "upstream", "", "base URL of a real vLLM server, e.g. http://127.0.0.1:8000 (default: start the embedded simulator)")
 	fs.StringVar(&o.listen, "listen", defaultListen, "address of the local proxy")
+	fs.StringVar(&o.admin, "admin", defaultAdmin, "address of the local proxy's admin port, which serves the plugin's metrics at /stats/prometheus as Envoy's admin does (off: none)")
 	fs.StringVar(&o.model, "model", "", "model name the demo requests (default: the configuration's first model)")
 	fs.IntVar(&o.vms, "vms", defaultVMs, "worker VMs of the proxy (Envoy's --concurrency)")
 	fs.BoolVar(&o.noLoad, "no-load", false, "serve the proxy only (no demo load); print curl commands and wait for Ctrl-C")

@@ -136,8 +136,9 @@ func (rc *recorder) WriteHeader(code int) {
 		rc.gotHeaders, rc.status, rc.usage = true, code, -1
 		rc.res.Priority, rc.res.Borrowing = parseStanding(rc.Header())
 		rc.res.Held = parseHeld(rc.Header())
+		rc.res.WouldHold = parseWouldHold(rc.Header())
 		rc.sse = strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
-		rc.st.headers(time.Now(), rc.res.Priority, rc.res.Borrowing)
+		rc.st.headers(time.Now(), rc.res.Priority, rc.res.Borrowing, rc.res.WouldHold)
 	}
 	rc.ResponseWriter.WriteHeader(code)
 }

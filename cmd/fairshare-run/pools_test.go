@@ -23,7 +23,7 @@ import (
 // against a hang, not a speed check).
 func startRun(t *testing.T, cfg string, extra ...string) (*runner, *syncBuffer) {
 	t.Helper()
-	args := []string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-view", "lines", "-duration", "1s", "-drain", "2m"}
+	args := []string{"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-view", "lines", "-duration", "1s", "-drain", "2m"}
 	if cfg != "" {
 		args = append(args, "-config", cfg)
 	}

@@ -28,6 +28,7 @@ type proxy struct {
 	host        *host.Host
 	server      *http.Server
 	served      chan struct{}
+	admin       *adminServer // the admin port (admin.go), nil with -admin off
 }
 
 // startProxy compiles the plugin, starts o.vms VMs with the configuration
@@ -115,6 +116,9 @@ func (p *proxy) close() {
 		p.server.Close()
 	}
 	<-p.served
+	if p.admin != nil {
+		p.admin.close()
+	}
 	p.host.Close(context.Background())
 	p.module.Close(context.Background())
 }

@@ -72,7 +72,7 @@ func runShortDemo(t *testing.T, flags ...string) (*runner, summary, string) {
 func startShortDemo(t *testing.T, flags ...string) (*runner, *syncBuffer) {
 	t.Helper()
 	o, err := parseFlags(append([]string{
-		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "4s", "-drain", "2m", "-time-scale", "0.5", "-view", "lines",
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-duration", "4s", "-drain", "2m", "-time-scale", "0.5", "-view", "lines",
 	}, flags...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +192,29 @@ func TestDemo(t *testing.T) {
 	pools := settled(t, r)
 	if len(pools) != 1 || pools[0].Name != "llama-8b" || len(pools[0].Teams) < 3 {
 		t.Errorf("status has no pool llama-8b with the three teams: %+v", pools)
+	}
+
+	// The summary's latency lines: research's held borrowers have a queue
+	// time, every team an end to end.
+	if research.Queue.N == 0 || search.Total.N == 0 || research.Total.N == 0 {
+		t.Errorf("summary latency: research queue %+v, end to end search %+v research %+v; want samples in each", research.Queue, search.Total, research.Total)
+	}
+	// The admin port the banner names serves the plugin's metrics as
+	// Envoy's admin does, tagged: research's held requests are in its
+	// queue-time histogram.
+	a := r.proxy.admin
+	if a == nil || !strings.Contains(text, "admin:    "+a.url()+" ") {
+		t.Fatalf("the banner names no admin port (admin %v):\n%s", a, text)
+	}
+	resp, err := http.Get(a.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	held := regexp.MustCompile(`\nfairshare_queue_time_ms_count\{pool="llama-8b",team="research",class="batch"\} ([1-9]\d*)\n`)
+	if resp.StatusCode != http.StatusOK || !held.Match(body) || !strings.Contains(string(body), "\n# TYPE fairshare_first_byte_ms histogram\n") {
+		t.Errorf("GET %s = %d, want research's queue_time_ms count and the first_byte_ms histograms:\n%s", a.url(), resp.StatusCode, body)
 	}
 }
 
@@ -333,7 +356,7 @@ func TestInterrupt(t *testing.T) {
 	defer vllm.Close()
 	defer sim.Close() // first: it ends the streams vllm.Close waits for
 	o, err := parseFlags([]string{
-		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-duration", "1h", "-view", "lines",
+		"-wasm", pluginFile(t), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-duration", "1h", "-view", "lines",
 		"-upstream", vllm.URL, "-config", "../../testdata/plugin/example.json",
 	}, io.Discard)
 	if err != nil {
@@ -394,7 +417,7 @@ func TestNoLoad(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-wasm", wasm, "-listen", "127.0.0.1:0", "-no-load", "-view", "lines"}, &out, io.Discard)
+		errc <- run(ctx, []string{"-wasm", wasm, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-no-load", "-view", "lines"}, &out, io.Discard)
 	}()
 	// Wait for the curl hint (the proxy is up once it is printed).
 	hang := time.After(2 * time.Minute) // a guard against a hang, not a speed check

@@ -163,7 +163,13 @@ func (r *runner) planTrace(o options) error {
 func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o options, stderr io.Writer) error {
 	if o.replicas == 1 {
 		p, err := startProxy(ctx, wasm, cfgBytes, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), r.obs, stderr, o.listen, "fairshare", r.metricsClusters(false), r.metricsClusters(true))
+		if err == nil {
+			err = p.startAdmin(o.admin, 0, stderr)
+		}
 		if err != nil {
+			if p != nil {
+				p.close()
+			}
 			return err
 		}
 		r.proxies = []*proxy{p}
@@ -185,6 +191,11 @@ func (r *runner) startProxies(ctx context.Context, wasm, cfgBytes []byte, o opti
 			}
 			p, err = startProxy(ctx, wasm, cfg, o, proxyBufferLimit(r.cfg), r.upstream.url, r.routes(), obs, stderr,
 				listen, "fairshare-"+replicaName(i), map[string]string{cluster: e.srv.URL()}, nil)
+			if err == nil {
+				if err = p.startAdmin(o.admin, i, stderr); err != nil {
+					p.close()
+				}
+			}
 		}
 		if err != nil {
 			for _, q := range r.proxies {
@@ -221,6 +232,13 @@ func (r *runner) banner(wasmSize int) {
 		fmt.Fprintf(r.out, "proxy:    %s (status: %s%s; %s)\n", r.base, r.base, c.StatusPath, limit)
 	default:
 		fmt.Fprintf(r.out, "proxy:    %s (status endpoint disabled; %s)\n", r.base, limit)
+	}
+	if a := r.proxy.admin; a != nil {
+		more := ""
+		if len(r.proxies) > 1 {
+			more = "; each replica its own, on the next ports"
+		}
+		fmt.Fprintf(r.out, "admin:    %s (the plugin's metrics as Envoy's admin serves them, tagged as envoy.yaml's stats_tags tag them%s)\n", a.url(), more)
 	}
 	if len(r.proxies) > 1 {
 		var names []string
@@ -476,6 +494,14 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 	}
 	now := time.Now()
 	r.pollLatency(now)
+	for _, p := range r.cfg.Pools {
+		if j := r.lat.jainOver(p.Name); j.All > 0 {
+			if s.Jain == nil {
+				s.Jain = map[string]jainSummary{}
+			}
+			s.Jain[p.Name] = j
+		}
+	}
 	for _, rw := range rows {
 		tv := rw.stats.view(now, 0, elapsed)
 		r.label(&tv, rw, pools)
@@ -673,6 +699,14 @@ func (r *runner) frameWith(start time.Time, duration time.Duration, rows []row, 
 		Flow:      r.cfg.Flow,
 	}
 	r.pollLatency(now)
+	for _, p := range r.cfg.Pools {
+		if j, ok := r.lat.jainOf(p.Name); ok {
+			if f.Jain == nil {
+				f.Jain = map[string]jainReading{}
+			}
+			f.Jain[p.Name] = j
+		}
+	}
 	for _, rw := range rows {
 		v := rw.stats.view(now, viewWindow, f.Elapsed)
 		r.label(&v, rw, pools)

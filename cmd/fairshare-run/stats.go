@@ -123,6 +123,9 @@ type result struct {
 	// Held is the x-fairshare-queue-time response header: how long the
 	// plugin held the request at the gateway (0 when absent).
 	Held time.Duration
+	// WouldHold is the x-fairshare-would-hold response header of shadow
+	// mode: enforce mode would have held the request at the gateway.
+	WouldHold bool
 	// TTFT is the time from sending the request to the first content chunk;
 	// HasTTFT is false when no content arrived.
 	TTFT    time.Duration
@@ -148,6 +151,7 @@ type teamStats struct {
 	canceled  int
 	within    int // finished requests that were within share
 	borrowing int // finished requests that borrowed
+	wouldHold int // requests whose headers said x-fairshare-would-hold: true (shadow mode)
 	tokens    int64
 	rate      *rateMeter
 	samples   []sample
@@ -178,12 +182,17 @@ func (s *teamStats) begin() {
 	s.mu.Unlock()
 }
 
-// headers records the standing the gateway gave a request in flight.
-func (s *teamStats) headers(now time.Time, priority int, borrowing bool) {
+// headers records the standing the gateway gave a request in flight (in
+// shadow mode, the standing enforce mode would have given it, and whether
+// it would have held it).
+func (s *teamStats) headers(now time.Time, priority int, borrowing, wouldHold bool) {
 	s.mu.Lock()
 	s.waiting--
 	if borrowing {
 		s.borrowNow++
+	}
+	if wouldHold {
+		s.wouldHold++
 	}
 	if priority >= 0 {
 		s.prios[priority] = now
@@ -255,10 +264,17 @@ type teamView struct {
 	// PluginTTFT says P50 and P99 are the plugin's (its first_byte_ms
 	// histogram, latency.go), not the client's.
 	PluginTTFT bool
+	// Queue and Total are the plugin's queue_time_ms (held requests only)
+	// and total_time_ms (arrival to the response's end) over the run
+	// (summary only; N 0 when none).
+	Queue, Total latencyStats
 
 	Done, Errors, Canceled int
 	DoneWithin, DoneBorrow int
 	Tokens                 int64
+	// WouldHold counts the requests enforce mode would have held at the
+	// gateway (shadow mode's x-fairshare-would-hold), since the start.
+	WouldHold int
 
 	// Borrowers' and within-share requests' TTFT p50 (summary), and the
 	// p50 of the time they were held at the gateway (part of that TTFT).
@@ -294,6 +310,7 @@ func (s *teamStats) view(now time.Time, window time.Duration, elapsed time.Durat
 		DoneWithin: s.within,
 		DoneBorrow: s.borrowing,
 		Tokens:     s.tokens,
+		WouldHold:  s.wouldHold,
 	}
 	var since time.Time
 	if window > 0 {

@@ -137,14 +137,14 @@ func TestTeamStats(t *testing.T) {
 	for i, r := range reqs {
 		s.begin()
 		now := t0.Add(time.Duration(i) * time.Second)
-		s.headers(now, r.prio, r.borrow)
+		s.headers(now, r.prio, r.borrow, false)
 		s.token(now, r.tokens)
 		s.end(now, result{Priority: r.prio, Borrowing: r.borrow, TTFT: r.ttft, HasTTFT: r.ttft > 0,
 			Tokens: r.tokens, Err: r.err, Canceled: r.cancel}, true)
 	}
 	s.begin() // in flight, no headers yet
 	s.begin() // in flight, borrowing
-	s.headers(t0.Add(7*time.Second), 11, true)
+	s.headers(t0.Add(7*time.Second), 11, true, false)
 
 	v := s.view(t0.Add(8*time.Second), 0, 10*time.Second)
 	want := teamView{

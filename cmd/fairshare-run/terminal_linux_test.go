@@ -27,7 +27,7 @@ func TestCtrlCUnderMake(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	makefile := "run:\n\t" + bin + " -wasm " + pluginFile(t) + " -listen 127.0.0.1:0 -duration 1m -view lines\n"
+	makefile := "run:\n\t" + bin + " -wasm " + pluginFile(t) + " -listen 127.0.0.1:0 -admin 127.0.0.1:0 -duration 1m -view lines\n"
 	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o644); err != nil {
 		t.Fatal(err)
 	}

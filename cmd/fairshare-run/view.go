@@ -25,6 +25,9 @@ type frame struct {
 	Replicas []replicaStatus
 	// Flow is the configuration's flow control, named in the header.
 	Flow flowControl
+	// Jain is each pool's last reading of the plugin's Jain gauges
+	// (latency.go); a pool without one is absent.
+	Jain map[string]jainReading
 }
 
 // flowControl is what the configuration says of flow control (the
@@ -59,18 +62,33 @@ func legend(fc flowControl) []string {
 		"in flight above capacity: a team's requests within its reservation are never held, even while borrowers fill the pool;",
 		"  they wait in vLLM's queue (first, by priority) until running borrowers end: vLLM preempts no running request for a waiting one",
 	}
-	if !fc.On {
+	switch {
+	case fc.Shadow:
+		over = []string{
+			"in flight above capacity: in shadow mode every request goes to vLLM at once and as sent, without a priority: vLLM runs",
+			"  capacity of them and queues the rest in arrival order, within-share and borrowers alike (nothing the plugin decides is enforced)",
+		}
+	case !fc.On:
 		over = []string{
 			"in flight above capacity: without flow control every request goes to vLLM at once; it runs capacity of them and queues",
 			"  the rest, lowest priority first, so borrowers wait there behind within-share requests",
 		}
 	}
-	return append([]string{
+	first := []string{
 		"RSV reserved slots (share × capacity) · FLIGHT = WITHIN (in its reservation) + BORROW (beyond it), the plugin's count · WAIT held at the gateway",
 		"PRIORITY the vLLM priorities given in the last 10s, lower runs first: 0 interactive or 1 batch within share; 10 + 10 × RANK + class when borrowing",
+	}
+	if fc.Shadow {
+		first = []string{
+			"RSV reserved slots (share × capacity) · FLIGHT = WITHIN + BORROW as enforce mode would count them · HOLD requests enforce would have held",
+			"WOULD PRIO the priorities enforce mode would have written (none is: vLLM sees the client's body): 0 or 1 within share; 10 + 10 × RANK + class",
+		}
+	}
+	return append(append(first,
 		"  (\"1, 31\": batch within share, and batch borrowing at rank 2) · USAGE decayed usage in cost units · RANK by LF, 0 borrows first",
 		"LF level fairshare: its share over its part of the usage (inf: no usage yet); the higher, the sooner it borrows",
-	}, over...)
+		"Jain: the plugin's fairness_jain gauge, Jain's index over the teams that wanted more than their share in the last tick (1: served by share)",
+	), over...)
 }
 
 // Live view windows: tokens/s over rateWindow (the rate meter's 20 × 250 ms),
@@ -183,9 +201,13 @@ func renderTable(b *strings.Builder, f frame) {
 	if f.Upstream != "" {
 		b.WriteString(f.Upstream + "\n")
 	}
+	prioHead, waitHead := "PRIORITY", "WAIT"
+	if f.Flow.Shadow {
+		prioHead, waitHead = "WOULD PRIO", "HOLD"
+	}
 	fmt.Fprintf(b, "%-10s %5s %4s %6s %6s %6s  %-10s %7s %8s %8s %6s %4s │ %4s %8s %7s %4s\n",
-		"TEAM", "SHARE", "RSV", "FLIGHT", "WITHIN", "BORROW", "PRIORITY", "TOK/S", "TTFT p50", "p99", "DONE", "ERR",
-		"WAIT", "USAGE", "LF", "RANK")
+		"TEAM", "SHARE", "RSV", "FLIGHT", "WITHIN", "BORROW", prioHead, "TOK/S", "TTFT p50", "p99", "DONE", "ERR",
+		waitHead, "USAGE", "LF", "RANK")
 	for _, g := range groups(f) {
 		switch {
 		case g.status != nil:
@@ -195,7 +217,7 @@ func renderTable(b *strings.Builder, f frame) {
 			if over := n - g.status.Capacity; over > 0 && g.status.Capacity > 0 {
 				fmt.Fprintf(b, " · %d above capacity: waiting in vLLM's queue", over)
 			}
-			b.WriteString(spillNote(g.status) + "\n")
+			b.WriteString(spillNote(g.status) + jainNote(f.Jain, g.name) + "\n")
 		case g.name == "-":
 			b.WriteString("not scheduled (no pool serves the model)\n")
 		case g.name != "":
@@ -209,6 +231,9 @@ func renderTable(b *strings.Builder, f frame) {
 				rsv = fmt.Sprint(s.Reserved)
 				wait = fmt.Sprint(s.Waiting)
 				usage, lf, rank = fmtNum(s.Usage), fmtNum(s.LevelFairshare), fmt.Sprint(s.Rank)
+			}
+			if f.Flow.Shadow {
+				wait = fmt.Sprint(t.WouldHold) // nothing waits: what enforce would have held, so far
 			}
 			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %4s %8s %7s %4s\n",
 				t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
@@ -285,14 +310,25 @@ func renderLines(b *strings.Builder, f frame) {
 	for _, g := range groups(f) {
 		if p := g.status; p != nil {
 			n, borrow := p.inFlight()
-			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing%s%s\n", at, p.Name, n, p.Capacity, borrow, capacityNote(p), spillNote(p))
+			capNote := ""
+			if c := capacityNote(p); c != "" {
+				capNote = " · capacity" + c
+			}
+			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing%s%s%s\n", at, p.Name, n, p.Capacity, borrow, capNote, spillNote(p), jainNote(f.Jain, p.Name))
+		}
+		prio := "priority"
+		if f.Flow.Shadow {
+			prio = "would-be priority"
 		}
 		for _, t := range g.teams {
 			n, within, borrow := standing(t)
-			fmt.Fprintf(b, "%s %-*s in flight %3d (within %2d, borrowing %3d)  priority %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
-				at, width, t.label(), n, within, borrow, t.Bands, t.TokPerSec, ttftCell(t.P50, t), ttftCell(t.P99, t), t.Done)
+			fmt.Fprintf(b, "%s %-*s in flight %3d (within %2d, borrowing %3d)  %s %-9s %6.0f tok/s  TTFT p50 %6s p99 %6s  done %d",
+				at, width, t.label(), n, within, borrow, prio, t.Bands, t.TokPerSec, ttftCell(t.P50, t), ttftCell(t.P99, t), t.Done)
 			if s := t.Status; s != nil && s.Waiting > 0 {
 				fmt.Fprintf(b, ", %d held", s.Waiting)
+			}
+			if f.Flow.Shadow && t.WouldHold > 0 {
+				fmt.Fprintf(b, ", %d enforce would have held", t.WouldHold)
 			}
 			if t.Errors > 0 {
 				fmt.Fprintf(b, ", %d errors", t.Errors)
@@ -324,6 +360,9 @@ type summary struct {
 	// LoadUnmet is what the load's end condition (a test's, loadEnd)
 	// never saw happen before its guard stopped the load; "" otherwise.
 	LoadUnmet string
+	// Jain is each pool's readings of the plugin's Jain gauges over the
+	// run (latency.go); nil when none was read.
+	Jain map[string]jainSummary
 }
 
 // renderSummary writes the final summary table: per team the requests, how
@@ -347,8 +386,12 @@ func renderSummary(b *strings.Builder, s summary) {
 	for _, t := range s.Teams {
 		width = max(width, utf8.RuneCountInString(t.label()))
 	}
+	prioHead := "PRIORITY"
+	if s.Flow.Shadow {
+		prioHead = "WOULD PRIO"
+	}
 	fmt.Fprintf(b, "%-*s %-11s %5s %4s %6s %8s  %-10s %7s %6s %6s %8s %8s %8s %10s %10s\n",
-		width, "TEAM", "CLASS", "REQS", "ERR", "WITHIN", "BORROWED", "PRIORITY", "TOKENS", "TOK/S",
+		width, "TEAM", "CLASS", "REQS", "ERR", "WITHIN", "BORROWED", prioHead, "TOKENS", "TOK/S",
 		"TOK%", "ENTITLED", "TTFT p50", "p99", "p50 within", "p50 borrow")
 	for i, t := range s.Teams {
 		class := "-"
@@ -372,6 +415,11 @@ func renderSummary(b *strings.Builder, s summary) {
 	b.WriteString("TOK%: the team's part of its pool's completion tokens. ENTITLED: its share, which it gets whenever it asks for it; a team below it\n" +
 		"  that never borrowed asked for less, and what it left was lent to the others.\n" +
 		"WITHIN, BORROWED: its requests that ran within its reservation, and beyond it. p50 within, p50 borrow: their TTFT p50 (the client's figures).\n")
+	if s.Flow.Shadow {
+		b.WriteString("shadow mode: WITHIN, BORROWED and WOULD PRIO are what enforce mode would have decided; nothing was written or held,\n" +
+			"  so vLLM saw every request as the client sent it and served them in arrival order.\n")
+	}
+	renderLatency(b, s)
 	renderBaseline(b, s)
 	for _, t := range s.Teams {
 		if t.Canceled > 0 {
@@ -402,8 +450,68 @@ func renderSummary(b *strings.Builder, s summary) {
 	if s.PluginLogs > 0 {
 		fmt.Fprintf(b, "the plugin logged %d warnings or errors (-v prints them)\n", s.PluginLogs)
 	}
-	for _, line := range verdict(s.Teams) {
+	for _, line := range verdict(s.Teams, s.Flow.Shadow) {
 		b.WriteString(line + "\n")
+	}
+}
+
+// jainNote is the pool line's Jain part: " · Jain 0.982 over 2 teams"
+// ("" without a reading; "Jain -" when fewer than two teams wanted more
+// than their share, as nobody is compared then).
+func jainNote(readings map[string]jainReading, pool string) string {
+	r, ok := readings[pool]
+	switch {
+	case !ok:
+		return ""
+	case r.Saturated < 2:
+		return " · Jain - (fewer than two teams above their share)"
+	}
+	return fmt.Sprintf(" · Jain %.3f over %d teams", r.J, r.Saturated)
+}
+
+// renderLatency writes the plugin's latency histograms of every team over
+// the run: TTFT, the time held at the gateway (held requests only) and end
+// to end, then each pool's Jain index; nothing when the plugin's
+// histograms had no sample (no status, nothing scheduled).
+func renderLatency(b *strings.Builder, s summary) {
+	some := false
+	for _, t := range s.Teams {
+		some = some || t.Total.N > 0 || t.Queue.N > 0
+	}
+	if some {
+		width := 10
+		for _, t := range s.Teams {
+			width = max(width, utf8.RuneCountInString(t.label()))
+		}
+		b.WriteString("the plugin's histograms over the run (first_byte_ms, queue_time_ms, total_time_ms; from the arrival at the gateway):\n")
+		for _, t := range s.Teams {
+			held := "none held at the gateway"
+			switch {
+			case t.Queue.N > 0:
+				held = fmt.Sprintf("%d held at the gateway, p50 %s, p99 %s", t.Queue.N, fmtDur(t.Queue.P50, true), fmtDur(t.Queue.P99, true))
+			case s.Flow.Shadow:
+				held = "none held (shadow mode holds nothing)"
+			}
+			total := "end to end -"
+			if t.Total.N > 0 {
+				total = fmt.Sprintf("end to end p50 %s, p99 %s", fmtDur(t.Total.P50, true), fmtDur(t.Total.P99, true))
+			}
+			fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s · %s · %s\n", width, t.label(), ttftCell(t.P50, t), ttftCell(t.P99, t), held, total)
+		}
+	}
+	pools := make([]string, 0, len(s.Jain))
+	for p := range s.Jain {
+		pools = append(pools, p)
+	}
+	slices.Sort(pools)
+	for _, p := range pools {
+		j := s.Jain[p]
+		if j.Readings == 0 {
+			fmt.Fprintf(b, "Jain's index (fairness_jain), pool %s: no reading had two teams above their share (%d readings): nobody to compare\n", p, j.All)
+			continue
+		}
+		fmt.Fprintf(b, "Jain's index (fairness_jain), pool %s: p50 %.3f, lowest %.3f, over %d readings with two or more teams above their share (1: served by share)\n",
+			p, j.P50, j.Min, j.Readings)
 	}
 }
 
@@ -418,12 +526,33 @@ func poolTokens(teams []teamView) map[string]int64 {
 }
 
 // verdict states in words what the run showed: which team borrowed, how
-// long its borrowers waited, and how the within-share teams fared.
-func verdict(teams []teamView) []string {
+// long its borrowers waited, and how the within-share teams fared. In
+// shadow mode (shadow) it says what enforce mode would have done, and
+// nothing of what a share got: nothing was enforced, so a borrower's
+// tokens are what vLLM's arrival order gave it, not capacity the others
+// left idle.
+func verdict(teams []teamView, shadow bool) []string {
 	var out []string
 	total := poolTokens(teams)
 	for _, t := range teams {
 		if t.DoneBorrow == 0 {
+			continue
+		}
+		share := t.Share
+		if t.Status != nil && t.Status.Share > 0 {
+			share = t.Status.Share
+		}
+		got := ""
+		if total[t.Pool] > 0 && share > 0 {
+			got = fmt.Sprintf("%.0f%% of the tokens for a %s share", 100*float64(t.Tokens)/float64(total[t.Pool]), fmtShare(share))
+		}
+		if shadow {
+			line := fmt.Sprintf("%s would have borrowed for %d of its %d requests (would-be priority %s), and enforce mode would have held %d of them at the gateway; "+
+				"nothing was enforced", t.label(), t.DoneBorrow, t.Done, t.Bands, t.WouldHold)
+			if got != "" {
+				line += ": it got " + got + ", what vLLM's arrival order gave it"
+			}
+			out = append(out, line+".")
 			continue
 		}
 		line := fmt.Sprintf("%s borrowed for %d of its %d requests (priority %s)", t.label(), t.DoneBorrow, t.Done, t.Bands)
@@ -431,22 +560,30 @@ func verdict(teams []teamView) []string {
 			line += fmt.Sprintf("; its borrowers waited TTFT p50 %s", fmtDur(t.P50Borrow, true))
 		}
 		if t.HasP50Within && t.HasP50Borrow && t.HeldWithin > 0 {
-			line += fmt.Sprintf(", its within-share requests %s: both include the time held at the gateway (p50 %s borrowing, %s within share), "+
-				"since a slot of its reservation goes to its own oldest held request",
-				fmtDur(t.P50Within, true), fmtDur(t.HeldBorrow, true), fmtDur(t.HeldWithin, true))
+			if t.HeldBorrow > 0 {
+				line += fmt.Sprintf(", its within-share requests %s: both include the time held at the gateway (p50 %s borrowing, %s within share), "+
+					"since a slot of its reservation goes to its own oldest held request",
+					fmtDur(t.P50Within, true), fmtDur(t.HeldBorrow, true), fmtDur(t.HeldWithin, true))
+			} else {
+				// Most borrowers went at once (room, or a fallback pool
+				// took them): a p50 of 0 held says nothing to print.
+				line += fmt.Sprintf(", its within-share requests %s: they include the time held at the gateway (p50 %s), "+
+					"since a slot of its reservation goes to its own oldest held request, while most of its borrowers were not held",
+					fmtDur(t.P50Within, true), fmtDur(t.HeldWithin, true))
+			}
 		}
-		share := t.Share
-		if t.Status != nil && t.Status.Share > 0 {
-			share = t.Status.Share
-		}
-		if total[t.Pool] > 0 && share > 0 && float64(t.Tokens)/float64(total[t.Pool]) > share {
-			line += fmt.Sprintf("; it got %.0f%% of the tokens for a %s share: capacity the others left idle",
-				100*float64(t.Tokens)/float64(total[t.Pool]), fmtShare(share))
+		if got != "" && float64(t.Tokens)/float64(total[t.Pool]) > share {
+			line += "; it got " + got + ": capacity the others left idle"
 		}
 		out = append(out, line+".")
 	}
 	for _, t := range teams {
 		if t.DoneBorrow == 0 && t.DoneWithin > 0 {
+			if shadow {
+				out = append(out, fmt.Sprintf("%s would have stayed within its share: %d requests at would-be priority %s, TTFT p50 %s (nothing enforced).",
+					t.label(), t.DoneWithin, t.Bands, fmtDur(t.P50Within, t.HasP50Within)))
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s stayed within its share: %d requests at priority %s, TTFT p50 %s.",
 				t.label(), t.DoneWithin, t.Bands, fmtDur(t.P50Within, t.HasP50Within)))
 		}
@@ -461,6 +598,11 @@ func renderBaseline(b *strings.Builder, s summary) {
 		return
 	}
 	b.WriteString("without the plugin: the same demo load on the same simulated engine under vLLM's default fcfs, computed in virtual time:\n")
+	with := "with the plugin"
+	if s.Flow.Shadow {
+		b.WriteString("  (in shadow mode the plugin changes nothing vLLM sees, so the two differ only by the run's timing)\n")
+		with = "with the plugin in shadow mode"
+	}
 	total := poolTokens(s.Teams)
 	width := 10
 	for _, t := range s.Teams {
@@ -481,8 +623,8 @@ func renderBaseline(b *strings.Builder, s summary) {
 			}
 			return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(of))
 		}
-		fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s (with the plugin %s, %s) · %s of the tokens (with %s) · %d requests (with %d)\n",
-			width, t.label(), fmtDur(base.P50, base.HasTTFT), fmtDur(base.P99, base.HasTTFT), ttftCell(t.P50, t), ttftCell(t.P99, t),
+		fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s (%s %s, %s) · %s of the tokens (with %s) · %d requests (with %d)\n",
+			width, t.label(), fmtDur(base.P50, base.HasTTFT), fmtDur(base.P99, base.HasTTFT), with, ttftCell(t.P50, t), ttftCell(t.P99, t),
 			pct(base.Tokens, sum), pct(t.Tokens, total[t.Pool]), base.Done, t.Done)
 	}
 }

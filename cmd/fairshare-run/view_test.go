@@ -272,3 +272,133 @@ func TestRenderReplicasStanding(t *testing.T) {
 		t.Errorf("replica line:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestShadowViewTellsTheTruth: in shadow mode nothing is enforced, so the
+// view and the summary say what enforce mode would have done (would-be
+// priorities, would-hold counts) and claim nothing enforce mode's
+// legend and verdict say: no borrowers waiting behind within-share
+// requests in vLLM's queue, no "capacity the others left idle" for a
+// borrower's tokens.
+func TestShadowViewTellsTheTruth(t *testing.T) {
+	f := demoFrame()
+	f.Flow = flowControl{MaxQueueTime: 30 * time.Second, Shadow: true}
+	f.Teams[2].WouldHold = 17
+	var b strings.Builder
+	renderTable(&b, f)
+	live := b.String()
+	b.Reset()
+	renderLines(&b, f)
+	lines := b.String()
+	for _, l := range legend(f.Flow) {
+		if n := utf8.RuneCountInString(l); n > 150 {
+			t.Errorf("shadow legend line of %d characters, want at most 150: %q", n, l)
+		}
+	}
+	for _, c := range []struct{ view, got, want string }{
+		{"table", live, "WOULD PRIO"},
+		{"table", live, "│ HOLD    USAGE      LF RANK\n"},
+		{"table", live, "research     20%    3     28      3     25  1, 11-21      1500   2.10s*   6.00s*     80    0 │   17     9000     0.3    1\n"},
+		{"table", live, "queues the rest in arrival order"},
+		{"lines", lines, "would-be priority 1, 11-21"},
+		{"lines", lines, ", 17 enforce would have held\n"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("shadow %s lacks %q:\n%s", c.view, c.want, c.got)
+		}
+	}
+	if strings.Contains(live, "behind within-share requests") || strings.Contains(live, "  PRIORITY ") {
+		t.Errorf("shadow table says what only enforce mode does:\n%s", live)
+	}
+
+	s := summary{
+		Elapsed: 25 * time.Second, Upstream: "simulated vLLM", Config: "shadow.json", Classes: []string{"interactive", "batch"},
+		Flow: f.Flow,
+		Teams: []teamView{
+			{Name: "search", Share: 0.5, Bands: "0", Done: 43, DoneWithin: 43, Tokens: 2095, P50: 2560 * time.Millisecond, P99: 3630 * time.Millisecond, HasTTFT: true, PluginTTFT: true,
+				P50Within: 2560 * time.Millisecond, HasP50Within: true},
+			{Name: "research", Share: 0.2, Bands: "1, 31", Done: 131, DoneWithin: 15, DoneBorrow: 116, Tokens: 31505, WouldHold: 90,
+				P50: 2550 * time.Millisecond, HasTTFT: true, PluginTTFT: true,
+				P50Within: 2460 * time.Millisecond, HasP50Within: true, P50Borrow: 2560 * time.Millisecond, HasP50Borrow: true},
+		},
+		Baseline: map[string]map[string]baselineTeam{"": {"search": {Done: 46, Tokens: 2000, P50: 2300 * time.Millisecond, HasTTFT: true}}},
+	}
+	b.Reset()
+	renderSummary(&b, s)
+	sum := b.String()
+	for _, want := range []string{
+		"WOULD PRIO",
+		"shadow mode: WITHIN, BORROWED and WOULD PRIO are what enforce mode would have decided; nothing was written or held,",
+		"research would have borrowed for 116 of its 131 requests (would-be priority 1, 31), and enforce mode would have held 90 of them at the gateway; " +
+			"nothing was enforced: it got 94% of the tokens for a 20% share, what vLLM's arrival order gave it.\n",
+		"search would have stayed within its share: 43 requests at would-be priority 0, TTFT p50 2.56s (nothing enforced).\n",
+		"(with the plugin in shadow mode 2.56s, 3.63s)",
+	} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("shadow summary lacks %q:\n%s", want, sum)
+		}
+	}
+	if strings.Contains(sum, "left idle") {
+		t.Errorf("shadow summary credits the others with leaving capacity idle:\n%s", sum)
+	}
+}
+
+// TestVerdictBorrowersNotHeld: when most of a team's borrowers went at
+// once (a fallback took them) while its within-share requests were held,
+// the verdict says so instead of printing a held p50 of 0.
+func TestVerdictBorrowersNotHeld(t *testing.T) {
+	got := verdict([]teamView{{Name: "research", Share: 0.2, Bands: "1, 31", Done: 100, DoneWithin: 30, DoneBorrow: 70, Tokens: 10,
+		P50Within: 2 * time.Second, HasP50Within: true, P50Borrow: 700 * time.Millisecond, HasP50Borrow: true, HeldWithin: 1800 * time.Millisecond}}, false)
+	want := "research borrowed for 70 of its 100 requests (priority 1, 31); its borrowers waited TTFT p50 700ms, its within-share requests 2.00s: " +
+		"they include the time held at the gateway (p50 1.80s), since a slot of its reservation goes to its own oldest held request, " +
+		"while most of its borrowers were not held; it got 100% of the tokens for a 20% share: capacity the others left idle."
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("verdict = %q\nwant %q", got, want)
+	}
+	if strings.Contains(strings.Join(got, ""), "µs") {
+		t.Errorf("verdict prints a zero held time: %q", got)
+	}
+}
+
+// TestRenderLinesCapacitySource: the line view names where the pool's
+// capacity comes from next to the word capacity, and the pool's Jain
+// reading.
+func TestRenderLinesCapacitySource(t *testing.T) {
+	f := demoFrame()
+	f.Pools[0].Source = "engines (2)"
+	f.Jain = map[string]jainReading{"llama-8b": {J: 0.982, Saturated: 2}}
+	var b strings.Builder
+	renderLines(&b, f)
+	if want := "[ 12s] pool llama-8b: 33/16 in flight, 25 borrowing · capacity read from engines (2) · Jain 0.982 over 2 teams\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("renderLines() lacks %q:\n%s", want, b.String())
+	}
+	f.Jain["llama-8b"] = jainReading{J: 1, Saturated: 1}
+	b.Reset()
+	renderTable(&b, f)
+	if want := "capacity 16 read from engines (2) · in flight 33 (within share 8, borrowing 25) · 17 above capacity: waiting in vLLM's queue · Jain - (fewer than two teams above their share)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("renderTable() lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestRenderSummaryLatency: the summary lists every team's queue time and
+// end to end next to its TTFT from the plugin's histograms, and each
+// pool's Jain index over the readings that compare two teams or more.
+func TestRenderSummaryLatency(t *testing.T) {
+	s := summary{Flow: flowControl{On: true, MaxQueueTime: 30 * time.Second}, Teams: []teamView{
+		{Name: "search", Done: 10, P50: 90 * time.Millisecond, P99: 400 * time.Millisecond, HasTTFT: true, PluginTTFT: true,
+			Total: latencyStats{N: 10, P50: time.Second, P99: 1500 * time.Millisecond}},
+		{Name: "research", Done: 20, P50: 3 * time.Second, P99: 4 * time.Second, HasTTFT: true, PluginTTFT: true,
+			Queue: latencyStats{N: 12, P50: 2800 * time.Millisecond, P99: 3900 * time.Millisecond}, Total: latencyStats{N: 20, P50: 6 * time.Second, P99: 8 * time.Second}},
+	}, Jain: map[string]jainSummary{"llama-8b": {P50: 0.97, Min: 0.9, Readings: 20, All: 30}, "qwen": {All: 30}}}
+	var b strings.Builder
+	renderSummary(&b, s)
+	for _, want := range []string{
+		"  search     TTFT p50 90ms, p99 400ms · none held at the gateway · end to end p50 1.00s, p99 1.50s\n",
+		"  research   TTFT p50 3.00s, p99 4.00s · 12 held at the gateway, p50 2.80s, p99 3.90s · end to end p50 6.00s, p99 8.00s\n",
+		"Jain's index (fairness_jain), pool llama-8b: p50 0.970, lowest 0.900, over 20 readings with two or more teams above their share (1: served by share)\n",
+		"Jain's index (fairness_jain), pool qwen: no reading had two teams above their share (30 readings): nobody to compare\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -35,7 +35,14 @@
 //     kustomize (sigs.k8s.io/kustomize/api) renders it and the plugin-only
 //     overlay (the sidecar kit without its vLLM) into objects that decode
 //     as strictly; the overlay's policies reach a vLLM patched as its
-//     vllm-pod-patch.yaml says;
+//     vllm-pod-patch.yaml says; the sidecar and gateway kits create their
+//     Namespace, the plugin-only overlay and the inference-pool kit do not;
+//   - the kind overlay (deploy/istio/kind) is the gateway kit with one
+//     gateway replica in front of the vLLM simulator, its capacity the
+//     simulator's max-num-seqs, its plugin read from a file an init
+//     container puts where istio-proxy mounts it, and tokens that verify
+//     against the keys it carries; its smoke.sh parses (bash -n) and uses
+//     the overlay's names and the plugin's header names;
 //   - every PromQL expression of deploy/grafana/fairshare-dashboard.json
 //     names a metric the built plugin.wasm defines (driven through every
 //     path that defines one), as Prometheus sees it after envoy.yaml's

@@ -50,12 +50,13 @@ const (
 // InferencePool (our reading of its CRD, gie_test.go: the Go module proxy
 // refuses GIE's module).
 var k8sKinds = map[string]func() metav1.Object{
-	"v1 ConfigMap":                                 func() metav1.Object { return new(corev1.ConfigMap) },
-	"v1 Secret":                                    func() metav1.Object { return new(corev1.Secret) },
-	"v1 Service":                                   func() metav1.Object { return new(corev1.Service) },
-	"v1 ServiceAccount":                            func() metav1.Object { return new(corev1.ServiceAccount) },
-	"apps/v1 Deployment":                           func() metav1.Object { return new(appsv1.Deployment) },
-	"rbac.authorization.k8s.io/v1 Role":            func() metav1.Object { return new(rbacv1.Role) },
+	"v1 ConfigMap":                      func() metav1.Object { return new(corev1.ConfigMap) },
+	"v1 Namespace":                      func() metav1.Object { return new(corev1.Namespace) },
+	"v1 Secret":                         func() metav1.Object { return new(corev1.Secret) },
+	"v1 Service":                        func() metav1.Object { return new(corev1.Service) },
+	"v1 ServiceAccount":                 func() metav1.Object { return new(corev1.ServiceAccount) },
+	"apps/v1 Deployment":                func() metav1.Object { return new(appsv1.Deployment) },
+	"rbac.authorization.k8s.io/v1 Role": func() metav1.Object { return new(rbacv1.Role) },
 	"rbac.authorization.k8s.io/v1 RoleBinding":     func() metav1.Object { return new(rbacv1.RoleBinding) },
 	"gateway.networking.k8s.io/v1 Gateway":         func() metav1.Object { return new(gatewayv1.Gateway) },
 	"gateway.networking.k8s.io/v1 HTTPRoute":       func() metav1.Object { return new(gatewayv1.HTTPRoute) },
@@ -442,6 +443,13 @@ const gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 func checkKitCommon(t *testing.T, k *kit, host pluginHost, ownCapacity bool) map[string]any {
 	t.Helper()
 	for _, o := range k.objs {
+		if o.kind == "Namespace" {
+			// The kit creates the namespace everything else lives in.
+			if o.meta.GetName() != "llm-serving" {
+				t.Errorf("%s: Namespace %q, want llm-serving, the kit's", o.file, o.meta.GetName())
+			}
+			continue
+		}
 		if o.meta.GetNamespace() != "llm-serving" {
 			t.Errorf("%s: namespace %q, want llm-serving like the rest of the kit", o.file, o.meta.GetNamespace())
 		}
@@ -652,8 +660,8 @@ func TestSidecarKit(t *testing.T) {
 	k := mustLoadKit(t, sidecarKitDir)
 	want := []string{
 		"AuthorizationPolicy/fairshare-require-team", "ConfigMap/fairshare-stats", "Deployment/vllm",
-		"EnvoyFilter/fairshare-buffer-limit", "EnvoyFilter/fairshare-engine-metrics", "RequestAuthentication/fairshare-team",
-		"Secret/fairshare-pull", "Service/vllm", "WasmPlugin/fairshare",
+		"EnvoyFilter/fairshare-buffer-limit", "EnvoyFilter/fairshare-engine-metrics", "Namespace/llm-serving",
+		"RequestAuthentication/fairshare-team", "Secret/fairshare-pull", "Service/vllm", "WasmPlugin/fairshare",
 	}
 	if got := k.inventory(); !slices.Equal(got, want) {
 		t.Errorf("sidecar kit objects = %v, want %v", got, want)
@@ -689,7 +697,7 @@ func TestGatewayKit(t *testing.T) {
 	want := []string{
 		"AuthorizationPolicy/fairshare-require-team", "ConfigMap/fairshare-stats", "Deployment/llm-gateway",
 		"Deployment/vllm", "DestinationRule/vllm", "EnvoyFilter/fairshare-buffer-limit", "EnvoyFilter/fairshare-engine-metrics", "Gateway/llm-gateway",
-		"RequestAuthentication/fairshare-team", "Secret/fairshare-pull", "Service/llm-gateway", "Service/vllm",
+		"Namespace/llm-serving", "RequestAuthentication/fairshare-team", "Secret/fairshare-pull", "Service/llm-gateway", "Service/vllm",
 		"VirtualService/vllm", "WasmPlugin/fairshare",
 	}
 	if got := k.inventory(); !slices.Equal(got, want) {
