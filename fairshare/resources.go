@@ -199,14 +199,6 @@ func (a amounts) add(b amounts) amounts {
 	return a
 }
 
-// sub returns a − b in every kind.
-func (a amounts) sub(b amounts) amounts {
-	for k := range a {
-		a[k] -= b[k]
-	}
-	return a
-}
-
 // isZero reports whether a is 0 in every kind.
 func (a amounts) isZero() bool { return a == amounts{} }
 
