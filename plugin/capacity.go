@@ -229,6 +229,8 @@ func (s *engineSet) encode() []byte {
 		b = strconv.AppendInt(b, int64(e.r.waiting), 10)
 		b = append(b, `,"usage":`...)
 		b = strconv.AppendFloat(b, e.r.usage, 'g', -1, 64)
+		b = append(b, `,"asleep":`...)
+		b = strconv.AppendInt(b, int64(e.r.asleep), 10)
 		b = append(b, '}')
 	}
 	return append(b, `}}`...)
@@ -244,7 +246,8 @@ func decodeEngineSet(b []byte) *engineSet {
 	r.Get("engines").ForEach(func(k, v gjson.Result) bool {
 		s.engines[k.String()] = &engineEntry{seen: v.Get("seen").Int(), read: v.Get("read").Int(), fail: v.Get("fail").Int(), err: v.Get("err").String(),
 			r: engineReading{cores: int(v.Get("cores").Int()), kvTokens: v.Get("kv").Int(), maxNumSeqs: int(v.Get("seqs").Int()),
-				running: int(v.Get("running").Int()), waiting: int(v.Get("waiting").Int()), usage: v.Get("usage").Float()}}
+				running: int(v.Get("running").Int()), waiting: int(v.Get("waiting").Int()), usage: v.Get("usage").Float(),
+				asleep: int(v.Get("asleep").Int())}}
 		return true
 	})
 	return s
@@ -509,7 +512,9 @@ func sum(now time.Time, cf *capacityFrom, cfgC int, cfgKV int64, s *engineSet) (
 	return c, kv, n
 }
 
-// apply makes the fresh readings (or the configuration) the pool's C and K.
+// apply makes the fresh readings (or the configuration) the pool's C and
+// K; with the cluster block it only records what this proxy read, which
+// its next sync publishes.
 func (cs *capacitySync) apply(now time.Time, ps *poolState) {
 	cf := ps.cfg.capFrom
 	var c, n int
@@ -521,6 +526,11 @@ func (cs *capacitySync) apply(now time.Time, ps *poolState) {
 			s.source = sourceEngines
 		}
 	})
+	if cs.pc.cfg.fleetPool(ps.cfg) {
+		// The replica's slice is Rebalance's, of the totals the fleet
+		// agrees on from every replica's readings (fleetcap.go).
+		return
+	}
 	var prevC int
 	var prevKV int64
 	err := cs.pc.updatePool(now, ps, "capacity_from apply", func(p *fairshare.Pool) {
@@ -675,6 +685,9 @@ func (cs *capacityStatus) append(b []byte, now time.Time) []byte {
 		b = append(b, `,"counted":`...)
 		b = strconv.AppendBool(b, fresh)
 		b = appendIntField(b, "cores", e.r.cores)
+		if e.r.asleep > 0 {
+			b = appendIntField(b, "cores_asleep", e.r.asleep)
+		}
 		b = appendIntField(b, "kv_tokens", int(e.r.kvTokens))
 		b = appendIntField(b, "running", e.r.running)
 		b = appendIntField(b, "waiting", e.r.waiting)

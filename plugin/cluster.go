@@ -100,6 +100,9 @@ type poolSync struct {
 	// pending is the contribution of the transaction under way.
 	pending   map[string]float64
 	pendingAt int64
+	// cap is the totals the fleet last agreed on, for a pool whose
+	// capacity comes from the engines (fleetcap.go).
+	cap agreed
 }
 
 // departedKey is the key, under a pool's prefix, of the usage folded
@@ -145,6 +148,18 @@ func (s *clusterState) encode() []byte {
 		b = strconv.AppendInt(b, ps.mineAt, 10)
 		b = append(b, `,"mine":`...)
 		b = appendUsage(b, ps.mine)
+		if ps.cap.at > 0 {
+			b = append(b, `,"cap":[`...)
+			for i, x := range []int64{int64(ps.cap.c), ps.cap.kv, int64(ps.cap.n), ps.cap.at} {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, x, 10)
+			}
+			b = append(b, ',')
+			b = strconv.AppendBool(b, ps.cap.stale)
+			b = append(b, ']')
+		}
 		b = append(b, '}')
 	}
 	return append(b, `}}`...)
@@ -188,8 +203,12 @@ func decodeClusterState(b []byte) (*clusterState, bool) {
 	s := &clusterState{leader: uint32(r.Get("leader").Uint()), at: r.Get("at").Int(), replica: r.Get("replica").String(),
 		lease: r.Get("lease").String(), sent: r.Get("sent").Int(), pools: map[string]*poolSync{}}
 	r.Get("pools").ForEach(func(k, v gjson.Result) bool {
-		s.pools[k.String()] = &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others")),
+		ps := &poolSync{n: int(v.Get("n").Int()), othersAt: v.Get("at").Int(), others: parseUsage(v.Get("others")),
 			restored: v.Get("restored").Bool(), mine: parseUsage(v.Get("mine")), mineAt: v.Get("mine_at").Int()}
+		if c := v.Get("cap").Array(); len(c) == 5 {
+			ps.cap = agreed{c: int(c[0].Int()), kv: c[1].Int(), n: int(c[2].Int()), at: c[3].Int(), stale: c[4].Bool()}
+		}
+		s.pools[k.String()] = ps
 		return true
 	})
 	return s, s.replica != ""
@@ -399,6 +418,7 @@ func (cs *clusterSync) fail(what string, status int, err error) {
 	} else {
 		hostcalls.LogWarnf("fairshare: cluster: %s: HTTP %d", what, status)
 	}
+	cs.fleetStale(cs.now())
 	cs.save(cs.now())
 }
 
@@ -491,8 +511,17 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	var put []etcdPut
 	registered := false
 	newOthers := map[string]float64{}
+	fleet := cs.pc.cfg.fleetPool(ps.cfg)
+	var fleetTot fairshare.Totals
+	var readings fleetReport
+	if fleet {
+		fleetTot, readings = cs.agree(now, ps, sync, pre, kvs)
+	}
 	err := cs.pc.updatePool(now, ps, "cluster rebalance", func(p *fairshare.Pool) {
-		tot := p.Totals()
+		tot := fleetTot
+		if !fleet {
+			tot = p.Totals()
+		}
 		teams = tot.Teams
 		members, reports, mine, fold, registered = members[:0], reports[:0], mine[:0], fold[:0], false
 		live := map[string]bool{}
@@ -603,8 +632,12 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		usage := appendUsage([]byte(`{"at":`+strconv.FormatInt(now.UnixNano(), 10)+`,"usage":`), own)
 		usage = append(usage, '}')
 		// The report carries the slice in force once the write is in.
+		report := encodeMember(teams, demand, next, used)
+		if fleet {
+			report = appendFleet(report, readings)
+		}
 		put = []etcdPut{
-			{key: pre + "m/" + st.replica, value: encodeMember(teams, demand, next, used), lease: st.lease},
+			{key: pre + "m/" + st.replica, value: report, lease: st.lease},
 			{key: pre + "u/" + st.replica, value: usage},
 		}
 		sync.pending, sync.pendingAt = own, now.UnixNano()
@@ -646,7 +679,7 @@ func (cs *clusterSync) shrinkAll(now time.Time) {
 		}
 		_ = cs.pc.updatePool(now, ps, "cluster shrink", func(p *fairshare.Pool) {
 			applied, _ := p.Slice()
-			tot := p.Totals()
+			tot := cs.lastTotals(ps, p)
 			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, n, applied)
 			p.SetSlice(&safe)
 			p.SetLoans(nil, nil)

@@ -238,14 +238,23 @@ type poolConfig struct {
 
 // coreConfig is the fairshare configuration of pool p under c.
 func (c *config) coreConfig(p *poolConfig) fairshare.Config {
+	capacity, kv := p.capacity, p.kvTokens
+	if c.fleetPool(p) {
+		// The agreed totals may exceed the configured ones: the record's
+		// configured totals bound every slice (fleetcap.go).
+		capacity = fleetCeilingC
+		if kv > 0 {
+			kv = fleetCeilingKV
+		}
+	}
 	return fairshare.Config{
-		Capacity:       p.capacity,
+		Capacity:       capacity,
 		Teams:          p.teams,
 		HalfLife:       c.halfLife,
 		EntryPenalty:   c.entryPenalty,
 		HolderTimeout:  c.holderTimeout,
 		RequestTimeout: c.requestTimeout,
-		KVTokens:       p.kvTokens,
+		KVTokens:       kv,
 		QueueLimit:     c.coreQueueLimit(),
 		TeamQueueLimit: c.teamQueueLimit,
 		MaxQueueTime:   c.maxQueueTime,
@@ -566,13 +575,7 @@ func parse(data []byte) (config, error) {
 		ps.add("pools", "required: at least one pool")
 	}
 	checkEngineModes(&ps, &c)
-	if c.cluster != nil {
-		for i := range c.pools {
-			if c.pools[i].capFrom != nil {
-				ps.add("pools["+strconv.Itoa(i)+"].capacity_from", "cannot be used with the cluster block yet: each proxy would take the engines' sum as the whole pool while etcd hands out its slices of the configured capacity")
-			}
-		}
-	}
+	checkFleet(&ps, &c)
 	checkSpill(&ps, &c)
 	if len(ps) > 0 {
 		return c, &configError{ps}

@@ -109,6 +109,8 @@
 //	errors.go      the OpenAI-style local replies (reply, tooMany) and their bodies
 //	capacity.go    capacity_from: C and K read from the engines' /metrics by one poller VM
 //	               per proxy, learnt engine addresses (upstream.address), SetCapacity
+//	fleetcap.go    capacity_from with the cluster block: readings in the member reports,
+//	               one agreed C and K for Rebalance (agreeCapacity), kept when etcd is lost
 //	promtext.go    the engines' Prometheus text: vllm:cache_config_info and the gauges
 //	latency.go     the latency histograms and token counters by pool, team and class
 //	               (arrival, dispatch, first byte, end), Jain's fairness index
@@ -262,7 +264,10 @@
 // before; one VM per
 // proxy syncs the slices and the usage with etcd on its tick, through
 // proxy_http_call on etcd's JSON gateway (cluster.go has the picture).
-// Nothing on the request path waits for etcd.
+// Nothing on the request path waits for etcd. A pool with capacity_from
+// divides the C and K the proxies agree on from the engine readings
+// each publishes in its report (fleetcap.go has the picture and the
+// rule), so the slices follow the engines as one proxy's C does.
 //
 // The package compiles natively too (hostcalls then reports
 // ErrorUnimplemented), so its pure parts are unit-tested natively; the

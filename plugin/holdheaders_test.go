@@ -14,7 +14,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
-// hold_headers "on" through plugin.wasm (issue 19): a scheduled request's
+// hold_headers "on" through plugin.wasm: a scheduled request's
 // headers are stopped in on_request_headers, so under Envoy's
 // allow_on_headers_stop_iteration nothing of a held request exists
 // upstream until its dispatch, and the decision goes into the request

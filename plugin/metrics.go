@@ -55,6 +55,8 @@ const (
 	mKVTokens             = "kv_tokens"                    // gauge, pool: K, the live KV capacity in tokens (0: no KV resource)
 	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
 	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
+	mCapacityAgreed       = "capacity_agreed"              // gauge, pool (capacity_from with cluster): the C the fleet last agreed on (fleetcap.go)
+	mCapacityStale        = "capacity_stale"               // gauge, pool (capacity_from with cluster): 1 while this replica cannot reach etcd and keeps the last agreed C
 
 	mClusterSyncs     = "cluster_syncs_total"     // counter, plugin: pool reports written to etcd
 	mClusterConflicts = "cluster_conflicts_total" // counter, plugin: etcd transactions that lost the compare

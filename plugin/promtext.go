@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,6 +28,18 @@ import (
 // kv_cache_max_concurrency is kv_cache_size_tokens / max_model_len, a
 // bound on full-length requests, not the engine's sequence limit: it is
 // read for the status only.
+//
+// A drained engine that still answers /metrics counts for nothing: vLLM
+// exports its sleep mode as the gauge vllm:engine_sleep_state, one series
+// per engine core and state (labels engine, model_name and sleep_state
+// "awake", "weights_offloaded" or "discard_all"; awake is 1 while the
+// core serves, 0 while it sleeps at level 1 or 2), set by
+// PrometheusStatLogger.record_sleep_state in vllm/v1/metrics/loggers.py.
+// A core whose awake series is 0 is asleep: neither its sequences nor its
+// KV tokens count, and a server whose cores all sleep is read as zero
+// cores (a reading, not a failure: it answers, it serves nothing). A
+// vLLM without sleep mode exports the series at awake 1, or not at all
+// (older versions): every core counts.
 
 // engineReading is what one /metrics answer says.
 type engineReading struct {
@@ -37,6 +50,7 @@ type engineReading struct {
 	running    int     // vllm:num_requests_running, summed
 	waiting    int     // vllm:num_requests_waiting, summed
 	usage      float64 // vllm:kv_cache_usage_perc, mean over the cores (0..1)
+	asleep     int     // engine cores asleep (vllm:engine_sleep_state awake 0): not in cores nor kvTokens
 }
 
 // maxMetricsBytes bounds the /metrics answer the plugin reads: a vLLM
@@ -54,6 +68,14 @@ func parseEngineMetrics(b []byte) (engineReading, error) {
 		return r, errors.New("metrics answer larger than 4 MiB")
 	}
 	usageN := 0
+	// The cores' KV tokens by engine label, and the engines asleep, so
+	// that a core asleep is taken out whatever the order of the series.
+	type core struct {
+		engine string
+		kv     int64
+	}
+	var cores []core
+	var asleep []string
 	for len(b) > 0 {
 		var line []byte
 		if i := indexByte(b, '\n'); i >= 0 {
@@ -84,6 +106,7 @@ func parseEngineMetrics(b []byte) (engineReading, error) {
 			}
 			r.cores++
 			r.kvTokens = min(r.kvTokens+kv, 1<<40)
+			cores = append(cores, core{labels["engine"], kv})
 			if c, err := strconv.ParseFloat(labels["kv_cache_max_concurrency"], 64); err == nil && c > 0 && !math.IsInf(c, 0) {
 				r.maxConc += c
 			}
@@ -96,6 +119,11 @@ func parseEngineMetrics(b []byte) (engineReading, error) {
 				if n, ok := positiveInt(labels["max_num_seqs"]); ok {
 					r.maxNumSeqs = int(min(n, 1<<20))
 				}
+			}
+		case name == "vllm:engine_sleep_state":
+			labels, val, err := parseSample(rest)
+			if err == nil && labels["sleep_state"] == "awake" && val == 0 && !slices.Contains(asleep, labels["engine"]) {
+				asleep = append(asleep, labels["engine"])
 			}
 		case name == "vllm:num_requests_running", name == "vllm:num_requests_waiting", name == "vllm:kv_cache_usage_perc":
 			_, val, err := parseSample(rest)
@@ -115,6 +143,13 @@ func parseEngineMetrics(b []byte) (engineReading, error) {
 	}
 	if r.cores == 0 {
 		return engineReading{}, errNoCacheInfo
+	}
+	for _, c := range cores {
+		if slices.Contains(asleep, c.engine) {
+			r.cores--
+			r.asleep++
+			r.kvTokens -= c.kv
+		}
 	}
 	if usageN > 0 {
 		r.usage /= float64(usageN)

@@ -44,6 +44,17 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			if ps.rec.p.Sliced() {
 				st.whole = ps.cfg.capacity
 			}
+			if pc.cfg.fleetPool(ps.cfg) {
+				// The record's totals are a ceiling; the fleet's are the
+				// ones it agreed on (fleetcap.go).
+				st.kv = ps.cfg.kvTokens
+				if st.fleet = pc.loadFleetStatus(ps); st.fleet != nil {
+					st.whole = max(st.fleet.a.c, 1)
+					if st.kv > 0 {
+						st.kv = st.fleet.a.kv
+					}
+				}
+			}
 			st.teams = ps.rec.p.Snapshot(now)
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
@@ -94,6 +105,9 @@ type poolStatus struct {
 	// capacity_from, its engines as the poller last wrote them.
 	kv   int64
 	caps *capacityStatus
+	// fleet, for a pool with capacity_from and the cluster block, is
+	// the totals the fleet last agreed on (nil: never synced).
+	fleet *fleetStatus
 }
 
 // appendMode adds the plugin's mode to the status document b (which ends
@@ -120,7 +134,7 @@ func appendMode(b []byte, c *config) []byte {
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
 //	   "engine_priority", "engine_priority_in_force", "spill_to"?,
 //	   "spilled_to"?, "spilled_in"?, "error"?,
-//	   "kv_tokens"?, "capacity_source"?, "engines"?,
+//	   "kv_tokens"?, "capacity_source"?, "engines"?, "capacity_agreed"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "lent"?, "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
@@ -142,6 +156,13 @@ func appendMode(b []byte, c *config) []byte {
 // capacity_source "engines (N)" when C and K are the sum of N engines'
 // readings, "config" when no engine could be read (the configured
 // values); engines lists every engine the poller knows (capacityStatus).
+// capacity_agreed is present for a pool with capacity_from and the
+// cluster block once this proxy synced: the capacity (and kv_tokens)
+// the fleet agreed on from every replica's readings, the engine cores
+// counted (0: the configured values), the age of the agreement, and
+// stale, true while the last sync could not reach etcd and the replica
+// keeps the last agreed totals; pool_capacity and kv_tokens are then
+// the agreed ones.
 // spill_to, spilled_to (requests moved to each fallback) and spilled_in
 // (requests moved here from other pools), counted on every VM of this
 // proxy, are present when the pool spills or is a fallback (spill.go).
@@ -192,6 +213,9 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 		}
 		if p.caps != nil {
 			b = p.caps.append(b, now)
+		}
+		if p.fleet != nil {
+			b = p.fleet.append(b, now, p.kv > 0)
 		}
 		b = append(b, `,"teams":[`...)
 		for j := range p.teams {

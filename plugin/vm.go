@@ -79,6 +79,9 @@ type poolState struct {
 	// the record (cfg.teams in order, then fairshare.UnknownTeam), made
 	// at the first use (slot).
 	slots []teamSlot
+	// fleet caches the totals of a pool whose capacity the proxies of a
+	// cluster agree on from the engines (fleetcap.go).
+	fleet fleetCache
 }
 
 // teamSlot is what the request path needs of one entry of a pool, kept
@@ -266,7 +269,7 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	p := ps.rec.p
 	stats := p.Snapshot(now)
 	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
-	if k := p.KVTokens(); k > 0 || ps.cfg.capFrom != nil {
+	if k := p.KVTokens(); (k > 0 || ps.cfg.capFrom != nil) && !pc.cfg.fleetPool(ps.cfg) {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}
 	pc.fairness(ps, stats)

@@ -192,7 +192,7 @@ func TestFlowHoldsBorrowersOnly(t *testing.T) {
 	}
 }
 
-// flowKnownFailures are the targets of issue 10 that the flow-control
+// flowKnownFailures are the acceptance targets that the flow-control
 // plugin column misses today ("scenario/mode/target"), as measured by
 // `make fairness` (docs/results/README.md). TestFlowControlAcceptance
 // fails on any other target that misses, and on any of these that holds:
@@ -206,11 +206,11 @@ var flowKnownFailures = map[string]bool{
 	"s5-reclaim/pr45561/Jain":                         true,
 }
 
-// TestFlowControlAcceptance asserts issue 10's acceptance targets
+// TestFlowControlAcceptance asserts the flow-control acceptance targets
 // (fairbench.FlowTargets) on the flow-control plugin column, every
 // synthetic scenario (S1–S7, S2b) at full length, both engine behaviours, as
 // `make fairness` measures them; the targets in flowKnownFailures must
-// still miss. The trace scenarios (issue 21; several minutes each through
+// still miss. The trace scenarios (several minutes each through
 // plugin.wasm) are measured by `make fairness` and their targets tabled
 // in docs/results/README.md and docs/fairness.md, not asserted here.
 func TestFlowControlAcceptance(t *testing.T) {
@@ -307,7 +307,7 @@ func testEtcd(t *testing.T) string {
 	return url
 }
 
-// TestReplicasActAsOnePool asserts issue 13's targets on the scenarios
+// TestReplicasActAsOnePool asserts the replicas targets on the scenarios
 // with gateway_replicas (S1, S2), at full length as `make fairness`
 // measures them, both engine modes: the flow-control plugin column run
 // as three proxies of plugin.wasm sharing the pool through a real etcd,
@@ -377,7 +377,7 @@ func TestReplicasSameSeedSameResults(t *testing.T) {
 
 // TestEngineOffHoldsSharesOnFCFS runs S2 through the engine-off column
 // (engine_priority "off", engines under FCFS): no forwarded body carries a
-// priority (the gateway fails the run otherwise) and issue 22's target,
+// priority (the gateway fails the run otherwise) and the engine-off target,
 // read from the scenario file, holds in every mode.
 func TestEngineOffHoldsSharesOnFCFS(t *testing.T) {
 	plugin(t) // compiles the module
@@ -459,6 +459,61 @@ func TestSpillAcceptance(t *testing.T) {
 		for _, p := range rs[1].Spill.Pools {
 			if p.SpilledIn != 0 || p.SpilledOut != 0 {
 				t.Errorf("%s: the no-spill column moved requests: %+v", m, p)
+			}
+		}
+	}
+}
+
+// TestFleetFollowsEngines asserts S9's targets on its fleets, at full
+// length as `make fairness` measures them, both engine modes: the
+// replicas column (three proxies, 70/20/10: gateway_replicas) and the
+// fleet column of every gateway_fleets entry (ten proxies, split
+// unevenly), every proxy reading the engines (capacity_from, engines
+// "learned") and the fleet agreeing on one C from the readings its
+// members publish in their reports. The targets are the scenario file's
+// capacity_from targets on the fleet (fairbench.ReplicaTargets): C follows
+// every change of the engines within capacity_follow_s, every phase's
+// shares within phase_share_error_points, nothing lost; and never more
+// borrowers in flight than the largest C of the run (the gateway also
+// checks every team's within-share requests against its reservation after
+// every submission and fails the run). About a minute on two cores, the
+// ten proxies half of it.
+func TestFleetFollowsEngines(t *testing.T) {
+	one := flowPlugin(t)
+	url := testEtcd(t)
+	s := reduced(t, "s9-elastic", 1)
+	if !s.CapacityFromEngines || len(s.GatewayReplicas) != 3 || len(s.GatewayFleets) == 0 || len(s.CapacityChanges) == 0 {
+		t.Fatalf("%s: capacity_from_engines %v, gateway_replicas %v, gateway_fleets %v, %d capacity changes; want the engines read by three proxies and a larger fleet while they change",
+			s.Name, s.CapacityFromEngines, s.GatewayReplicas, s.GatewayFleets, len(s.CapacityChanges))
+	}
+	type fleet struct {
+		name string
+		gw   fairbench.NewGateway
+	}
+	fs := []fleet{{replicasColumn, replicasPlugin(mod, url)}}
+	for _, n := range s.GatewayFleets {
+		fs = append(fs, fleet{fleetColumn(n), fleetPlugin(mod, url, n)})
+	}
+	// The targets each fleet must meet: the scenario's three
+	// capacity_from targets and the borrowers' bound.
+	const targets = 4
+	for _, mode := range fairbench.Modes {
+		o := runOne(t, s, one(), mode)
+		for _, f := range fs {
+			r := runOne(t, s, f.gw(), mode)
+			ts, err := fairbench.ReplicaTargets(s, mode, o, r, replicaBound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != targets {
+				t.Errorf("%s/%s: %d targets %v, want %d", mode, f.name, len(ts), ts, targets)
+			}
+			for _, tg := range ts {
+				if !tg.OK() {
+					t.Errorf("%s: %v", f.name, tg)
+				} else {
+					t.Logf("%s: %v", f.name, tg)
+				}
 			}
 		}
 	}

@@ -113,19 +113,19 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		if reps[0].Column(reps[0].Modes[0], fairbench.AblationNativeFlow) != nil {
 			cols = append(cols, fairbench.AblationNativeFlow)
 		}
-		fmt.Fprintf(&b, "### Flow-control acceptance targets (issue 10)\n\nEvery target of the scenario files (issue 10's for S1–S7 and S2b, issue 21's for the trace scenarios t1 and t2) measured on the `plugin` column (%s) and, where run, on `%s` (the core's flow control run natively). ✓ holds, ✗ fails.\n\n",
+		fmt.Fprintf(&b, "### Flow-control acceptance targets\n\nEvery target of the scenario files (the flow-control targets for S1–S7 and S2b, the trace targets for t1 and t2) measured on the `plugin` column (%s) and, where run, on `%s` (the core's flow control run natively). ✓ holds, ✗ fails.\n\n",
 			path, fairbench.AblationNativeFlow)
 		if err := fairbench.WriteTargets(&b, reps, cols); err != nil {
 			return err
 		}
 	}
 	if replicas {
-		fmt.Fprintf(&b, "\n### One pool across three proxies (issue 13)\n\n%s\n\n", replicasSummary)
+		fmt.Fprintf(&b, "\n### One pool across three proxies\n\n%s\n\n", replicasSummary)
 		if err := fairbench.WriteReplicas(&b, reps, "plugin", replicasColumn, replicaBound); err != nil {
 			return err
 		}
 		for _, n := range fleets {
-			fmt.Fprintf(&b, "\n#### %d proxies (issue 23)\n\n%s\n\n", n, fleetSummary(n))
+			fmt.Fprintf(&b, "\n#### %d proxies\n\n%s\n\n", n, fleetSummary(n))
 			if err := fairbench.WriteReplicas(&b, reps, "plugin", fleetColumn(n), replicaBound); err != nil {
 				return err
 			}
@@ -136,13 +136,13 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		}
 	}
 	if flow && plugin == "wasm" && len(reps) > 0 {
-		fmt.Fprintf(&b, "\n### Without engine priorities (issue 22)\n\n%s\n\n", engineOffSummary)
+		fmt.Fprintf(&b, "\n### Without engine priorities\n\n%s\n\n", engineOffSummary)
 		if err := fairbench.WriteEngineOffTargets(&b, reps); err != nil {
 			return err
 		}
 	}
 	if len(spills) > 0 {
-		fmt.Fprintf(&b, "\n### Spill-over between pools (issue 20)\n\n%s\n\n", spillSummary)
+		fmt.Fprintf(&b, "\n### Spill-over between pools\n\n%s\n\n", spillSummary)
 		if err := writeSpillTargets(&b, spills); err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ const queueTime = 600 * time.Second
 // flowOptions returns the options of the flow-control plugin column and
 // of its ablations, in column order: `plugin` (holding on, kv_tokens from
 // the engine, the scenario's lending limits), `plugin-noflow` (no
-// flow-control field: the plugin before issue 10), `plugin-nohold`
+// flow-control field: the plugin before flow control), `plugin-nohold`
 // (max_queue_time "0s"), `plugin-nokv` (no kv_tokens), `plugin-nolend`
 // (no lending limit).
 func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []string) {
@@ -35,7 +35,7 @@ func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []s
 		{Name: "plugin-nolend", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true}},
 	}
 	notes = []string{
-		"plugin.wasm without any flow-control field (its defaults: no holding, no kv_tokens, no lending limit): the plugin before issue 10",
+		"plugin.wasm without any flow-control field (its defaults: no holding, no kv_tokens, no lending limit): the plugin before flow control",
 		"plugin.wasm with max_queue_time \"0s\": nothing is held, borrowers go to vLLM at once at their borrowing priority (kv_tokens and lending limits still set)",
 		"plugin.wasm without kv_tokens: capacity in sequences only",
 		"plugin.wasm without the scenario's lending limits (run only where the scenario has some)",
@@ -59,7 +59,7 @@ func engineOffOptions() wasmgw.Options {
 const engineOffNote = "plugin.wasm with flow control as the `plugin` column and `engine_priority: \"off\"`, in front of vLLM engines under `--scheduling-policy fcfs` (vLLM's default): no forwarded body carries a priority (the run fails otherwise), so only holding at the gateway enforces the reservations. Its borrowing counts are 0: with no priority in the body the benchmark cannot see a request's standing"
 
 // engineOffSummary introduces the engine-off table of the summary.
-const engineOffSummary = "What holding alone buys in front of an engine that ignores priorities: the `" + fairbench.EngineOffColumn + "` column (the `plugin` column's flow control with `engine_priority: \"off\"`, engines under `--scheduling-policy fcfs`) on every scenario, in its ablation table; issue 22's target on the scenarios that set it."
+const engineOffSummary = "What holding alone buys in front of an engine that ignores priorities: the `" + fairbench.EngineOffColumn + "` column (the `plugin` column's flow control with `engine_priority: \"off\"`, engines under `--scheduling-policy fcfs`) on every scenario, in its ablation table; on the scenarios that set one, its target: every saturated team's share within a bound, in points, when only holding enforces the reservations."
 
 // replicaBound is the overshoot over C of the borrowers in flight, and
 // over a team's reservation of its within-share requests in flight, that
@@ -74,7 +74,7 @@ const replicasColumn = "plugin-3x"
 const replicasNote = "plugin.wasm with flow control as the `plugin` column, run as three proxies (one host, one VM and one virtual clock each) with the cluster block against one real etcd embedded in the benchmark; 70/20/10 of the requests (the scenario's gateway_replicas); slices synced every second, each sync's calls to etcd completed before the simulation moves on"
 
 // replicasSummary introduces the replicas table of the summary.
-const replicasSummary = "The `plugin` column (one proxy) against `" + replicasColumn + "`: the same plugin.wasm run as three proxies sharing the pool through a real etcd (the `cluster` block), with 70/20/10 of the requests; the scenarios that set `gateway_replicas`. Issue 13's targets: every team's share of the service within ±2 points of the single proxy's, the `alone` team's interactive p99 TTFT at most 1.2× the single proxy's, and the requests in flight bounded: checked after every submission (the run fails otherwise), borrowers at most C and every team's within-share requests at most its reservation. Within-share requests are never held, so the total in flight passes C by the within-share requests sent while the pool is full, on one proxy as on three (most in flight, reported). The last column is every team's mean within-share requests in flight over the window (submission to last token): how much of its reservation its own requests use, on one proxy and across the proxies."
+const replicasSummary = "The `plugin` column (one proxy) against `" + replicasColumn + "`: the same plugin.wasm run as three proxies sharing the pool through a real etcd (the `cluster` block), with 70/20/10 of the requests; the scenarios that set `gateway_replicas`. The targets: every team's share of the service within ±2 points of the single proxy's, the `alone` team's interactive p99 TTFT at most 1.2× the single proxy's, and the requests in flight bounded: checked after every submission (the run fails otherwise), borrowers at most C and every team's within-share requests at most its reservation. Within-share requests are never held, so the total in flight passes C by the within-share requests sent while the pool is full, on one proxy as on three (most in flight, reported). The last column is every team's mean within-share requests in flight over the window (submission to last token): how much of its reservation its own requests use, on one proxy and across the proxies."
 
 // replicasNoflowColumn is the name of the replicas column without flow
 // control.

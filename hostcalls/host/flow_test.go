@@ -10,7 +10,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/hostcalls"
 )
 
-// Holding a request at the gateway and dispatching it later (issue 10,
+// Holding a request at the gateway and dispatching it later (flow control,
 // FLOW-NOTES.md): the conformance module holds the body with
 // StopIterationAndBuffer and a tick or on_queue_ready resumes, rewrites or
 // answers it. Each test pins one thing Envoy refuses (or ignores) that a

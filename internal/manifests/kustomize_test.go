@@ -169,9 +169,11 @@ func TestKitsAreKustomizations(t *testing.T) {
 }
 
 // TestPluginOnlyOverlay: deploy/istio/plugin-only renders the sidecar kit
-// without its vLLM (no Deployment, no Service): the plugin and its policies
-// only, each object decoded strictly, and those policies reach a vLLM whose
-// pods carry what vllm-pod-patch.yaml gives them.
+// without its vLLM (no Deployment, no Service) and without its Namespace
+// (the operator's vLLM already lives there: `kubectl delete -k` of the
+// overlay must not delete it): the plugin and its policies only, each
+// object decoded strictly, and those policies reach a vLLM whose pods carry
+// what vllm-pod-patch.yaml gives them.
 func TestPluginOnlyOverlay(t *testing.T) {
 	k, err := renderKit(istioFS(t, nil), "plugin-only")
 	if err != nil {
@@ -197,7 +199,7 @@ func TestPluginOnlyOverlay(t *testing.T) {
 		t.Fatalf("vllm-pod-patch.yaml does not decode into a Deployment: %v %v", err, errs)
 	}
 	patched.Name = "your-vllm"
-	checkKitCommon(t, k, pluginHost{deploy: &patched}, false)
+	checkKitCommon(t, k, pluginHost{deploy: &patched}, kitOwn{})
 	example := mustLoadKit(t, sidecarKitDir).get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
 	for name, m := range map[string][2]map[string]string{
 		"labels":      {patched.Spec.Template.Labels, example.Spec.Template.Labels},

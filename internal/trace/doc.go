@@ -1,5 +1,5 @@
 // Package trace reads public LLM inference traces into one request stream
-// for the fairness benchmark and the local runner (issue 21): each row of a
+// for the fairness benchmark and the local runner: each row of a
 // trace becomes a [Request] with its arrival time, prompt and output
 // lengths and, where the trace has them, its team, class and prefix block
 // ids.

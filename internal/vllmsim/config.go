@@ -22,7 +22,7 @@ const (
 
 // WaitingPreempt selects whether a waiting request may preempt a running one
 // when the running set is at MaxNumSeqs. vLLM main (2026-05) never does this
-// (issue #40004); the other modes implement open pull requests so that a
+// (vllm-project/vllm issue #40004); the other modes implement open pull requests so that a
 // benchmark can compare them. It has no effect under FCFS.
 type WaitingPreempt string
 

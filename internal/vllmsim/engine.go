@@ -110,6 +110,7 @@ type event struct {
 type engine struct {
 	cfg     EngineConfig
 	replica int
+	sleep   int        // sleep mode level (0: awake; 1, 2), as /metrics exports it (SetSleepLevel)
 	usable  int        // NumBlocks − 1 (the null block)
 	used    int        // blocks held by requests (ref > 0)
 	pool    *blockPool // nil unless EnablePrefixCaching

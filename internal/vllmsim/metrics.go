@@ -78,6 +78,7 @@ type metricsSnapshot struct {
 	engine           int
 	running, waiting int
 	kvUsage          float64
+	sleep            int // sleep level (0: awake)
 	m                engineMetrics
 }
 
@@ -86,7 +87,7 @@ func (e *engine) snapshot() metricsSnapshot {
 	m.ttft, m.e2e, m.queue = m.ttft.clone(), m.e2e.clone(), m.queue.clone()
 	return metricsSnapshot{
 		engine: e.replica, running: len(e.running), waiting: e.waiting.len(),
-		kvUsage: float64(e.used) / float64(e.usable), m: m,
+		kvUsage: float64(e.used) / float64(e.usable), m: m, sleep: e.sleep,
 	}
 }
 
@@ -157,6 +158,21 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 		fmt.Fprintf(w, "vllm:num_requests_waiting_by_reason{%s,reason=\"capacity\"} %s\n", labels(s), pyFloat(float64(s.waiting)))
 		fmt.Fprintf(w, "vllm:num_requests_waiting_by_reason{%s,reason=\"deferred\"} 0.0\n", labels(s))
 	}
+	// vLLM's sleep mode, one series per core and state (vllm/v1/metrics/
+	// loggers.py, PrometheusStatLogger.record_sleep_state): awake 1 and
+	// the others 0 while the core serves; asleep at level 1 (weights
+	// offloaded) or 2 (everything discarded), awake 0 and the level's 1.
+	head("vllm:engine_sleep_state", "gauge", "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
+	for _, s := range snaps {
+		states := [3]float64{1, 0, 0}
+		if s.sleep > 0 {
+			states = [3]float64{0, 0, 0}
+			states[min(s.sleep, 2)] = 1
+		}
+		for i, name := range [3]string{"awake", "weights_offloaded", "discard_all"} {
+			fmt.Fprintf(w, "vllm:engine_sleep_state{%s,sleep_state=\"%s\"} %s\n", labels(s), name, pyFloat(states[i]))
+		}
+	}
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
 		func(s metricsSnapshot) float64 { return s.kvUsage })
 	if cfg.EnablePrefixCaching {
@@ -201,6 +217,16 @@ func writeMetrics(w io.Writer, model string, cfg EngineConfig, snaps []metricsSn
 		fmt.Fprintf(w, "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"%s\",engine=\"%d\",gpu_memory_utilization=\"0.92\",kv_cache_max_concurrency=\"%s\",kv_cache_size_tokens=\"%d\",num_gpu_blocks=\"%d\"} 1.0\n",
 			cfg.BlockSize, caching, s.engine, pyFloat(maxConc), kvTokens, cfg.NumBlocks)
 	}
+}
+
+// SetSleepLevel puts replica's engine to sleep at level (1: weights
+// offloaded, 2: everything discarded) or wakes it (0), as vLLM's POST
+// /sleep?level= and /wake_up do, as far as /metrics shows it: its
+// vllm:engine_sleep_state series say so. The simulated engine goes on
+// scheduling what it is sent (a sleeping vLLM answers 503 instead): a
+// test sends a sleeping engine nothing. Levels above 2 count as 2.
+func (s *Sim) SetSleepLevel(replica, level int) {
+	s.engines[replica].sleep = min(max(level, 0), 2)
 }
 
 // WriteMetrics writes replica's /metrics, as a vLLM server of that one

@@ -161,6 +161,15 @@ func (s *Server) SetActive(n int) int {
 	return int(s.active.Swap(int64(min(max(n, 1), len(s.reps)))))
 }
 
+// SetSleepLevel puts replica r's engine to sleep at level (1, 2) or
+// wakes it (0), as far as /metrics shows it (Sim.SetSleepLevel): its
+// vllm:engine_sleep_state series say so while it stays in service.
+func (s *Server) SetSleepLevel(r, level int) {
+	s.reps[r].mu.Lock()
+	defer s.reps[r].mu.Unlock()
+	s.reps[r].eng.sleep = min(max(level, 0), 2)
+}
+
 // Active returns the number of replicas in service.
 func (s *Server) Active() int { return int(s.active.Load()) }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Target is one acceptance target of issue 10 (flow control) measured on
+// Target is one acceptance target of flow control measured on
 // one column of one run.
 type Target struct {
 	// Scenario and Mode name the run; Name says what is measured.
@@ -58,7 +58,7 @@ func (rep *Report) Column(mode, policy string) *Result {
 	return nil
 }
 
-// FlowTargets returns issue 10's acceptance targets for the named column
+// FlowTargets returns the flow-control acceptance targets for the named column
 // of rep, in every mode, as the scenario's targets section names them
 // (none if the column or the references are missing), in this order:
 //
@@ -175,7 +175,7 @@ func FlowTargets(rep *Report, policy string) []Target {
 // engine_priority "off" in front of engines under FCFS.
 const EngineOffColumn = "plugin-off-fcfs"
 
-// EngineOffTargets returns issue 22's target for rep's EngineOffColumn,
+// EngineOffTargets returns the engine-off target for rep's EngineOffColumn,
 // in every mode the scenario's targets section names it for (none if the
 // column is missing): engine_off_max_share_error_points, every saturated
 // team's share within ±limit points when nothing but holding at the

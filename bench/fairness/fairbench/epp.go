@@ -7,7 +7,7 @@ import (
 )
 
 // The llm-d / Gateway API Inference Extension EPP flow control, as two
-// baseline columns (issue 21). Written from the public descriptions of
+// baseline columns. Written from the public descriptions of
 // llm-d-inference-scheduler's pkg/epp/framework/plugins/flowcontrol
 // (fairness/README.md, fairness/roundrobin/README.md,
 // saturationdetector/{concurrency,utilization}/README.md, at commit

@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// Issue 13's targets: R proxies sharing the pool through etcd (the
+// The replicas targets: R proxies sharing the pool through etcd (the
 // plugin's cluster block) act as one pool.
 
-// ReplicaTargets returns issue 13's targets for the run many (the plugin
+// ReplicaTargets returns the replicas targets for the run many (the plugin
 // on several proxies) against one (the same plugin on one proxy), of
 // scenario s in mode, with bound the stated overshoot of the requests in
 // flight, as the scenario's targets section names them:
@@ -21,6 +21,9 @@ import (
 //   - replica_alone_p99_vs_one: the `alone` team's interactive p99 TTFT
 //     (a team within its share) at most limit × its p99 on one proxy
 //     (S1: 1.2);
+//   - on a capacity_from_engines scenario, its capacity_from targets
+//     (capacity_follow_s, phase_share_error_points, nothing_lost: the
+//     fleet reads the engines and agrees on C) on many;
 //   - with bound >= 0 (flow control: borrowers are held while the pool
 //     is full), the most borrowers in flight at the engines at most C +
 //     bound (the
@@ -59,6 +62,23 @@ func ReplicaTargets(s *Scenario, mode string, one, many *Result, bound int) ([]T
 		if p1 > 0 {
 			lim, _ := b.limit()
 			add(fmt.Sprintf("`%s` interactive p99 TTFT / one proxy's", s.Alone), pr/p1, lim, "%.2f×", "")
+		}
+	}
+	if s.CapacityFromEngines {
+		// The fleet reads the engines (capacity_from with the cluster
+		// block): the scenario's capacity_from targets hold on it too.
+		elasticTargets(s, mode, many, func(name string, v float64, b *Bound, format string) {
+			lim, atMost := b.limit()
+			out = append(out, Target{Scenario: s.Name, Mode: mode, Name: name, Value: v, Limit: lim, AtMost: atMost, Format: format})
+		}, func(d string) { out[len(out)-1].Detail = d })
+		// The borrowers' bound is the largest C of the run: the gateway
+		// checks each phase's (wasmgw, proxies.bound).
+		for _, ch := range s.CapacityChanges {
+			cfg, err := EngineConfig(s, EnginePriority, mode)
+			if err != nil {
+				return nil, err
+			}
+			c = max(c, s.capacityAt(ch.Replicas, ch.Capacity, cfg.MaxNumSeqs))
 		}
 	}
 	if bound >= 0 {
@@ -101,7 +121,7 @@ func within(x *Result) string {
 // WriteReplicas writes, for every report that ran the column many
 // against the column one, a table per mode of every team's share of the
 // service on each, the protected team's interactive p99 TTFT, the most
-// requests and borrowers in flight, and issue 13's targets
+// requests and borrowers in flight, and the replicas targets
 // (ReplicaTargets with bound).
 func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
 	var b strings.Builder

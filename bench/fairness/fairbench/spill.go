@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Spill-over scenarios (S8, issue 20). A scenario with a "spill" section
+// Spill-over scenarios (S8). A scenario with a "spill" section
 // has several pools: each team of the scenario belongs to one, each pool
 // has its own engine replicas (the scenario's engine, engine.replicas in
 // total, pool 0's first), and the gateway routes every request to a pool

@@ -8,7 +8,7 @@ import (
 	"github.com/fairshare-wasm/fairshare/internal/trace"
 )
 
-// Trace workloads (kind "trace", issue 21) replay a window of a public
+// Trace workloads (kind "trace") replay a window of a public
 // trace instead of drawing from distributions:
 //
 //   - arrivals are the window's (trace.Request.Arrival, after time_scale

@@ -103,6 +103,11 @@ type proxies struct {
 	excessTeam string
 	// etcd counts the calls the proxies made to etcd and their bytes.
 	etcd *etcdCounter
+	// bound is the C the borrowers' bound is checked against: the
+	// pool's C, or, after the engines shrank it (capacity_from), the C
+	// before, until every proxy decides against the new one and runs
+	// nothing beyond its slice (drained).
+	bound int
 }
 
 // clusterConfig returns proxy r's configuration: the scenario's, with the
@@ -145,7 +150,18 @@ func (g *Gateway) startCluster() error {
 	p.start = now.Add(-3 * cl.syncInterval())
 	g.cl = p
 	p.within = map[string]int{}
+	p.bound = g.c
 	p.reserve(g.c)
+	var originalDst map[string]string
+	if g.s.CapacityFromEngines {
+		ev, ok := g.d.(fairbench.EngineView)
+		if !ok {
+			return fmt.Errorf("wasmgw: capacity_from_engines: the dispatcher shows no engines")
+		}
+		g.engines = ev
+		g.syncEngines()
+		originalDst = map[string]string{EnginesCluster: ""}
+	}
 	ec, err := newEtcdCounter(cl.Etcd)
 	if err != nil {
 		return fmt.Errorf("wasmgw: %w", err)
@@ -168,6 +184,11 @@ func (g *Gateway) startCluster() error {
 			LogLevel:     hostcalls.LogLevelWarn,
 			Logger:       g.Logger,
 			Clusters:     map[string]string{"etcd": ec.url},
+			// With capacity_from every proxy reads the engines too; the
+			// answers (etcd's and the engines') wait for Host.Wait, as on
+			// one proxy (elastic.go).
+			OriginalDst:     originalDst,
+			HTTPCallsOnWait: originalDst != nil,
 		})
 		if err != nil {
 			return fmt.Errorf("wasmgw: start proxy r%d: %w", r, err)
@@ -244,17 +265,90 @@ func (p *proxies) checkBound(r *fairbench.Request) {
 		p.within[r.Team]++
 	}
 	b := p.g.opt.Cluster.Bound
+	p.drained()
 	if x := p.within[r.Team] - p.reserved[r.Team]; !r.Borrowing && x > p.excess {
 		p.excess, p.excessTeam = x, r.Team
 	}
 	switch {
-	case p.holding() && p.borrowing > p.g.c+b:
+	case p.holding() && p.borrowing > p.bound+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
-			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.g.c, b, p.describe()))
+			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.bound, b, p.describe()))
 	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b+fairshare.MaxLoan*len(p.hs):
 		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d + the loans (%d per proxy); %s",
 			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, fairshare.MaxLoan, p.describe()))
 	}
+}
+
+// capacityChanged moves the bound's C to c, the engines' new C
+// (capacity_from): at once when it grows (the plugin decides against
+// less until it reads the engines), when it shrinks only once the
+// proxies drained (drained).
+func (p *proxies) capacityChanged(c int) {
+	if c >= p.bound {
+		p.bound = c
+		p.reserve(c)
+	}
+	p.drained()
+}
+
+// drained ends the bound's wait after the engines shrank C: once every
+// proxy decides against the new C (its capacity_agreed) and has no more
+// requests in flight than its slice, the requests admitted against the
+// old C have finished or fit the new one, and the bound is the new C
+// again.
+func (p *proxies) drained() {
+	c := p.g.c
+	if p.bound <= c {
+		return
+	}
+	for _, h := range p.hs {
+		if agreedCapacity(h) != c {
+			return
+		}
+		v, _, ok := h.SharedData(recordKey())
+		var pool fairshare.Pool
+		if !ok || pool.UnmarshalBinary(v) != nil {
+			return
+		}
+		s, _ := pool.Slice()
+		if _, used := pool.Report(); used.Capacity > s.Capacity {
+			return
+		}
+	}
+	p.bound = c
+	p.reserve(c)
+}
+
+// agreedCapacity is the C a proxy's fleet last agreed on (the plugin's
+// capacity_agreed gauge; 0 before its first sync).
+func agreedCapacity(h *host.Host) int {
+	if m, ok := h.Metrics()["fairshare.pool.bench.capacity_agreed"]; ok {
+		return int(m.Value)
+	}
+	return 0
+}
+
+// decided is the C every proxy decides against (its capacity_agreed), or
+// -1 while they disagree.
+func (p *proxies) decided() int {
+	c := -1
+	for i, h := range p.hs {
+		a := agreedCapacity(h)
+		if i > 0 && a != c {
+			return -1
+		}
+		c = a
+	}
+	return c
+}
+
+// ledger sums every proxy's ledger (Gateway.Ledger).
+func (p *proxies) ledger() (inFlight int, prompt, completion int64) {
+	for i, h := range p.hs {
+		n, pr, co := hostLedger(h, p.clocks[i].Now())
+		inFlight, prompt, completion = inFlight+n, prompt+pr, completion+co
+	}
+	return inFlight, prompt, completion
 }
 
 // holding reports whether the proxies hold borrowers while their slice

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fairshare-wasm/fairshare/bench/fairness/fairbench"
 	"github.com/fairshare-wasm/fairshare/fairshare"
+	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 )
 
 // Capacity from the engines (a scenario's capacity_from_engines): the
@@ -117,8 +118,12 @@ func (g *Gateway) record() *fairshare.Pool {
 }
 
 // DecidedCapacity implements fairbench.CapacityReporter: the C of the
-// pool's record, which every VM decides against.
+// pool's record, which every VM decides against; on several proxies the
+// C their fleet agreed on, if every proxy agrees (-1 while they do not).
 func (g *Gateway) DecidedCapacity() int {
+	if g.cl != nil {
+		return g.cl.decided()
+	}
 	if p := g.record(); p != nil {
 		return p.Capacity()
 	}
@@ -129,16 +134,29 @@ func (g *Gateway) DecidedCapacity() int {
 // counts in flight (phantoms included) or waiting, and the prompt and
 // completion tokens of the plugin's token counters.
 func (g *Gateway) Ledger() (inFlight int, prompt, completion int64) {
+	if g.cl != nil {
+		g.sync()
+		return g.cl.ledger()
+	}
 	if g.h == nil {
 		return 0, 0, 0
 	}
 	g.sync()
-	if p := g.record(); p != nil {
-		for _, st := range p.Snapshot(g.clock.Now()) {
-			inFlight += st.InFlight + st.Phantoms + st.Waiting
+	return hostLedger(g.h, g.clock.Now())
+}
+
+// hostLedger is one host's ledger (Gateway.Ledger) at now, its clock's
+// time.
+func hostLedger(h *host.Host, now time.Time) (inFlight int, prompt, completion int64) {
+	if v, _, ok := h.SharedData(recordKey()); ok {
+		p := new(fairshare.Pool)
+		if p.UnmarshalBinary(v) == nil {
+			for _, st := range p.Snapshot(now) {
+				inFlight += st.InFlight + st.Phantoms + st.Waiting
+			}
 		}
 	}
-	for name, m := range g.h.Metrics() {
+	for name, m := range h.Metrics() {
 		if !strings.HasPrefix(name, "fairshare.pool.bench.team.") {
 			continue
 		}

@@ -315,6 +315,9 @@ func (g *Gateway) Start(d fairbench.Dispatcher, s *fairbench.Scenario, c int) er
 // due on the way.
 func (g *Gateway) sync() {
 	if g.cl != nil {
+		if g.engines != nil {
+			g.syncEngines()
+		}
 		g.cl.stepTo(fairbench.Epoch.Add(g.d.Now()))
 		return
 	}
@@ -503,6 +506,9 @@ func (g *Gateway) SetCapacity(c int) {
 	g.sync()
 	g.c = c
 	if g.engines != nil {
+		if g.cl != nil {
+			g.cl.capacityChanged(c)
+		}
 		g.poll()
 		return
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // Holding a request at the gateway and dispatching it later, through the
-// local proxy (issue 10, ../FLOW-NOTES.md §8): the conformance module
+// local proxy (flow control, ../FLOW-NOTES.md §8): the conformance module
 // holds the body with StopIterationAndBuffer and a tick resumes or
 // answers it.
 
