@@ -44,6 +44,11 @@ type Grant struct {
 	// a KV resource, and for Acquire): Release returns exactly
 	// these.
 	Tokens int64
+	// Work is the work estimate (cost units) charged to the team's debt
+	// (resources.go): the request's work demand when it was granted
+	// within share on a pool with a work resource, else 0 (a borrower is
+	// not charged). Release settles it to what the request consumed.
+	Work float64
 	// ID is the holder-local id of a request granted by Arrive or
 	// Dispatch (0 for Acquire and TryAcquire).
 	ID uint64
@@ -57,7 +62,7 @@ type Grant struct {
 }
 
 // demand is what g's request takes until Release, in every kind: one
-// sequence and g.Tokens.
+// sequence and g.Tokens (its work is a debt, not an amount in flight).
 func (g *Grant) demand() amounts {
 	var d amounts
 	d[kindSeq] = 1
@@ -79,14 +84,17 @@ func (g *Grant) demand() amounts {
 // With Config.EntryPenalty the estimate (cost units; negative, NaN and
 // infinite count as 0) is charged to the team's usage at once, after the
 // decision, so a team that sends many requests at once is deprioritised
-// from its second request on. Acquire counts as a heartbeat of holder and
+// from its second request on. With a work resource (Config.Throughput)
+// the estimate is also the request's work: within share needs room for
+// it in the team's bucket too, and a within-share grant charges it to the
+// team's debt (Grant.Work). Acquire counts as a heartbeat of holder and
 // first expires dead holders and stale phantoms. Cost: O(teams) for a
 // within-share request, O(teams·log teams) for a borrower; no allocation
 // once the pool's buffers have grown.
 func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, estimate float64) Grant {
 	t := now.UnixNano()
 	p.advance(t)
-	return p.acquire(t, holder, team, class, estimate)
+	return p.acquire(t, holder, team, class, estimate, estimate)
 }
 
 // TryAcquire is Acquire only when the pool has room (fewer than C requests
@@ -102,7 +110,7 @@ func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class
 		p.touch(holder, t, p.holderTimeout > 0)
 		return Grant{released: true}, false
 	}
-	return p.acquire(t, holder, team, class, estimate), true
+	return p.acquire(t, holder, team, class, estimate, estimate), true
 }
 
 // TakeSpill moves into this pool, as a fallback of another pool, a
@@ -111,9 +119,10 @@ func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class
 // spill-over: it moves only if no request of this pool's own waits (they
 // go first), a borrower fits (HasRoom, for UnknownTeam with w.Tokens:
 // what the teams' lending limits keep stays theirs) and fewer than C
-// requests are in flight (TryAcquire, which it calls). It is then granted as UnknownTeam
-// (share 0: it always borrows, ranked after every configured team's
-// borrowers) with w's class and estimate, and its Grant carries w's ID
+// requests are in flight (TryAcquire's test). It is then granted as
+// UnknownTeam (share 0: it always borrows, ranked after every configured
+// team's borrowers, and is charged no work) with w's class, estimate and
+// work, by the grant path of every other operation, and its Grant carries w's ID
 // and arrival, so the time it waited counts as queue time. Otherwise
 // nothing but expiry and holder's heartbeat changes, and it returns a
 // released zero Grant and false. Removing w from the pool it waits in is
@@ -127,28 +136,38 @@ func (p *Pool) TakeSpill(now time.Time, holder uint32, w Waiting) (Grant, bool) 
 		p.touch(holder, t, p.holderTimeout > 0)
 		return Grant{released: true}, false
 	}
-	g, ok := p.TryAcquire(now, holder, UnknownTeam, w.Class, w.Estimate)
-	if ok {
-		g.ID, g.Arrived = w.ID, min(w.Arrived, g.At)
+	if p.inFlight() >= p.Capacity() {
+		p.touch(holder, t, p.holderTimeout > 0)
+		return Grant{released: true}, false
 	}
-	return g, ok
+	work := float64(w.Work)
+	if w.Work <= 0 {
+		work = w.Estimate
+	}
+	g := p.acquire(t, holder, UnknownTeam, w.Class, w.Estimate, work)
+	g.ID, g.Arrived = w.ID, min(w.Arrived, g.At)
+	return g, true
 }
 
-func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate float64) Grant {
+// acquire is Acquire's decision for a request of the given estimate and
+// work (cost units, clamped here), after advance.
+func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate, work float64) Grant {
 	i := p.acquireEntry(team)
 	class = clampClass(class)
-	borrowing, rank := !p.withinFits(i, p.demand(0)), 0
+	wk := p.work(work)
+	borrowing, rank := !p.withinFits(i, p.demand(0, wk)), 0
 	if borrowing {
 		rank = p.rank(i)
 	}
-	return p.grant(t, holder, i, class, sanitizeAmount(estimate), 0, borrowing, rank)
+	return p.grant(t, holder, i, class, sanitizeAmount(estimate), 0, wk, borrowing, rank)
 }
 
 // grant counts a request of entry i (class clamped, estimate sanitized,
-// tok already clamped by p.tokens) as in flight with the given standing
-// and rank, charges its entry penalty and returns its grant (ID and
-// Arrived are the caller's to set when the request waited).
-func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok int64, borrowing bool, rank int) Grant {
+// tok already clamped by p.tokens, work by p.work) as in flight with the
+// given standing and rank, charges its entry penalty and, within share,
+// its work to the team's debt, and returns its grant (ID and Arrived are
+// the caller's to set when the request waited).
+func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok, work int64, borrowing bool, rank int) Grant {
 	saturated := p.inFlight() >= p.Capacity()
 	e := &p.teams[i]
 	at := max(t, p.usageAt)
@@ -160,9 +179,17 @@ func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float6
 		g.Borrowing = true
 		g.Priority = borrowPriority(rank, class)
 	}
-	p.count(holder, t, i, p.window(at), g.Borrowing, p.demand(tok))
+	p.count(holder, t, i, p.window(at), g.Borrowing, p.demand(tok, 0))
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
+	if !borrowing && work > 0 {
+		// The debt is paid down to at before it grows (advance brought
+		// it to the latest time seen, at or after at).
+		p.decayTo(at)
+		e = &p.teams[i]
+		e.debt = min(e.debt+float64(work), maxUsage)
+		g.Work = float64(work)
+	}
 	if p.entryPenalty && estimate > 0 {
 		p.decayTo(at)
 		e = &p.teams[i]
@@ -189,12 +216,13 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, d
 		h.counts[k] = c
 	}
 	e := &p.teams[i]
+	f := d.counted()
 	if borrowing {
-		h.counts[k].borrowing = h.counts[k].borrowing.add(d)
-		e.borrowing = e.borrowing.add(d)
+		h.counts[k].borrowing = h.counts[k].borrowing.add(f)
+		e.borrowing = e.borrowing.add(f)
 	} else {
-		h.counts[k].within = h.counts[k].within.add(d)
-		e.within = e.within.add(d)
+		h.counts[k].within = h.counts[k].within.add(f)
+		e.within = e.within.add(f)
 	}
 }
 
@@ -213,7 +241,7 @@ func (p *Pool) HasRoom(team string, tokens int64) bool {
 	if i < 0 || !p.teams[i].configured {
 		i = p.unknownIndex()
 	}
-	d := p.demand(tokens)
+	d := p.demand(tokens, 0)
 	if i >= 0 {
 		return p.hasRoom(u, i, d)
 	}

@@ -303,3 +303,37 @@ func BenchmarkDispatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkArriveWork: BenchmarkArrive's borrower (64 waiting) on the same
+// pool without a work resource (work=off) and with one declared, every
+// team in debt and every waiting request carrying a work demand
+// (work=on, workPools): the ratio of the two is what the debts cost
+// (their pay-down at every operation, 8 bytes a team in the record).
+func BenchmarkArriveWork(b *testing.B) {
+	q := queuePool(32, 64)
+	q.Reconfigure(at(time.Second), q.config()) // the stamp of workPools'
+	plain, _ := q.AppendBinary(nil)
+	work, _ := workPools()[0].AppendBinary(nil)
+	for _, c := range []struct {
+		name string
+		rec  []byte
+	}{{"work=off", plain}, {"work=on", work}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := Request{Holder: 12345, ID: 1 << 40, Team: "team-005", Class: Batch, Tokens: 3000, Estimate: 2}
+			now := at(2 * time.Second)
+			var p Pool
+			buf := make([]byte, 0, 2*len(c.rec))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.rec)))
+			for b.Loop() {
+				if err := p.UnmarshalBinary(c.rec); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, out := p.Arrive(now, r); out != Queued {
+					b.Fatalf("Arrive = %v", out)
+				}
+				buf, _ = p.AppendBinary(buf[:0])
+			}
+		})
+	}
+}

@@ -16,9 +16,11 @@ import (
 // Layout of version 5 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
 // float64, little endian). Every per-resource value is a list: one value
-// per declared kind (resources.go), in list order (sequences, then KV
-// tokens), the kinds the static section declares; a kind not declared
-// has nothing anywhere and takes no byte.
+// per declared kind (resources.go), in list order (sequences, KV tokens,
+// work), the kinds the static section declares; a kind not declared has
+// nothing anywhere and takes no byte. Work is not an amount in flight:
+// holder counts and phantom groups carry the counted kinds only
+// (sequences and KV tokens), and a team's work use is its debt.
 //
 //	u8       version = 5
 //	uvarint  length of the static section, then the static section:
@@ -27,10 +29,11 @@ import (
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  u8       declared kinds: bit k for kind k (bit 0, sequences, always;
-//	           bit 1, KV tokens, when K > 0)
-//	  per declared kind: uvarint configured capacity (C, K), live
-//	           capacity (SetCapacity's C, K, or the slice's; equal to the
-//	           configured one but for sequences on a pool not sliced)
+//	           bit 1, KV tokens, when K > 0; bit 2, work, when X > 0)
+//	  per declared kind: uvarint configured capacity (C, K, X), live
+//	           capacity (SetCapacity's C, K, X, or the slice's; equal to
+//	           the configured one but for sequences on a pool not sliced)
+//	  uvarint  work buckets' depth B (ns, > 0)  (work declared)
 //	  uvarint  half-life, holder timeout, request timeout (ns)
 //	  uvarint  queue limit, team queue limit,   (flag bit 1)
 //	           max queue time (ns)
@@ -45,21 +48,23 @@ import (
 //	    f64      lending limit                (flag 4)
 //	    f64      borrowing limit              (flag 8)
 //	  per configured entry, per declared kind:  (flag bit 2)
-//	           uvarint the slice's reservation
+//	           uvarint the slice's reservation (work: derived from
+//	           its sequences, slice.go)
 //	  per configured entry, per declared kind:  (flag bit 3, with bit 2)
 //	           uvarint the loan (a replica's loans, lend.go)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
-//	  u8       flags: 4 usage, 8 last update, 16 estimate, 32 phantoms,
-//	           128 penalty
+//	  u8       flags: 2 debt, 4 usage, 8 last update, 16 estimate,
+//	           32 phantoms, 128 penalty
 //	  f64      consumption settled            (flag 4)
 //	  f64      in-flight estimate             (flag 16)
 //	  f64      penalties not settled          (flag 128)
 //	  i64le    last update                    (flag 8)
+//	  f64      work debt, in (0, 2^200]       (flag 2, work declared)
 //	  uvarint  groups, then per group:        (flag 32)
-//	           i64le until; per declared kind: uvarint within,
-//	           borrowing
+//	           i64le until; per declared counted kind: uvarint
+//	           within, borrowing
 //	uvarint  number of holders, then per holder, ids ascending:
 //	  u32le    id
 //	  i64le    last seen
@@ -67,8 +72,8 @@ import (
 //	           uvarint team index;
 //	           uvarint zigzag(window(stamp) − window)·2 + (1 if more);
 //	           uvarint within, borrowing (sequences);
-//	           per declared kind after sequences: uvarint within,
-//	           borrowing                            (if more: one is not 0)
+//	           per declared counted kind after sequences: uvarint
+//	           within, borrowing                    (if more: one is not 0)
 //	uvarint  number of waiting requests, then per request, in queue order
 //	         (arrival, holder id, request id ascending):
 //	  uvarint  holder index (in the holders above)
@@ -78,7 +83,7 @@ import (
 //	  uvarint  arrival: stamp − arrival for the first, arrival − the
 //	           previous arrival for the others
 //	  per declared kind after sequences:      (flag 4: one is not 0)
-//	           uvarint demand (tokens)
+//	           uvarint demand (tokens ≤ K, work ≤ 2^40)
 //	  f64      estimate                       (flag 2)
 //
 // Version 4 wrote the same values with the two kinds spelt out: K under
@@ -86,6 +91,9 @@ import (
 // phantom group's tokens even without a KV resource. On a pool of both
 // kinds version 5 is version 4's bytes plus the kinds byte and the live
 // K; on a pool of sequences alone it drops two bytes per phantom group.
+// The work resource (X, B, the debts, the work demands) came with
+// version 5 before it was released: a pool without it writes the bytes
+// version 5 wrote before.
 //
 // A waiting request takes 9 to 14 bytes (a request id below 2^14, a
 // gap between arrivals below 34 s, under 2^21 tokens), 8 more with an
@@ -125,7 +133,11 @@ import (
 // every team, three teams per holder, ten phantom groups) takes 6,975
 // bytes (6,994 in version 4). A pool of 32 teams with 128 requests in
 // flight carrying KV tokens takes 2,849 bytes (2,845), and 18 more per
-// waiting request (12,068 with 512 waiting; TestRecordSize).
+// waiting request (12,068 with 512 waiting; TestRecordSize). The work
+// resource adds X twice and B to the static section (11 bytes for X =
+// 32,000 and B = 5 s), 8 bytes per team in debt and a work demand's
+// varint per waiting request (2 bytes below 2^14): the same pool with 64
+// waiting takes 4,398 bytes against 4,003.
 
 // RecordVersion is the version of the record layout written by
 // AppendBinary. A writer that does not know a record's version cannot
@@ -154,13 +166,27 @@ const (
 	flagPenalty
 
 	flagsStatic  = flagConfigured | flagWeight | flagUnknown
-	flagsDynamic = flagUsage | flagLastUpdate | flagEstimate | flagPhantoms | flagPenalty
+	flagsDynamic = flagUsage | flagLastUpdate | flagEstimate | flagPhantoms | flagPenalty | flagDebt
 
 	// Static entry flags (bits the dynamic flags use), as in version 4.
 	flagLending   = flagUsage
 	flagBorrowing = flagLastUpdate
 	flagsStatic4  = flagsStatic | flagLending | flagBorrowing
+
+	// flagDebt is the dynamic flag of a work debt (a bit the static
+	// flags use).
+	flagDebt = flagWeight
 )
+
+// maxDemand bounds a waiting request's demand in kind k of a pool of
+// capacities total: K for tokens (a token demand is clamped to K), 2^40
+// for work (a request may cost more than a second of the pool's work).
+func maxDemand(total amounts, k kind) int64 {
+	if k == kindWork {
+		return maxWork
+	}
+	return total[k]
+}
 
 // Static flags of the pool and of waiting requests.
 const (
@@ -213,6 +239,9 @@ func (p *Pool) appendStatic(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(p.total[k]))
 			b = binary.AppendUvarint(b, uint64(p.live[k]))
 		}
+	}
+	if decl.has(kindWork) {
+		b = binary.AppendUvarint(b, uint64(p.burst))
 	}
 	b = binary.AppendUvarint(b, uint64(p.halfLife))
 	b = binary.AppendUvarint(b, uint64(p.holderTimeout))
@@ -372,13 +401,16 @@ func (e *entry) flags() byte {
 	if e.penalty != 0 {
 		f |= flagPenalty
 	}
+	if e.debt != 0 {
+		f |= flagDebt
+	}
 	return f
 }
 
 // dynamicBound is an upper bound on the bytes appendDynamicFast writes.
 func (p *Pool) dynamicBound() int {
 	const v = binary.MaxVarintLen64
-	n := 33*len(p.teams) + v
+	n := 41*len(p.teams) + v
 	for i := range p.teams {
 		if k := len(p.teams[i].phantoms); k > 0 {
 			n += v + k*(8+2*int(numKinds)*v)
@@ -396,7 +428,7 @@ func (p *Pool) dynamicBound() int {
 // writes in place rather than appending, and so makes no call in its loops. In Wasm, Go saves and reloads the live values around a call
 // site, append's included, and splits the function at it.
 func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
-	decl := p.declared()
+	cnt := p.declared() & counted
 	n := len(b)
 	w := b[:cap(b)]
 	for i := range p.teams {
@@ -420,13 +452,17 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 			le.PutUint64(w[n:], uint64(e.lastUpdate))
 			n += 8
 		}
+		if f&flagDebt != 0 {
+			le.PutUint64(w[n:], math.Float64bits(e.debt))
+			n += 8
+		}
 		if f&flagPhantoms != 0 {
 			n += binary.PutUvarint(w[n:], uint64(len(e.phantoms)))
 			for _, g := range e.phantoms {
 				le.PutUint64(w[n:], uint64(g.until))
 				n += 8
-				for k := range numKinds {
-					if decl.has(k) {
+				for k := range numCounted {
+					if cnt.has(kind(k)) {
 						n += binary.PutUvarint(w[n:], uint64(g.within[k]))
 						n += binary.PutUvarint(w[n:], uint64(g.borrowing[k]))
 					}
@@ -458,8 +494,8 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 				n += binary.PutUvarint(w[n:], uint64(cb))
 			}
 			if tok {
-				for k := kindSeq + 1; k < numKinds; k++ {
-					if decl.has(k) {
+				for k := 1; k < numCounted; k++ {
+					if cnt.has(kind(k)) {
 						n += binary.PutUvarint(w[n:], uint64(c.within[k]))
 						n += binary.PutUvarint(w[n:], uint64(c.borrowing[k]))
 					}
@@ -639,6 +675,7 @@ func (p *Pool) UnmarshalBinary(data []byte) error {
 func (p *Pool) clear() {
 	p.name, p.fp = "", 0
 	p.total, p.live = amounts{}, amounts{}
+	p.burst = 0
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
 	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
@@ -703,6 +740,13 @@ func (p *Pool) decodeStatic(data []byte) error {
 		// only a slice's decides against less than it.
 		if k != kindSeq && (p.total[k] == 0 || !p.sliced && p.live[k] != p.total[k]) || p.sliced && p.live[k] > p.total[k] {
 			return errCorrupt
+		}
+	}
+	p.burst = 0
+	if decl.has(kindWork) {
+		p.burst = time.Duration(d.bounded(math.MaxInt64))
+		if p.burst == 0 {
+			return errCorrupt // the pool applies a positive depth
 		}
 	}
 	p.halfLife = time.Duration(d.bounded(math.MaxInt64))
@@ -893,7 +937,18 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		}
 		e.usage, e.estimate, e.penalty = usage, estimate, penalty
 		e.updated, e.lastUpdate = nl != 0, int64(wl)
-		e.within, e.borrowing, e.pWithin, e.pBorrowing = amounts{}, amounts{}, amounts{}, amounts{}
+		e.debt = 0
+		if f&flagDebt != 0 {
+			if len(b)-o < 8 || p.total[kindWork] == 0 {
+				return errCorrupt
+			}
+			e.debt = math.Float64frombits(le.Uint64(b[o:]))
+			o += 8
+			if !(e.debt > 0 && e.debt <= maxUsage) {
+				return errCorrupt
+			}
+		}
+		e.within, e.borrowing, e.pWithin, e.pBorrowing = flight{}, flight{}, flight{}, flight{}
 		e.waiting = 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
@@ -948,7 +1003,7 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 // decodeDynamic's loop over the entries: a call in that loop, even one not
 // taken, costs every entry in Wasm.
 func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
-	decl := p.declared()
+	cnt := p.declared() & counted
 	// Every group takes at least ten bytes.
 	m := d.bounded(uint64(d.left() / 10))
 	if m == 0 && d.err == nil {
@@ -958,8 +1013,8 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 	for k := 0; k < m && d.err == nil; k++ {
 		g := phantomGroup{until: int64(d.u64())}
 		g.within[kindSeq], g.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
-		for r := kindSeq + 1; r < numKinds; r++ {
-			if decl.has(r) {
+		for r := 1; r < numCounted; r++ {
+			if cnt.has(kind(r)) {
 				g.within[r], g.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
 			}
 		}
@@ -987,7 +1042,7 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 const maxTokenSum = 1 << 60
 
 // overSum reports whether a team's sum a exceeds maxTokenSum in a kind.
-func overSum(a *amounts) bool {
+func overSum(a *flight) bool {
 	for _, x := range a {
 		if x > maxTokenSum {
 			return true
@@ -1053,18 +1108,18 @@ func (p *Pool) decodeWaits(d *decoder, st int64) error {
 		if f&waitBatch != 0 {
 			w.class = Batch
 		}
-		w.tokens, w.estimate = 0, 0
+		w.tokens, w.work, w.estimate = 0, 0, 0
 		if f&waitTokens != 0 {
 			var dm amounts
 			for r := kindSeq + 1; r < numKinds; r++ {
 				if decl.has(r) {
-					dm[r] = int64(d.bounded(uint64(p.total[r])))
+					dm[r] = int64(d.bounded(uint64(maxDemand(p.total, r))))
 				}
 			}
 			if dm.restZero() {
 				return errCorrupt // the flag is set only for a demand
 			}
-			w.tokens = dm[kindTok]
+			w.tokens, w.work = dm[kindTok], dm[kindWork]
 		}
 		if f&waitEstimate != 0 {
 			w.estimate = d.f64(0, maxUsage)
@@ -1167,7 +1222,7 @@ func (p *Pool) decodeHoldersFast(d *decoder, cur int64) int {
 // tokens) and adds them to their teams.
 func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 	n := len(p.teams)
-	decl := p.declared()
+	decl := p.declared() & counted
 	// Every count takes at least four bytes.
 	m := d.bounded(uint64(d.left() / 4))
 	if d.err != nil {
@@ -1225,11 +1280,12 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 	return nil
 }
 
-// restCount reads the amounts of count c in every declared kind after
-// sequences (the count's bit says they follow): at least one is not 0.
+// restCount reads the amounts of count c in every counted kind of decl
+// after sequences (the count's bit says they follow): at least one is not
+// 0.
 func (d *decoder) restCount(decl kinds, c *holderCount) error {
-	for r := kindSeq + 1; r < numKinds; r++ {
-		if decl.has(r) {
+	for r := 1; r < numCounted; r++ {
+		if decl.has(kind(r)) {
 			c.within[r], c.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
 		}
 	}

@@ -37,10 +37,49 @@ func bigPool(n, h int) *Pool {
 	return p
 }
 
+// encWork is the record of workPools()'s first pool after mod.
+func encWork(mod func(p *Pool)) []byte {
+	p := workPools()[0]
+	mod(p)
+	p.invalidate()
+	b, _ := p.AppendBinary(nil)
+	return b
+}
+
+// workPools returns pools whose records carry the work resource: a pool
+// of 32 teams with KV tokens and work, every team in debt, 128 requests
+// in flight and 64 waiting with work demands; and the same pool sliced,
+// with loans.
+func workPools() []*Pool {
+	mk := func() *Pool {
+		p := queuePool(32, 64)
+		cfg := p.config()
+		cfg.Throughput, cfg.ThroughputBurst = 32000, 5*time.Second
+		p.Reconfigure(at(time.Second), cfg)
+		for i := range p.configured {
+			p.teams[i].debt = float64(i+1) * 1.25
+		}
+		for k := range p.waits {
+			p.waits[k].work = int64(300 + k)
+		}
+		return p
+	}
+	p, s := mk(), mk()
+	tot := s.Totals()
+	sl := tot.Whole
+	sl.Capacity /= 2
+	for i := range sl.Reserved {
+		sl.Reserved[i] /= 2
+	}
+	s.SetSlice(&sl)
+	s.SetLoans([]int{1, 2}, nil)
+	return []*Pool{p, s}
+}
+
 // TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB;
 // with flow control, every waiting request (a request id below 2^14, an
 // estimate, a token demand below 2^21, arrivals 1 ms apart) takes at most
-// 22 bytes.
+// 22 bytes, 24 with a work demand below 2^14; a team's debt takes 8.
 func TestRecordSize(t *testing.T) {
 	p := bigPool(100, 64)
 	verify(t, p)
@@ -61,6 +100,20 @@ func TestRecordSize(t *testing.T) {
 		if per > 22 {
 			t.Fatalf("%.1f bytes per waiting request, want at most 22", per)
 		}
+	}
+	// The work resource: X and B in the static section, 8 bytes a debt,
+	// 2 a work demand; nothing in a holder count or a phantom group.
+	w := workPools()[0]
+	verify(t, w)
+	rw, _ := w.AppendBinary(nil)
+	q := queuePool(32, 64)
+	q.Reconfigure(at(time.Second), q.config()) // the same stamp as w's
+	r, _ := q.AppendBinary(nil)
+	t.Logf("the same with 64 waiting, X declared, 32 teams in debt, work demands of 300 to 363 units: %d bytes (%d without work)", len(rw), len(r))
+	// X = 32000 twice (configured, live: 3 bytes each), B = 5 s (5
+	// bytes).
+	if want := len(r) + 11 + 8*32 + 2*64; len(rw) != want {
+		t.Fatalf("record with work = %d bytes, want %d (%d + X, X, B + 8 per debt + 2 per work demand)", len(rw), want, len(r))
 	}
 }
 
@@ -176,6 +229,12 @@ func TestDecodeRejects(t *testing.T) {
 			return append(append([]byte(nil), b[:len(b)-lenWait(b)]...), append([]byte{0x7f}, b[len(b)-lenWait(b)+1:]...)...)
 		}()},
 		{"negative lending limit", encQ(func(p *Pool) { p.teams[0].lend = -0.5 })},
+		{"debt without a work resource", enc(func(p *Pool) { p.teams[0].debt = 5 })},
+		{"NaN debt", encWork(func(p *Pool) { p.teams[0].debt = math.NaN() })},
+		{"infinite debt", encWork(func(p *Pool) { p.teams[0].debt = math.Inf(1) })},
+		{"negative debt", encWork(func(p *Pool) { p.teams[0].debt = -1 })},
+		{"work without a burst", encWork(func(p *Pool) { p.burst = 0 })},
+		{"work demand above 2^40", encWork(func(p *Pool) { p.waits[0].work = maxWork + 1 })},
 	}
 	for _, tt := range tests {
 		var p Pool
@@ -326,6 +385,11 @@ func FuzzDecode(f *testing.F) {
 		b, _ := p.AppendBinary(nil)
 		f.Add(b)
 	}
+	// The work resource: debts, work demands, a slice's rates and loans.
+	for _, p := range workPools() {
+		b, _ := p.AppendBinary(nil)
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0})
@@ -346,8 +410,8 @@ func FuzzDecode(f *testing.F) {
 		verify(t, &p) // includes encode∘decode round trip
 		// The static section declares the kinds the pool has, and a
 		// record's per-kind values are those of its declared kinds.
-		if d := p.declared(); !d.has(kindSeq) || d.has(kindTok) != (p.KVTokens() > 0) {
-			t.Fatalf("declared kinds %b with K = %d", d, p.KVTokens())
+		if d := p.declared(); !d.has(kindSeq) || d.has(kindTok) != (p.KVTokens() > 0) || d.has(kindWork) != (p.Throughput() > 0) {
+			t.Fatalf("declared kinds %b with K = %d, X = %d", d, p.KVTokens(), p.Throughput())
 		}
 		// A decoded pool stays consistent under operations.
 		g := p.Acquire(time.Unix(0, p.now), 1, "x", Interactive, 1)

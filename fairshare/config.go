@@ -19,7 +19,16 @@ const (
 	maxTokens = 1 << 40
 	// maxQueue bounds the queue limits.
 	maxQueue = 1 << 20
+	// maxWork bounds a throughput (cost units per second) and a
+	// request's work demand (cost units).
+	maxWork = 1 << 40
 )
+
+// DefaultThroughputBurst is the depth of a team's work bucket, in seconds
+// of its reserved rate, when Config.ThroughputBurst is 0: a team that
+// sent nothing for 10 s may send 10 s of its reserved work at once within
+// share.
+const DefaultThroughputBurst = 10 * time.Second
 
 // TeamConfig is one team of a pool.
 type TeamConfig struct {
@@ -105,6 +114,24 @@ type Config struct {
 	// estimates are ignored. Negative values count as 0; values above
 	// 2^40 are clamped.
 	KVTokens int64
+	// Throughput is X, the pool's throughput in cost units per second
+	// (the unit of Release's consumed: what the engines serve in a
+	// second at saturation): a third resource, work. Every team reserves
+	// its share of X (apportioned as C is), as a rate: a request is
+	// within share in work while its team's debt, the within-share work
+	// granted and not yet paid for at the reserved rate, leaves room for
+	// its work estimate (Request.Work) in a bucket of ThroughputBurst
+	// seconds of that rate (see resources.go). Borrowers take no work. 0
+	// (the zero value) declares no work resource. Negative values count
+	// as 0; values above 2^40 are clamped. The plugin refuses negative
+	// values in its configuration.
+	Throughput int64
+	// ThroughputBurst is B, the depth of every team's work bucket as a
+	// duration of its reserved rate: a team may run B × its rate of
+	// work within share at once before it waits for its debt to pay down.
+	// 0 (the zero value) means DefaultThroughputBurst; negative values
+	// count as 0 (the default). Without Throughput it is ignored.
+	ThroughputBurst time.Duration
 	// QueueLimit is the most requests that may wait in the pool's queue
 	// (see Arrive). 0 (the zero value) disables the queue: Arrive grants
 	// every request, as Acquire does. Negative values count as 0; values
@@ -146,6 +173,20 @@ type Config struct {
 // cleanTokens clamps a token count into [0, 2^40].
 func cleanTokens(n int64) int64 {
 	return min(max(n, 0), maxTokens)
+}
+
+// cleanWork clamps a throughput into [0, 2^40].
+func cleanWork(n int64) int64 {
+	return min(max(n, 0), maxWork)
+}
+
+// cleanBurst maps a configured ThroughputBurst onto the one the pool
+// applies: DefaultThroughputBurst for 0 and negative values.
+func cleanBurst(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultThroughputBurst
+	}
+	return d
 }
 
 // cleanQueue clamps a queue limit into [0, 2^20].
@@ -207,6 +248,7 @@ const (
 	fpBorrowing
 	fpKV
 	fpQueue
+	fpWork
 )
 
 // Fingerprint returns a stable 64-bit hash (FNV-1a) of the configuration
@@ -266,6 +308,11 @@ func (c Config) Fingerprint() uint64 {
 	if kv := cleanTokens(c.KVTokens); kv != 0 {
 		word(fpKV)
 		word(uint64(kv))
+	}
+	if x := cleanWork(c.Throughput); x != 0 {
+		word(fpWork)
+		word(uint64(x))
+		word(uint64(cleanBurst(c.ThroughputBurst)))
 	}
 	if q, tq, mq := cleanQueue(c.QueueLimit), cleanQueue(c.TeamQueueLimit), cleanDuration(c.MaxQueueTime); q|tq != 0 || mq != 0 {
 		word(fpQueue)

@@ -27,7 +27,9 @@ func (p *Pool) decayFactor(dt int64) float64 {
 	return math.Exp(-math.Ln2 * float64(dt) / float64(p.halfLife))
 }
 
-// decayTo brings every entry's usage to time t (no-op if t <= usageAt).
+// decayTo brings every entry's usage to time t (no-op if t <= usageAt),
+// and pays every entry's work debt down to t at its work rate
+// (resources.go).
 func (p *Pool) decayTo(t int64) {
 	if t <= p.usageAt {
 		return
@@ -37,6 +39,9 @@ func (p *Pool) decayTo(t int64) {
 			p.teams[i].usage *= f
 			p.teams[i].penalty *= f
 		}
+	}
+	if p.total[kindWork] > 0 {
+		p.payDown(t - p.usageAt)
 	}
 	p.usageAt = t
 }

@@ -161,6 +161,29 @@
 // not by a dominant resource share: see RATIONALE.md ("Why does ranking
 // keep one usage instead of a dominant resource share?").
 //
+// Work. A pool may also declare its throughput X (Throughput, cost units
+// per second: what its engines serve at saturation). Every team then
+// reserves its share of X as a rate w (units/s), and its use of it is a
+// debt D (cost units), the within-share work granted and not yet paid
+// for, paid down at w as time passes: D(t) = max(0, D(t0) − w·(t − t0)).
+// A request of work estimate d (Request.Work, cost units; Estimate when
+// not set, and Acquire's estimate) is within share in work when
+// D + d ≤ B·w (B = ThroughputBurst, DefaultThroughputBurst = 10 s), or
+// when D = 0 (one request whatever its size, as for tokens); within
+// share takes every resource, work included. A within-share grant adds d
+// to D (Grant.Work), and Release settles it to what the request cost
+// (D += consumed − d, at least 0). Borrowers take no work: they are not
+// charged, their room is sequences and tokens as without it, and a
+// request that has its team's seat may borrow tokens but never work. So
+// equal shares divide the work the engines do, not only their seats: a
+// team whose requests are long takes its share of the service and no
+// more within share, and borrows the rest at its rank, while a team of
+// short requests stays within share. A held request becomes within share
+// once its team's debt has paid down, at the next Dispatch, with no
+// release needed. Without Throughput (0) there is no work resource and
+// nothing of the above. See RATIONALE.md ("Why a throughput reservation
+// is a debt paid down at the reserved rate").
+//
 // Limits (per team, in every resource, Kueue's lendingLimit and
 // borrowingLimit): TeamConfig.LendingLimit is the fraction of its
 // reservation a team lends while it does not use it; the rest stays free,
@@ -197,7 +220,8 @@
 // With flow control, the request path and the release path become
 //
 //	g, w, out := p.Arrive(now, fairshare.Request{Holder: vmID, ID: id, Team: team,
-//		Class: class, Tokens: promptTokens + expectedCompletion, Estimate: estimate})
+//		Class: class, Tokens: promptTokens + expectedCompletion, Estimate: estimate,
+//		Work: expectedCost})
 //	// Granted: send g.Priority. Queued: keep the stream paused until a
 //	// Dispatch grants it, answer 429 at w.Deadline (Cancel, RetryAfter).
 //	// QueueFull, TeamQueueFull: answer 429 with RetryAfter.
@@ -224,7 +248,8 @@
 //
 // When R proxies front the same engines, each decides against a Slice of
 // the pool (SetSlice: a part of the capacity, of the KV tokens and of
-// every team's reservation), kept in the record like the rest. The
+// every team's reservation; the work rates follow the sequences, see
+// slice.go), kept in the record like the rest. The
 // slice rule (replicas.go) computes every replica's slice from every
 // replica's demand (Report);
 // Rebalance lets a replica grow only into what the others hold no more,

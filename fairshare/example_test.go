@@ -199,3 +199,45 @@ func Example_kvTokens() {
 	// chat 3000 tokens: granted, borrowing false, tokens borrowed false, priority 0
 	// tokens in flight: 15000 of 16000 - sequences: 3 of 8
 }
+
+// Example_throughput: a throughput reservation. The pool serves X = 1000
+// cost units a second; batch and chat reserve half each, as a rate with a
+// bucket of 2 s. batch's requests cost 400 units each: its bucket (1000)
+// holds two and a half, so its third request borrows, although it has
+// seats to spare; chat's, cheap, stay within share. As time passes the
+// debt pays down at 500 units a second and batch is within share again,
+// and Release settles the debt to what a request really cost.
+func Example_throughput() {
+	p := fairshare.NewPool("llama-8b", fairshare.Config{
+		Capacity:        32,
+		Throughput:      1000,
+		ThroughputBurst: 2 * time.Second,
+		Teams:           []fairshare.TeamConfig{{Name: "batch", Share: 0.5}, {Name: "chat", Share: 0.5}},
+	}, t0)
+	const vm = 1
+	var gs []fairshare.Grant
+	for i := range 3 {
+		g := p.Acquire(t0, vm, "batch", fairshare.Batch, 400)
+		gs = append(gs, g)
+		fmt.Printf("batch #%d: borrowing %v, work charged %v\n", i+1, g.Borrowing, g.Work)
+	}
+	g := p.Acquire(t0, vm, "chat", fairshare.Interactive, 30)
+	fmt.Println("chat: borrowing", g.Borrowing)
+	debt := func(at time.Time) float64 { return p.Snapshot(at)[0].WorkDebt }
+	fmt.Println("batch's debt:", debt(t0), "of", p.Snapshot(t0)[0].WorkBurst)
+	fmt.Println("after 1 s:", debt(t0.Add(time.Second)))
+	g = p.Acquire(t0.Add(time.Second), vm, "batch", fairshare.Batch, 400)
+	fmt.Println("batch #4 after 1 s: borrowing", g.Borrowing)
+	// The first request cost 100 units, not 400: 300 back.
+	p.Release(t0.Add(time.Second), &gs[0], 100)
+	fmt.Println("after its release:", debt(t0.Add(time.Second)))
+	// Output:
+	// batch #1: borrowing false, work charged 400
+	// batch #2: borrowing false, work charged 400
+	// batch #3: borrowing true, work charged 0
+	// chat: borrowing false
+	// batch's debt: 800 of 1000
+	// after 1 s: 300
+	// batch #4 after 1 s: borrowing false
+	// after its release: 400
+}

@@ -10,15 +10,40 @@ import (
 // queue.go and resources.go: the random operation tests compare every
 // Arrive and Dispatch with them.
 
-// refWithin reports whether a request of entry i with tok tokens fits
-// what the team's within-share requests leave of its reservation.
-func refWithin(p *Pool, i int, tok int64) bool {
+// refWithin reports whether a request of entry i with tok tokens and
+// work cost units fits what the team's within-share requests leave of
+// its reservation, and its work bucket.
+func refWithin(p *Pool, i int, tok, work int64) bool {
 	e := p.teams[i]
 	seqOK := e.within[kindSeq]+e.pWithin[kindSeq]+1 <= e.res[kindSeq]
 	// One request within share whatever its demand when the team has
 	// none within share in flight.
 	tokOK := p.total[kindTok] == 0 || e.within[kindTok]+e.pWithin[kindTok]+tok <= e.res[kindTok] || e.within[kindTok]+e.pWithin[kindTok] == 0 && e.res[kindTok] > 0
-	return seqOK && tokOK
+	return seqOK && tokOK && refWorkFits(p, i, work)
+}
+
+// refWork is the work demand of a request whose work estimate is x: x
+// rounded, at most 2^40, 0 for x ≤ 0 or NaN and without a work resource.
+func refWork(p *Pool, x float64) int64 {
+	if p.total[kindWork] == 0 || math.IsNaN(x) || x <= 0 {
+		return 0
+	}
+	if x > 1<<40 {
+		return 1 << 40
+	}
+	return int64(math.Round(x))
+}
+
+// refWorkFits reports whether work cost units fit entry i's work bucket:
+// the debt plus the work is at most B × (reserved + lent rate), or the
+// debt is 0 and the rate is not (always without a work resource).
+func refWorkFits(p *Pool, i int, work int64) bool {
+	if p.total[kindWork] == 0 {
+		return true
+	}
+	e := p.teams[i]
+	rate := e.res[kindWork] + e.lent[kindWork]
+	return e.debt+float64(work) <= float64(rate)*float64(p.burst)/1e9 || e.debt == 0 && rate > 0
 }
 
 // refTokFits reports whether tok tokens fit what entry i's within-share
@@ -29,14 +54,15 @@ func refTokFits(p *Pool, i int, tok int64) bool {
 	return p.total[kindTok] == 0 || e.within[kindTok]+e.pWithin[kindTok]+tok <= e.res[kindTok] || e.within[kindTok]+e.pWithin[kindTok] == 0 && e.res[kindTok] > 0
 }
 
-// refWithinQueue reports whether a request of entry i with tok tokens is
-// within share as Arrive and Dispatch judge it: a reserved sequence is
-// free, and the tokens fit the team's token reservation or else the
+// refWithinQueue reports whether a request of entry i with tok tokens and
+// work cost units is within share as Arrive and Dispatch judge it: a
+// reserved sequence is free, the work fits the team's bucket (never
+// borrowed), and the tokens fit the team's token reservation or else the
 // pool's free KV tokens as a borrower's would (the request then borrows
 // tokens, see refTokFits).
-func refWithinQueue(p *Pool, i int, tok int64) bool {
+func refWithinQueue(p *Pool, i int, tok, work int64) bool {
 	e := p.teams[i]
-	if e.within[kindSeq]+e.pWithin[kindSeq]+1 > e.res[kindSeq] {
+	if e.within[kindSeq]+e.pWithin[kindSeq]+1 > e.res[kindSeq] || !refWorkFits(p, i, work) {
 		return false
 	}
 	return refTokFits(p, i, tok) || refTokRoom(p, i, tok)
@@ -194,7 +220,7 @@ func refHead(p *Pool) (k int, within, ready bool) {
 	k = -1
 	var best refKey
 	for j, w := range p.waits {
-		in := refWithinQueue(p, w.team, w.tokens) && refFirst(p, j)
+		in := refWithinQueue(p, w.team, w.tokens, w.work) && refFirst(p, j)
 		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
 			continue
 		}

@@ -50,11 +50,15 @@ func (p *Pool) config() Config {
 		HolderTimeout:  p.holderTimeout,
 		RequestTimeout: p.requestTimeout,
 		KVTokens:       p.total[kindTok],
+		Throughput:     p.total[kindWork],
 		QueueLimit:     p.queueLimit,
 		TeamQueueLimit: p.teamQueueLimit,
 		MaxQueueTime:   p.maxQueueTime,
 		BatchAging:     p.batchAging,
 		Teams:          make([]TeamConfig, 0, p.configured),
+	}
+	if c.Throughput > 0 {
+		c.ThroughputBurst = p.burst
 	}
 	for _, e := range p.teams[:p.configured] {
 		tc := TeamConfig{Name: e.name, Share: e.share, Weight: e.weight}

@@ -81,7 +81,7 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	i := p.resolve(team, true)
 	e := &p.teams[i]
 	w := min(n, max(0, e.allowed()-int(e.within[kindSeq]+e.pWithin[kindSeq])))
-	var wa, ba amounts
+	var wa, ba flight
 	wa[kindSeq], ba[kindSeq] = int64(w), int64(n-w)
 	p.addPhantoms(i, u, wa, ba)
 }
@@ -148,7 +148,9 @@ func addSat(a int64, d time.Duration) int64 {
 }
 
 // advance brings the pool to time t: it expires dead holders and stale
-// phantoms and drops removed teams with nothing left in flight.
+// phantoms and drops removed teams with nothing left in flight; with a
+// work resource it also brings the usage clock, and so the debts, to the
+// latest time seen.
 func (p *Pool) advance(t int64) {
 	p.lastOK = false // every operation that changes the pool comes here
 	if t > p.now {
@@ -171,6 +173,12 @@ func (p *Pool) advance(t int64) {
 	}
 	p.expireWaits(p.now)
 	p.compact()
+	if p.total[kindWork] > 0 {
+		// Every test of within share reads the debts at the latest time
+		// seen: a team whose debt paid down is within share again with
+		// no release in between.
+		p.decayTo(p.now)
+	}
 }
 
 // findHolder returns the index of holder id, or -1-k where k is the index
@@ -252,7 +260,7 @@ func (p *Pool) expireHolder(k int, t int64) {
 // addPhantoms adds a group of phantoms to entry i, merging it with a group
 // that expires at the same time: within and borrowing are the phantoms of
 // each standing in every kind (their counts in sequences, their KV tokens).
-func (p *Pool) addPhantoms(i int, until int64, within, borrowing amounts) {
+func (p *Pool) addPhantoms(i int, until int64, within, borrowing flight) {
 	if within[kindSeq] <= 0 && borrowing[kindSeq] <= 0 {
 		return
 	}
@@ -304,7 +312,7 @@ func (p *Pool) dropPhantom(i int, borrowing bool, d amounts) bool {
 		g, sum = &e.phantoms[k].borrowing, &e.pBorrowing
 	}
 	n := g[kindSeq]
-	for r := kindSeq + 1; r < numKinds; r++ {
+	for r := 1; r < numCounted; r++ {
 		x := g[r] / n
 		if d[r] >= 0 {
 			x = min(d[r], g[r])

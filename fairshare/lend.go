@@ -64,6 +64,11 @@ package fairshare
 //
 //	withintok_t ≤ K_t + Σ_r tokloan_t,r ≤ K_t + MaxLoan·⌊K_t/R_t⌋·n
 //
+// A loan in work (slice.go: ⌊W_t·loan_t,r/R_t⌋) adds to the rate at which
+// the team's bucket at the replica fills, and so its within-share work
+// rate across the pool is at most W_t + MaxLoan·⌊W_t/R_t⌋·n units per
+// second while the loans last (and its bucket depths B times that);
+//
 // (plus the cut-off replicas' holds of replicas.go's bound), n the
 // replicas that lent within the last D. A loan lives one sync interval
 // I (the replica's next sync sees the demand and lends nothing more);
@@ -126,12 +131,21 @@ func Loans(t Totals, members []Member, self int) (seq []int, tok []int64) {
 // entries count as 0) every configured team's loan at this replica: its
 // within-share requests may number its slice's reservation plus seq,
 // and take its token reservation plus tok, while nothing changes for
-// borrowers (see above). Values are clamped into [0, the configured
+// borrowers (see above). With a work resource the loan in work follows
+// the sequences (⌊W_t × seq / R_t⌋, slice.go): the team's bucket at the
+// replica fills at its slice's rate plus that, and is that much deeper.
+// Values are clamped into [0, the configured
 // totals]. A pool that decides against the whole pool (no slice) keeps
 // no loans; SetSlice(nil) clears them. Requests in flight keep their
-// standing. Cost: O(teams).
+// standing. Cost: O(teams), O(kinds · teams · log teams) with a work
+// resource.
 func (p *Pool) SetLoans(seq []int, tok []int64) {
 	defer p.invalidate()
+	var whole []amounts
+	if p.sliced && p.declared().has(kindWork) {
+		p.decayTo(p.now) // the debts paid down at the old rates
+		_, whole = p.wholeRes()
+	}
 	for i := range p.teams {
 		e := &p.teams[i]
 		e.lent = amounts{}
@@ -143,6 +157,9 @@ func (p *Pool) SetLoans(seq []int, tok []int64) {
 		}
 		if i < len(tok) && p.total[kindTok] > 0 {
 			e.lent[kindTok] = min(max(tok[i], 0), p.total[kindTok])
+		}
+		if whole != nil {
+			e.lent[kindWork] = workOf(whole[i], e.lent[kindSeq])
 		}
 	}
 }

@@ -92,7 +92,10 @@ func (m *model) hasPenalties(team string) bool {
 
 var opTeams = []string{"alpha", "beta", "gamma", "delta", "x-unknown", "y-unknown", "*", ""}
 
-func randConfig(s source, hl time.Duration) Config {
+// randConfig returns a random configuration; with work, now and then a
+// work resource (its own choices, so the streams without it are
+// unchanged).
+func randConfig(s source, hl time.Duration, work bool) Config {
 	cfg := Config{HalfLife: hl, EntryPenalty: true, HolderTimeout: 3 * time.Second, RequestTimeout: 10 * time.Second}
 	c, _ := s.intn(20)
 	cfg.Capacity = c
@@ -138,7 +141,20 @@ func randConfig(s source, hl time.Duration) Config {
 			cfg.Teams[k].BorrowingLimit = Limit([]float64{0, 0.3, 2}[b])
 		}
 	}
+	if work {
+		x, _ := s.intn(5)
+		cfg.Throughput = []int64{0, 50, 1000, 3, 1 << 41}[x]
+		b, _ := s.intn(4)
+		cfg.ThroughputBurst = []time.Duration{0, time.Millisecond, time.Second, -time.Second}[b]
+	}
 	return cfg
+}
+
+// opsMode selects what runOps does besides the core operations.
+type opsMode struct {
+	sliced     bool // SetCapacity turns now and then into SetSlice
+	reestimate bool // Reestimate too
+	work       bool // work resources, work estimates and their checks
 }
 
 var tokenDemands = []int64{0, 1, 7, 30, 99, 500, -3, 1 << 50}
@@ -146,15 +162,16 @@ var tokenDemands = []int64{0, 1, 7, 30, 99, 500, -3, 1 << 50}
 var costAmounts = []float64{0, 1, 2.5, 10, 100, 0.001, -1, math.NaN(), math.Inf(1), 7}
 
 // runOps applies a random sequence of operations to a pool, checking every
-// invariant after each one. With sliced, SetCapacity turns now and then
-// into SetSlice (a replica's slice, or back to the whole pool).
-func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
+// invariant after each one. With mode.sliced, SetCapacity turns now and
+// then into SetSlice (a replica's slice, or back to the whole pool).
+func runOps(t testing.TB, s source, mode opsMode) {
 	t.Helper()
+	sliced := mode.sliced
 	hlChoice, _ := s.intn(3)
 	hl := []time.Duration{0, time.Second, time.Minute}[hlChoice]
 	now := int64(1_700_000_000_000_000_000)
 	at := func() time.Time { return time.Unix(0, now) }
-	p := NewPool("pool", randConfig(s, hl), at())
+	p := NewPool("pool", randConfig(s, hl, mode.work), at())
 	verify(t, p)
 	m := &model{halfLife: hl, terms: map[string][]term{}}
 	type held struct {
@@ -172,10 +189,17 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 	reqID := uint64(0)
 	log := ""
 	var spare Pool
+	// charged bounds every team's debt: the work its within-share grants
+	// were charged plus what their releases settled beyond it. Decay
+	// (paying down) and the clamp at 0 only lower a debt below it.
+	charged := map[string]float64{}
 	for step := 0; step < 400; step++ {
 		nOps := 21
-		if len(reestimate) > 0 && reestimate[0] {
+		if mode.reestimate {
 			nOps = 22 // Reestimate too (its own streams: the others' stay as they were)
+		}
+		if mode.work {
+			nOps = 23 // and ReestimateWork
 		}
 		op, ok := s.intn(nOps)
 		if !ok {
@@ -191,7 +215,8 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			p.advance(now)
 			i := p.acquireEntry(team)
 			e := p.teams[i]
-			wantWithin := refWithin(p, i, 0)
+			wantWithin := refWithin(p, i, 0, refWork(p, amount))
+			wantWork := float64(refWork(p, amount))
 			wantRank := p.rank(i)
 			wantSat := p.inFlight() >= p.Capacity()
 			class := Class(pick(3))
@@ -216,6 +241,10 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			if g.Borrowing == wantWithin || g.Saturated != wantSat {
 				t.Fatalf("%s: want within %v saturated %v", what, wantWithin, wantSat)
 			}
+			if !g.Borrowing && g.Work != wantWork || g.Borrowing && g.Work != 0 {
+				t.Fatalf("%s: work charged %v, want %v within share, 0 borrowing", what, g.Work, wantWork)
+			}
+			charged[g.Team] += g.Work
 			c := clampClass(class)
 			wantPrio := WithinShareBase + int(c)
 			if g.Borrowing {
@@ -245,6 +274,9 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			exists := p.find(h.g.Team) >= 0
 			if !p.Release(at(), &h.g, amount) {
 				t.Fatalf("%s = false on first release", what)
+			}
+			if h.g.Work > 0 {
+				charged[h.g.Team] += max(0, sanitizeAmount(amount)-h.g.Work)
 			}
 			m.removeGrant(h.g.Team, h.id)
 			if exists {
@@ -327,6 +359,18 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				if prev == 0 && p.KVTokens() != 0 {
 					t.Fatalf("%s turned a KV resource on", what)
 				}
+				if mode.work {
+					// The engines report another throughput.
+					x := int64(pick(3000)) - 10
+					prev, before := p.Throughput(), p.Throughput()
+					if got := p.SetThroughput(x); got != prev {
+						t.Fatalf("SetThroughput(%d) = %d, want the previous %d", x, got, prev)
+					}
+					what += fmt.Sprintf(", SetThroughput(%d)", x)
+					if before == 0 && p.Throughput() != 0 || x <= 0 && p.Throughput() != before {
+						t.Fatalf("%s: throughput %d -> %d", what, before, p.Throughput())
+					}
+				}
 			default:
 				c := pick(20)
 				p.SetCapacity(c)
@@ -334,7 +378,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			}
 		case 15:
 			if pick(2) == 0 {
-				cfg := randConfig(s, hl)
+				cfg := randConfig(s, hl, mode.work)
 				p.Reconfigure(at(), cfg)
 				what = fmt.Sprintf("Reconfigure(%+v)", cfg)
 			} else {
@@ -355,12 +399,20 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			class := clampClass(Class(pick(3)))
 			tok := tokenDemands[pick(len(tokenDemands))]
 			ctok := min(max(tok, 0), p.total[kindTok])
+			var work float64
+			if mode.work {
+				work = costAmounts[pick(len(costAmounts))]
+			}
+			cwork := refWork(p, amount)
+			if work > 0 {
+				cwork = refWork(p, work)
+			}
 			reqID++
 			if pick(8) == 0 && len(queued) > 0 {
 				w := queued[pick(len(queued))] // a duplicate id, perhaps
 				holder, reqID = w.holder, w.id
 			}
-			within := refWithinQueue(p, i, ctok) && !refBefore(p, i, refOrder(p, class, now, holder, reqID))
+			within := refWithinQueue(p, i, ctok, cwork) && !refBefore(p, i, refOrder(p, class, now, holder, reqID))
 			tokFits := refTokFits(p, i, ctok)
 			room := refRoom(p, i, ctok) && refMayBorrow(p, i, ctok)
 			hk, hw, _ := refHead(p)
@@ -372,7 +424,7 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 			dup := p.findWait(holder, reqID) >= 0
 			nWait, nTeam := len(p.waits), p.teams[i].waiting
 			wantRank := p.rank(i)
-			g, wt, out := p.Arrive(at(), Request{Holder: holder, ID: reqID, Team: team, Class: class, Tokens: tok, Estimate: amount})
+			g, wt, out := p.Arrive(at(), Request{Holder: holder, ID: reqID, Team: team, Class: class, Tokens: tok, Estimate: amount, Work: work})
 			what = fmt.Sprintf("Arrive(%d, %d, %q, %v, %d) = %+v, %+v, %v", holder, reqID, team, class, tok, g, wt, out)
 			want := Queued
 			switch {
@@ -398,13 +450,17 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				if g.Borrowing == within || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.released {
 					t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d tokens %d", what, !within, kvBorrow, wantPrio, ctok)
 				}
+				if within && g.Work != float64(cwork) || !within && g.Work != 0 {
+					t.Fatalf("%s: work charged %v, want %d within share, 0 borrowing", what, g.Work, cwork)
+				}
+				charged[g.Team] += g.Work
 				if g.Penalty > 0 {
 					m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
 				}
 				grants = append(grants, held{g, nextID})
 				nextID++
 			case Queued:
-				if len(p.waits) != nWait+1 || wt.Holder != holder || wt.ID != reqID || wt.Tokens != ctok || wt.Deadline <= now {
+				if len(p.waits) != nWait+1 || wt.Holder != holder || wt.ID != reqID || wt.Tokens != ctok || wt.Work != cwork || wt.Deadline <= now {
 					t.Fatalf("%s: not queued as asked", what)
 				}
 				queued = append(queued, wid{holder, reqID})
@@ -467,6 +523,10 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				g.Estimate != w.estimate || len(p.waits) != n-1 || p.findWait(w.holder, w.id) >= 0 {
 				t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d from %+v", what, !hw, kvBorrow, wantPrio, w)
 			}
+			if hw && g.Work != float64(w.work) || !hw && g.Work != 0 {
+				t.Fatalf("%s: work charged %v, want %d within share, 0 borrowing", what, g.Work, w.work)
+			}
+			charged[g.Team] += g.Work
 			if g.Penalty > 0 {
 				m.terms[g.Team] = append(m.terms[g.Team], term{g.Penalty, g.At, nextID})
 			}
@@ -510,6 +570,35 @@ func runOps(t testing.TB, s source, sliced bool, reestimate ...bool) {
 				t.Fatalf("%s: demand not lowered to %d", what, p.tokens(tok))
 			case !got && k >= 0 && p.waits[k].tokens != before:
 				t.Fatalf("%s: demand changed from %d", what, before)
+			}
+		case 22: // ReestimateWork
+			w := wid{holder, uint64(pick(5))}
+			if len(queued) > 0 {
+				w = queued[pick(len(queued))]
+			}
+			p.advance(now)
+			x := costAmounts[pick(len(costAmounts))]
+			before := int64(-1)
+			if k := p.findWait(w.holder, w.id); k >= 0 {
+				before = p.waits[k].work
+			}
+			got := p.ReestimateWork(at(), w.holder, w.id, x)
+			what = fmt.Sprintf("ReestimateWork(%d, %d, %v) = %v", w.holder, w.id, x, got)
+			want := before >= 0 && refWork(p, x) < before
+			k := p.findWait(w.holder, w.id)
+			switch {
+			case got != want:
+				t.Fatalf("%s: want %v (work before %d)", what, want, before)
+			case got && (k < 0 || p.waits[k].work != refWork(p, x)):
+				t.Fatalf("%s: work not lowered to %d", what, refWork(p, x))
+			case !got && k >= 0 && p.waits[k].work != before:
+				t.Fatalf("%s: work changed from %d", what, before)
+			}
+		}
+		for i := range p.teams {
+			e := &p.teams[i]
+			if e.debt > charged[e.name]*(1+1e-9) {
+				t.Fatalf("step %d after %s: debt of %q %v above the %v its grants were charged\n%s", step, what, e.name, e.debt, charged[e.name], dump(p))
 			}
 		}
 		verify(t, p)
@@ -578,7 +667,25 @@ func TestRandomOperations(t *testing.T) {
 	// learnt to find a count re-windowed by a RequestTimeout change.
 	for _, seed := range append(seq(n), 228) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000}, false)
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 42)), left: 2000}, opsMode{})
+		})
+	}
+}
+
+// TestRandomOperationsWork is TestRandomOperations on pools that now and
+// then declare a work resource (a throughput of 3 to 2^40 units a second,
+// buckets of 1 ms to 10 s), with work estimates of their own, slices and
+// ReestimateWork: every grant's work and every within-share decision is
+// compared with the references (refWithin, refWorkFits), and every debt
+// with what its team's grants were charged.
+func TestRandomOperationsWork(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	for _, seed := range seq(n) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 45)), left: 2000}, opsMode{sliced: seed%2 == 1, reestimate: true, work: true})
 		})
 	}
 }
@@ -602,7 +709,7 @@ func TestRandomOperationsSliced(t *testing.T) {
 	// 104, 259, 435 and 515 failed as 228 did (see TestRandomOperations).
 	for _, seed := range append(seq(n), 104, 259, 435, 515) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 43)), left: 2000}, true)
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 43)), left: 2000}, opsMode{sliced: true})
 		})
 	}
 }
@@ -617,7 +724,7 @@ func TestRandomOperationsReestimate(t *testing.T) {
 	}
 	for seed := range n {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 44)), left: 2000}, seed%2 == 1, true)
+			runOps(t, &randSource{r: rand.New(rand.NewPCG(uint64(seed), 44)), left: 2000}, opsMode{sliced: seed%2 == 1, reestimate: true})
 		})
 	}
 }
@@ -629,6 +736,6 @@ func FuzzOperations(f *testing.F) {
 	f.Add([]byte{1, 3, 15, 0, 0, 9, 2, 1, 0, 4, 0, 0, 3, 1, 0, 0, 0, 0, 15, 1, 0, 0, 8, 4, 1, 8, 4, 2, 4, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Odd lengths set slices among the operations.
-		runOps(t, &byteSource{b: data}, len(data)%2 == 1)
+		runOps(t, &byteSource{b: data}, opsMode{sliced: len(data)%2 == 1})
 	})
 }

@@ -38,6 +38,7 @@ type Pool struct {
 	teamQueueLimit int
 	maxQueueTime   time.Duration
 	batchAging     time.Duration // see Config.BatchAging (0: class before arrival)
+	burst          time.Duration // B, the work buckets' depth (see Config.ThroughputBurst; 0 without work)
 
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
@@ -76,14 +77,15 @@ type entry struct {
 	keep       amounts // part of the reservation never lent
 	lim        amounts // most above the reservation (-1: no limit)
 	epoch      uint64  // tells entries of the same name apart over time
-	within     amounts // within-share grants in flight (sum over holders)
-	borrowing  amounts // borrowing grants in flight (sum over holders)
-	pWithin    amounts // within-share phantoms (sum over groups)
-	pBorrowing amounts // borrowing phantoms (sum over groups)
+	within     flight  // within-share grants in flight (sum over holders)
+	borrowing  flight  // borrowing grants in flight (sum over holders)
+	pWithin    flight  // within-share phantoms (sum over groups)
+	pBorrowing flight  // borrowing phantoms (sum over groups)
 	waiting    int     // requests waiting in the queue (count of p.waits)
 	estimate   float64
 	usage      float64 // consumption settled, decayed to Pool.usageAt
 	penalty    float64 // entry penalties not settled yet, decayed alike
+	debt       float64 // within-share work not paid for yet (cost units), paid down to Pool.usageAt
 	updated    bool
 	lastUpdate int64 // unix ns of the last usage change, if updated
 	phantoms   []phantomGroup
@@ -92,8 +94,8 @@ type entry struct {
 // phantomGroup counts phantoms of one team that expire together.
 type phantomGroup struct {
 	until     int64
-	within    amounts // the within-share phantoms, in every kind
-	borrowing amounts // the borrowing phantoms
+	within    flight // the within-share phantoms, in every counted kind
+	borrowing flight // the borrowing phantoms
 }
 
 // holder is one Wasm VM instance with requests in flight or waiting.
@@ -109,8 +111,8 @@ type holder struct {
 type holderCount struct {
 	team      int
 	gen       int64
-	within    amounts // the within-share requests, in every kind
-	borrowing amounts // the borrowing requests
+	within    flight // the within-share requests, in every counted kind
+	borrowing flight // the borrowing requests
 }
 
 func (e *entry) inFlight() int {
@@ -118,10 +120,10 @@ func (e *entry) inFlight() int {
 }
 
 // use is what the team's requests in flight take in every kind, phantoms
-// included.
+// included (0 in work: its use is the debt).
 func (e *entry) use() amounts {
 	var u amounts
-	for k := range numKinds {
+	for k := range numCounted {
 		u[k] = e.within[k] + e.borrowing[k] + e.pWithin[k] + e.pBorrowing[k]
 	}
 	return u
@@ -129,7 +131,7 @@ func (e *entry) use() amounts {
 
 // inWithin is what the team's within-share requests in flight take in
 // every kind, phantoms included.
-func (e *entry) inWithin() amounts { return e.within.add(e.pWithin) }
+func (e *entry) inWithin() amounts { return e.within.add(e.pWithin).wide() }
 
 // total is the team's usage as it ranks and as Snapshot and Usage report
 // it: the consumption settled plus the entry penalties not settled yet.
@@ -273,9 +275,16 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		slices.SortFunc(c, compareCount)
 	}
-	// The capacity sources, one per kind: Config.Capacity, Config.KVTokens.
+	// The capacity sources, one per kind: Config.Capacity, Config.KVTokens,
+	// Config.Throughput. The debts were paid down to now at the old rates
+	// above (decayTo).
 	p.total[kindSeq] = int64(cleanCapacity(cfg.Capacity))
 	p.total[kindTok] = cleanTokens(cfg.KVTokens)
+	p.total[kindWork] = cleanWork(cfg.Throughput)
+	p.burst = 0
+	if p.total[kindWork] > 0 {
+		p.burst = cleanBurst(cfg.ThroughputBurst)
+	}
 	for k := range numKinds {
 		if p.sliced {
 			p.live[k] = min(p.live[k], p.total[k])
@@ -294,6 +303,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	// resource), so a smaller cache cannot block the queue for good.
 	for k := range p.waits {
 		p.waits[k].tokens = p.tokens(p.waits[k].tokens)
+		p.waits[k].work = p.clampWork(p.waits[k].work)
 	}
 	if p.holderTimeout == 0 {
 		// Without leases, holders are only recorded while they hold
@@ -312,6 +322,9 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 	p.entryPenalty = cfg.EntryPenalty
 	p.fp = cfg.Fingerprint()
 	p.reapportion()
+	if p.sliced && p.declared().has(kindWork) {
+		p.deriveWork() // the slice's work follows its sequences (slice.go)
+	}
 	p.rebuildIndex()
 	p.expireWaits(p.now)
 	p.invalidate()
@@ -411,20 +424,53 @@ func (p *Pool) SetKVTokens(tokens int64) int64 {
 	return prev
 }
 
+// Throughput returns X, the pool's throughput in cost units per second
+// (0: the pool has no work resource); see SetThroughput. Cost: O(1).
+func (p *Pool) Throughput() int64 { return p.total[kindWork] }
+
+// SetThroughput changes X, the pool's throughput in cost units per second,
+// as SetKVTokens changes K: a reading from the engines (what they served
+// per second at saturation). Every team's reserved rate is apportioned
+// anew; the debts are first paid down to the latest time the pool has
+// seen at the old rates, and keep their value. x ≤ 0 (no reading) leaves
+// X as it is. A pool without a work resource (Config.Throughput 0) keeps
+// none: X is never turned on here. Values above 2^40 are clamped. On a
+// sliced pool (SetSlice) it changes nothing: the slice's work is derived
+// from its sequences (slice.go). It returns the previous X. The
+// fingerprint is unchanged. Cost: O(kinds · teams · log teams).
+func (p *Pool) SetThroughput(x int64) int64 {
+	prev := p.total[kindWork]
+	if prev == 0 || p.sliced || x <= 0 {
+		return prev
+	}
+	p.decayTo(p.now)
+	p.total[kindWork] = cleanWork(x)
+	p.live[kindWork] = p.total[kindWork]
+	p.reapportion()
+	p.invalidate()
+	return prev
+}
+
 // dropUndeclared zeroes, everywhere in flight, the amounts of the kinds
-// the pool no longer declares (a Reconfigure that removed KVTokens): a
-// kind not declared has no amount anywhere, as a waiting request demands
-// none (Reconfigure clamps the demands), so the record need not carry it.
-// Cost: O(teams + holders' counts) when a kind was dropped, else O(1).
+// the pool no longer declares (a Reconfigure that removed KVTokens), and
+// the debts once work is not declared: a kind not declared has no amount
+// anywhere, as a waiting request demands none (Reconfigure clamps the
+// demands), so the record need not carry it. Cost: O(teams + holders'
+// counts).
 func (p *Pool) dropUndeclared() {
-	var mask amounts
+	var mask flight
 	s := p.declared()
-	for k := range numKinds {
-		if s.has(k) {
+	if !s.has(kindWork) {
+		for i := range p.teams {
+			p.teams[i].debt = 0
+		}
+	}
+	for k := range numCounted {
+		if s.has(kind(k)) {
 			mask[k] = -1
 		}
 	}
-	and := func(a *amounts) {
+	and := func(a *flight) {
 		for k := range a {
 			a[k] &= mask[k]
 		}

@@ -10,7 +10,7 @@ import (
 // while the pool has no room for it (or while its team may not borrow)
 // is not granted but held at the gateway: its holder keeps the stream
 // paused and the pool records it as waiting, as (holder, id, team,
-// class, arrival, tokens, estimate). The waiting requests of all holders
+// class, arrival, tokens, work, estimate). The waiting requests of all holders
 // form one queue in the record; whenever capacity frees, the next to go
 // is the one with the best standing at that moment, and its priority is
 // decided then (see Dispatch).
@@ -33,14 +33,17 @@ type waiter struct {
 	team     int // entry index: a configured team or UnknownTeam
 	class    Class
 	tokens   int64   // KV tokens demanded (already clamped by p.tokens)
+	work     int64   // work demanded, cost units (already clamped by p.work)
 	estimate float64 // cost units (sanitized)
 }
 
-// demand is what w demands in every kind: one sequence and its tokens.
+// demand is what w demands in every kind: one sequence, its tokens and
+// its work.
 func (w *waiter) demand() amounts {
 	var d amounts
 	d[kindSeq] = 1
 	d[kindTok] = w.tokens
+	d[kindWork] = w.work
 	return d
 }
 
@@ -76,6 +79,13 @@ type Request struct {
 	// Estimate is the estimated cost (cost units) charged as the entry
 	// penalty when the request is granted, as Acquire's estimate.
 	Estimate float64
+	// Work is the request's work demand (cost units: what it is expected
+	// to cost, prompt and completion), the room it needs in its team's
+	// work bucket to be within share (Config.Throughput, resources.go)
+	// and what a within-share grant charges to the team's debt. 0 and
+	// negative values fall back to Estimate; it is rounded to an integer
+	// and clamped into [0, 2^40]. Ignored without a work resource.
+	Work float64
 }
 
 // Outcome is what Arrive did with a request.
@@ -134,8 +144,11 @@ type Waiting struct {
 	// Deadline is when the request leaves the queue undispatched
 	// (Arrived + MaxQueueTime; math.MaxInt64 without a queue time limit).
 	Deadline int64
-	// Tokens is the KV tokens it demands; Estimate its estimated cost.
+	// Tokens is the KV tokens it demands; Work its work demand (cost
+	// units, rounded; 0 without a work resource); Estimate its estimated
+	// cost.
 	Tokens   int64
+	Work     int64
 	Estimate float64
 	// Within is set when the request would now be within its team's
 	// share (it then goes without room).
@@ -175,8 +188,9 @@ func (s DispatchStatus) String() string {
 
 // Arrive decides a request as it arrives at time now.
 //
-//   - If it fits its team's reservation in every resource, and no request
-//     of its team that stands before it in the team's order (see
+//   - If it fits its team's reservation in every resource (with a work
+//     resource, its work fits its team's bucket: resources.go), and no
+//     request of its team that stands before it in the team's order (see
 //     Dispatch) waits, it is granted within share (priority 0/1),
 //     whatever the pool's load: within-share requests are never held.
 //     One that fits its team's reserved sequences but needs tokens beyond
@@ -233,23 +247,28 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	class := clampClass(r.Class)
 	tok := p.tokens(r.Tokens)
 	est := sanitizeAmount(r.Estimate)
+	work := r.Work
+	if !(work > 0) {
+		work = r.Estimate
+	}
+	wk := p.work(work)
 	// The arrival is the record's time: a VM whose clock lags queues in
 	// the order the record saw it, and never behind a deadline already
 	// passed.
-	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, estimate: est}
+	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, work: wk, estimate: est}
 	d := w.demand()
 	fits := p.withinFits(i, d)
 	if (fits || p.withinRoom(p.usage(), i, d)) && !p.waitsBefore(&w) {
 		if fits {
-			return p.grantArrived(t, r, i, class, est, tok, false, 0), Waiting{}, Granted
+			return p.grantArrived(t, r, i, class, est, tok, wk, false, 0), Waiting{}, Granted
 		}
 		rank := p.rank(i)
-		g := p.grantArrived(t, r, i, class, est, tok, false, 0)
+		g := p.grantArrived(t, r, i, class, est, tok, wk, false, 0)
 		g.BorrowsTokens, g.Priority = true, borrowPriority(rank, class)
 		return g, Waiting{}, Granted
 	}
 	if p.queueLimit == 0 {
-		return p.grantArrived(t, r, i, class, est, tok, true, p.rank(i)), Waiting{}, Granted
+		return p.grantArrived(t, r, i, class, est, tok, wk, true, p.rank(i)), Waiting{}, Granted
 	}
 	ranks := p.rankAll()
 	u := p.usage()
@@ -257,7 +276,7 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 		// Granted unless a waiting request that could go stands better.
 		k, within := p.head(u, ranks)
 		if k < 0 || p.better(&w, false, ranks, &p.waits[k], within) {
-			return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, Granted
+			return p.grantArrived(t, r, i, class, est, tok, wk, true, ranks[i]), Waiting{}, Granted
 		}
 	}
 	out := Queued
@@ -271,7 +290,7 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	}
 	if shadow {
 		// Forwarded all the same: counted as a borrower granted now.
-		return p.grantArrived(t, r, i, class, est, tok, true, ranks[i]), Waiting{}, out
+		return p.grantArrived(t, r, i, class, est, tok, wk, true, ranks[i]), Waiting{}, out
 	}
 	if out != Queued {
 		p.touch(r.Holder, t, p.holderTimeout > 0)
@@ -295,8 +314,8 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 }
 
 // grantArrived grants a request of entry i on arrival.
-func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64, tok int64, borrowing bool, rank int) Grant {
-	g := p.grant(t, r.Holder, i, class, est, tok, borrowing, rank)
+func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64, tok, work int64, borrowing bool, rank int) Grant {
+	g := p.grant(t, r.Holder, i, class, est, tok, work, borrowing, rank)
 	g.ID = r.ID
 	return g
 }
@@ -316,7 +335,8 @@ func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64,
 // Standing, best first:
 //  1. a request within share now: it fits its team's reservation (or its
 //     reserved sequences and, borrowing tokens, the pool's free tokens,
-//     as at arrival) and it is its team's first waiting request in the
+//     as at arrival; its work always fits its team's bucket, as the debt
+//     stands now) and it is its team's first waiting request in the
 //     team's order (3 to 5);
 //  2. the team's level-fairshare rank now (lower first);
 //  3. with BatchAging 0, class (Interactive before Batch) then arrival;
@@ -356,7 +376,7 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 	}
 	fits := p.withinFits(w.team, w.demand())
 	p.removeWait(k)
-	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, !within, p.ranks[w.team])
+	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, w.work, !within, p.ranks[w.team])
 	if within && !fits {
 		g.BorrowsTokens, g.Priority = true, borrowPriority(p.ranks[w.team], w.class)
 	}
@@ -369,7 +389,10 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 // Next never returns Dispatched), Blocked when it cannot go yet, Empty
 // when nothing waits. A holder uses it to learn whose turn it is, e.g.
 // after a release, to wake that holder. It changes nothing but what every
-// operation taking the time does (expiry), and counts as no heartbeat.
+// operation taking the time does (expiry; with a work resource, the debts
+// paid down to now, so a request held for its team's empty bucket is
+// within share here once enough time has passed), and counts as no
+// heartbeat.
 // Cost: O(teams·log teams + waiting).
 func (p *Pool) Next(now time.Time) (Waiting, DispatchStatus) {
 	p.advance(now.UnixNano())
@@ -532,7 +555,7 @@ func (p *Pool) rankAll() []int {
 // describe returns the Waiting of w.
 func (p *Pool) describe(w *waiter, within bool) Waiting {
 	return Waiting{Holder: w.holder, ID: w.id, Team: p.teams[w.team].name, Class: w.class, Arrived: w.arrival,
-		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Estimate: w.estimate, Within: within}
+		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Work: w.work, Estimate: w.estimate, Within: within}
 }
 
 // deadline returns the deadline of a request that arrived at a.
@@ -583,6 +606,38 @@ func (p *Pool) Reestimate(now time.Time, holder uint32, id uint64, tokens int64)
 	}
 	p.waits[k].tokens = tok
 	return true
+}
+
+// ReestimateWork lowers the work demand of the waiting request (holder,
+// id) to work (cost units, rounded and clamped as Arrive does; 0 and
+// negative count as 0 here), at time now, and reports whether it changed:
+// Reestimate for the work resource, for the same reason (a work estimate
+// from a client's max_tokens would keep the request out of its team's
+// bucket). A demand is never raised. Counts as a heartbeat of holder.
+// Cost: O(waiting).
+func (p *Pool) ReestimateWork(now time.Time, holder uint32, id uint64, work float64) bool {
+	t := now.UnixNano()
+	p.advance(t)
+	p.touch(holder, t, p.holderTimeout > 0)
+	k := p.findWait(holder, id)
+	if k < 0 {
+		return false
+	}
+	wk := p.work(work)
+	if wk >= p.waits[k].work {
+		return false
+	}
+	p.waits[k].work = wk
+	return true
+}
+
+// clampWork is the work demand a waiting request keeps when the pool's
+// work resource changes: none once it is gone.
+func (p *Pool) clampWork(n int64) int64 {
+	if p.total[kindWork] == 0 {
+		return 0
+	}
+	return n
 }
 
 // findWait returns the index of the waiting request (holder, id), or -1.

@@ -29,6 +29,11 @@ const settleEps = 1e-12
 // only charges its consumption to the new entry. A Release counts as a heartbeat of its holder if
 // the holder is still in the record.
 //
+// A grant charged to its team's work debt (Grant.Work > 0, resources.go)
+// settles it: the debt becomes debt + consumed − Work, at least 0, so a
+// request that cost less than its estimate gives the difference back and
+// one that cost more owes it.
+//
 // Usage is charged from consumption, never from time in flight: a request
 // waiting in vLLM's queue is in flight but consumes nothing.
 //
@@ -82,6 +87,11 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	}
 	e.usage = min(e.usage+sanitizeAmount(consumed), maxUsage)
 	e.updated, e.lastUpdate = true, max(t, p.usageAt)
+	if current && g.Work > 0 && p.total[kindWork] > 0 {
+		// The debt was paid down to now (decayTo above): it now owes
+		// what the request cost rather than its estimate.
+		e.debt = min(max(0, e.debt+sanitizeAmount(consumed)-g.Work), maxUsage)
+	}
 	if hi >= 0 && p.holderTimeout == 0 && p.holders[hi].idle() {
 		p.removeHolder(hi)
 	}
@@ -132,7 +142,7 @@ func (p *Pool) uncountAt(hi, k int, borrowing bool, d amounts) bool {
 	if x[kindSeq] == 0 {
 		return false
 	}
-	for r := kindSeq + 1; r < numKinds; r++ {
+	for r := 1; r < numCounted; r++ {
 		y := min(max(d[r], 0), x[r])
 		if x[kindSeq] == 1 {
 			y = x[r]

@@ -153,13 +153,14 @@ func TestFitVecCutsInProportion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 13))
 	for n := range 2000 {
 		T := 1 + rng.IntN(5)
-		v := make([]int64, 2+2*T)
+		v := newBudgets(T)
 		for i := range v {
 			v[i] = rng.Int64N(30)
 		}
 		orig := slices.Clone(v)
 		fitVec(v, T, nil)
-		for _, b := range []struct{ cap, off int }{{0, 2}, {1, 2 + T}} {
+		for k := range numKinds {
+			b := struct{ cap, off int }{int(k), v.resOf(k, 0)}
 			var sum, before int64
 			for i := range T {
 				before += orig[b.off+i]
@@ -180,7 +181,7 @@ func TestFitVecCutsInProportion(t *testing.T) {
 	// a team below it (headroom) only once they have nothing left.
 	for n := range 2000 {
 		T := 1 + rng.IntN(5)
-		v := make([]int64, 2+2*T)
+		v := newBudgets(T)
 		for i := range v {
 			v[i] = rng.Int64N(30)
 		}
@@ -193,14 +194,15 @@ func TestFitVecCutsInProportion(t *testing.T) {
 		var sum, before int64
 		fullLeft, headCut := false, false
 		for i := range T {
-			sum += v[2+i]
-			before += orig[2+i]
-			if v[2+i] > orig[2+i] {
+			j := v.resOf(kindSeq, i)
+			sum += v[j]
+			before += orig[j]
+			if v[j] > orig[j] {
 				t.Fatalf("case %d: fitVec(%v, demand %v) = %v: team %d grew", n, orig, demand, v, i)
 			}
-			full := int64(demand[i]) >= orig[2+i]
-			fullLeft = fullLeft || full && v[2+i] > 0
-			headCut = headCut || !full && v[2+i] < orig[2+i]
+			full := int64(demand[i]) >= orig[j]
+			fullLeft = fullLeft || full && v[j] > 0
+			headCut = headCut || !full && v[j] < orig[j]
 		}
 		if sum > max(orig[0], 0) && before > orig[0] || headCut && fullLeft {
 			t.Fatalf("case %d: fitVec(%v, demand %v) = %v: want Σ ≤ %d, headroom cut only once the full teams have none", n, orig, demand, v, orig[0])
@@ -211,17 +213,19 @@ func TestFitVecCutsInProportion(t *testing.T) {
 	for _, tt := range []struct {
 		demand []int
 		want   []int64
-	}{{[]int{5, 1}, []int64{5, 0, 1, 4, 0, 0}}, {nil, []int64{5, 0, 2, 3, 0, 0}}} {
-		v := []int64{5, 0, 3, 4, 0, 0}
-		if fitVec(v, 2, tt.demand); !reflect.DeepEqual(v, tt.want) {
-			t.Errorf("fitVec([5 0 3 4 0 0], demand %v) = %v, want %v", tt.demand, v, tt.want)
+	}{{[]int{5, 1}, []int64{5, 0, 0, 1, 4, 0, 0, 0, 0}}, {nil, []int64{5, 0, 0, 2, 3, 0, 0, 0, 0}}} {
+		// The layout: the capacities (sequences, tokens, work), then
+		// every kind's reservations.
+		v := budgets{5, 0, 0, 3, 4, 0, 0, 0, 0}
+		if fitVec(v, 2, tt.demand); !reflect.DeepEqual([]int64(v), tt.want) {
+			t.Errorf("fitVec([5 0 0 3 4 0 0 0 0], demand %v) = %v, want %v", tt.demand, v, tt.want)
 		}
 	}
 	// Squeezed to 5: a, b, c of 10, 6, 2 keep 3, 2, 0 (2.78, 1.67, 0.56:
 	// the units left to the largest remainders, a's and b's).
-	v := []int64{5, 0, 10, 6, 2, 0, 0, 0}
+	v := budgets{5, 0, 0, 10, 6, 2, 0, 0, 0, 0, 0, 0}
 	fitVec(v, 3, nil)
-	if want := []int64{5, 0, 3, 2, 0, 0, 0, 0}; !reflect.DeepEqual(v, want) {
+	if want := (budgets{5, 0, 0, 3, 2, 0, 0, 0, 0, 0, 0, 0}); !reflect.DeepEqual(v, want) {
 		t.Errorf("fitVec = %v, want %v", v, want)
 	}
 }
@@ -650,7 +654,7 @@ func (s *sim) step() {
 // the loans in force over the last simD, each at most ⌈R_t/n⌉).
 func (s *sim) checkBound() {
 	T := len(s.tot.Teams)
-	total := make([]int64, 2+2*T)
+	total := newBudgets(T)
 	bound := s.tot.Whole.vec(T)
 	within := make([]int, T)
 	withinTok := make([]int64, T)
@@ -712,11 +716,11 @@ func (s *sim) checkBound() {
 		}
 	}
 	for i := range T {
-		if within[i] > int(bound[2+i])+lentBound[i] {
-			s.t.Fatalf("t=%v: team %d has %d within share, bound %d + loans %d", s.now, i, within[i], bound[2+i], lentBound[i])
+		if b := bound[bound.resOf(kindSeq, i)]; within[i] > int(b)+lentBound[i] {
+			s.t.Fatalf("t=%v: team %d has %d within share, bound %d + loans %d", s.now, i, within[i], b, lentBound[i])
 		}
-		if withinTok[i] > bound[2+T+i]+lentTokBound[i] {
-			s.t.Fatalf("t=%v: team %d has %d tokens within share, bound %d + token loans %d", s.now, i, withinTok[i], bound[2+T+i], lentTokBound[i])
+		if b := bound[bound.resOf(kindTok, i)]; withinTok[i] > b+lentTokBound[i] {
+			s.t.Fatalf("t=%v: team %d has %d tokens within share, bound %d + token loans %d", s.now, i, withinTok[i], b, lentTokBound[i])
 		}
 		if s.maxExcess != nil {
 			s.maxExcess[i] = max(s.maxExcess[i], within[i]-s.tot.Whole.Reserved[i])

@@ -2,11 +2,13 @@ package fairshare
 
 import "math"
 
-// Resources. A pool has one or two resources: sequences (Config.Capacity,
-// C, always) and KV-cache tokens (Config.KVTokens, K, when declared). A
-// request demands one sequence plus its token estimate (Request.Tokens:
-// prompt + expected completion); requests decided by Acquire demand one
-// sequence and no token.
+// Resources. A pool has up to three resources: sequences
+// (Config.Capacity, C, always), KV-cache tokens (Config.KVTokens, K, when
+// declared) and work (Config.Throughput, X cost units per second, when
+// declared). A request demands one sequence, its token estimate
+// (Request.Tokens: prompt + expected completion) and its work estimate
+// (Request.Work, cost units; Estimate when not set); requests decided by
+// Acquire demand one sequence, no token, and their estimate as work.
 //
 // Every team's reservation is apportioned in each resource with the same
 // shares (from C and from K, largest remainder, apportion.go). A request
@@ -39,24 +41,66 @@ import "math"
 // are not recorded. In the room test a demand is further capped at what
 // the other teams' lending limits can ever leave to it (K − Σ_{t≠i}
 // keep_t,tok), so that it goes once that part of the cache is empty.
+//
+// Work: a throughput reservation. Every team reserves w_i = its share of
+// X (cost units per second, apportioned as the other kinds). Its use is
+// not a sum of requests in flight but a debt D_i (cost units, float64):
+// the within-share work granted and not yet paid for, paid down linearly
+// at the reserved rate wherever the pool advances its usage clock,
+//
+//	D_i(t) = max(0, D_i(t0) − a_i · (t − t0)),  a_i = w_i + loan_i
+//
+// (a_i = w_i on one proxy; lend.go for a replica's loan). It is a token
+// bucket of depth B · a_i (B = Config.ThroughputBurst, 10 s by default)
+// holding B · a_i − D_i. A request of work estimate d is within share in
+// work when
+//
+//	D_i + d ≤ B · a_i,  or D_i = 0 and a_i > 0
+//
+// (the one-request exception of the other kinds: a request larger than
+// the bucket goes when the bucket is full); a within-share grant adds d
+// to D_i (Grant.Work), and its Release settles it to what the request
+// cost: D_i += consumed − d, clamped at 0. A new entry's debt is 0. A
+// team whose share of X rounds to 0 reserves no work: its requests of any
+// work borrow (X is meant to be large against the number of teams: cost
+// units, not requests, per second).
+// Work is the one kind a borrower does not take: a borrower is not
+// charged, and the room, borrowing and lending tests leave work out
+// (borrowers are bounded by sequences and tokens, ordered by standing).
+// Nor may a request that has its team's seat borrow work (withinRoom):
+// a team whose bucket is empty borrows, whatever its seats, and its
+// requests become within share again as the debt pays down, with no
+// release needed (every test reads the debt at the operation's time).
+// So the reservation divides the work the engines do, not only their
+// seats (see RATIONALE.md, "Why a throughput reservation is a debt paid
+// down at the reserved rate"). Without a work resource (X = 0) there is
+// no debt, no work demand, and every test is the other kinds' alone.
 
 // The resource list. Every per-resource quantity of the core is an
 // amounts vector indexed by kind: a team's reservation, loan, kept part
-// and borrowing limit, its requests in flight of each standing, a holder's
-// counts, a phantom group, the pool's capacities and a request's demand.
+// and borrowing limit, the pool's capacities and a request's demand; what
+// is in flight (a team's requests of each standing, a holder's counts, a
+// phantom group) is a flight vector, the same list without work (whose
+// use is a debt), so that the counts every record carries do not grow
+// with it.
 // Every test, limit, apportionment and slice operation is one loop over
 // the kinds the pool declares (the others are 0 everywhere: verify checks
 // it). Sequences (kindSeq, index 0) are the seat: always declared, a
 // request demands exactly one, the queue's head must be able to get one
 // at all (mayEverFit), and a request that has its team's seat may borrow
-// the other kinds from the pool (withinRoom). Every other kind is an
+// the other counted kinds (KV tokens) from the pool, never work
+// (withinRoom). Every other kind is an
 // amount: its demand is clamped to the pool's capacity and, in the room
 // test, to what the other teams' lending limits can ever leave.
 //
 // Adding a kind is one constant below, one capacity source (a Config
 // field read in Reconfigure, Pool.total and live set from it) and one
 // demand field (Request, waiter, Grant); the loops, the record (codec.go:
-// one value per declared kind, in this order) and the slices follow.
+// one value per declared kind, in this order) and the slices follow. A
+// kind counted in flight goes before kindWork. Work is the exception the
+// list allows: its use is a debt, not a sum of requests in flight
+// (counted and flight leave it out of every in-flight amount), and a
+// replica's slice derives it from its sequences (slice.go).
 
 // kind is one resource of a pool: an index into amounts, in list order.
 type kind uint8
@@ -68,6 +112,10 @@ const (
 	// kindTok is KV-cache tokens: K, Config.KVTokens. Declared when
 	// K > 0.
 	kindTok
+	// kindWork is work: X, Config.Throughput, the pool's throughput in
+	// cost units per second. Declared when X > 0. Its use is not a sum
+	// of requests in flight but every team's debt (see above).
+	kindWork
 	// numKinds is the length of the list.
 	numKinds
 )
@@ -77,6 +125,61 @@ type kinds uint8
 
 // allKinds is every kind of the list.
 const allKinds = kinds(1)<<numKinds - 1
+
+// numCounted is the number of counted kinds: the kinds whose use is a
+// sum of the requests in flight, the list's first ones (every kind but
+// work, which comes last).
+const numCounted = int(kindWork)
+
+// counted is the counted kinds as a set: the ones a holder count, a
+// phantom group and the room, borrowing and lending tests carry.
+const counted = kinds(1)<<numCounted - 1
+
+// flight is one value per counted kind: what requests in flight take (a
+// team's sums, a holder count, a phantom group). Work, a debt, has no
+// place in it: the counts the record decodes and encodes on every
+// request are as small as before work came (see BenchmarkArriveWork).
+type flight [numCounted]int64
+
+// add returns a + b in every counted kind.
+func (a flight) add(b flight) flight {
+	for k := range a {
+		a[k] += b[k]
+	}
+	return a
+}
+
+// sub returns a − b in every counted kind.
+func (a flight) sub(b flight) flight {
+	for k := range a {
+		a[k] -= b[k]
+	}
+	return a
+}
+
+// restZero reports whether a is 0 in every counted kind but sequences.
+func (a flight) restZero() bool {
+	for k := 1; k < numCounted; k++ {
+		if a[k] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// wide returns a as amounts (0 in work).
+func (a flight) wide() amounts {
+	var w amounts
+	copy(w[:], a[:])
+	return w
+}
+
+// counted returns a's counted kinds.
+func (a amounts) counted() flight {
+	var f flight
+	copy(f[:], a[:numCounted])
+	return f
+}
 
 // has reports whether s holds k.
 func (s kinds) has(k kind) bool { return s>>k&1 != 0 }
@@ -92,14 +195,6 @@ type amounts [numKinds]int64
 func (a amounts) add(b amounts) amounts {
 	for k := range a {
 		a[k] += b[k]
-	}
-	return a
-}
-
-// sub returns a − b in every kind.
-func (a amounts) sub(b amounts) amounts {
-	for k := range a {
-		a[k] -= b[k]
 	}
 	return a
 }
@@ -129,12 +224,14 @@ func (p *Pool) declared() kinds {
 	return s
 }
 
-// demand is what a request of tok estimated KV tokens demands: one
-// sequence and its tokens (p.tokens).
-func (p *Pool) demand(tok int64) amounts {
+// demand is what a request of tok estimated KV tokens and work work
+// (cost units, already clamped by p.work) demands: one sequence, its
+// tokens (p.tokens) and its work.
+func (p *Pool) demand(tok, work int64) amounts {
 	var d amounts
 	d[kindSeq] = 1
 	d[kindTok] = p.tokens(tok)
+	d[kindWork] = work
 	return d
 }
 
@@ -159,14 +256,58 @@ func (p *Pool) tokens(n int64) int64 {
 	return min(n, p.total[kindTok])
 }
 
+// work is the work demand (cost units) a request of work estimate x
+// records: x rounded to an integer and clamped into [0, 2^40], 0 without
+// a work resource (negative, NaN and infinite count as 0).
+func (p *Pool) work(x float64) int64 {
+	if p.total[kindWork] == 0 || !(x > 0) {
+		return 0
+	}
+	return int64(math.Round(min(x, maxWork)))
+}
+
+// workRate is entry e's work rate: its reservation plus its loan, cost
+// units per second.
+func (e *entry) workRate() int64 { return e.res[kindWork] + e.lent[kindWork] }
+
+// depth is entry e's bucket depth, B × its work rate (cost units).
+func (p *Pool) depth(e *entry) float64 {
+	return float64(e.workRate()) * p.burst.Seconds()
+}
+
+// workFits reports whether a request of entry i demanding d cost units
+// is within share in work: the debt plus d fits the bucket, or the debt
+// is 0 and the team reserves any work. Cost: O(1).
+func (p *Pool) workFits(i int, d int64) bool {
+	e := &p.teams[i]
+	return e.debt+float64(d) <= p.depth(e) || e.debt == 0 && e.workRate() > 0
+}
+
+// payDown pays every entry's debt down at its work rate for dt
+// nanoseconds (decayTo calls it when the usage clock advances).
+func (p *Pool) payDown(dt int64) {
+	for i := range p.teams {
+		e := &p.teams[i]
+		if e.debt > 0 {
+			e.debt = max(0, e.debt-float64(e.workRate())*float64(dt)/1e9)
+		}
+	}
+}
+
 // withinFits reports whether a request of entry i demanding d fits what
 // is left of the team's reservation (and loan, lend.go) in every declared
-// kind. Cost: O(kinds).
+// kind: in work, its bucket (workFits). Cost: O(kinds).
 func (p *Pool) withinFits(i int, d amounts) bool {
 	e := &p.teams[i]
 	s := p.declared()
 	for k := range numKinds {
 		if !s.has(k) {
+			continue
+		}
+		if k == kindWork {
+			if !p.workFits(i, d[k]) {
+				return false
+			}
 			continue
 		}
 		// A team with nothing within share in flight in a kind may run
@@ -195,12 +336,14 @@ func (e *entry) allowed() int { return int(e.res[kindSeq] + e.lent[kindSeq]) }
 
 // withinRoom reports whether a request of entry i demanding d is within
 // share (withinFits), or has a seat of its team's (a free reserved
-// sequence) and, in every other declared kind, fits either the team's
-// reservation or the pool's free room as a borrower's would (given u =
-// p.usage()): a request that exceeds only its team's token reservation
-// takes its own team's sequence, borrowing tokens the pool has free,
-// rather than leaving the sequence to other teams' borrowers. Cost:
-// O(kinds).
+// sequence), fits its team's bucket in work, and, in every other declared
+// kind, fits either the team's reservation or the pool's free room as a
+// borrower's would (given u = p.usage()): a request that exceeds only its
+// team's token reservation takes its own team's sequence, borrowing
+// tokens the pool has free, rather than leaving the sequence to other
+// teams' borrowers. Work is never borrowed so: a team whose bucket is
+// empty would otherwise run on its seats whatever the work it was
+// granted. Cost: O(kinds).
 func (p *Pool) withinRoom(u usage, i int, d amounts) bool {
 	if p.withinFits(i, d) {
 		return true
@@ -210,6 +353,10 @@ func (p *Pool) withinRoom(u usage, i int, d amounts) bool {
 		return false
 	}
 	s := p.declared()
+	if s.has(kindWork) && !p.workFits(i, d[kindWork]) {
+		return false
+	}
+	s &= counted
 	for k := kindSeq + 1; k < numKinds; k++ {
 		if s.has(k) && !p.kindFits(i, k, d[k]) && !p.kindRoom(u, i, k, d[k]) {
 			return false
@@ -226,10 +373,10 @@ func (p *Pool) kindFits(i int, k kind, d int64) bool {
 }
 
 // mayBorrow reports whether entry i's borrowing limit lets it borrow a
-// request demanding d, in every declared kind. Cost: O(kinds).
+// request demanding d, in every declared kind but work. Cost: O(kinds).
 func (p *Pool) mayBorrow(i int, d amounts) bool {
 	e := &p.teams[i]
-	s := p.declared()
+	s := p.declared() & counted
 	use := e.use()
 	for k := range numKinds {
 		if s.has(k) && e.lim[k] >= 0 && use[k]+d[k]-e.res[k] > e.lim[k] {
@@ -263,10 +410,10 @@ func (p *Pool) usage() usage {
 }
 
 // hasRoom reports whether the pool has room for a borrower of entry i
-// demanding d in every declared kind, given u = p.usage(). Cost:
-// O(kinds).
+// demanding d in every declared kind but work, given u = p.usage().
+// Cost: O(kinds).
 func (p *Pool) hasRoom(u usage, i int, d amounts) bool {
-	s := p.declared()
+	s := p.declared() & counted
 	for k := range numKinds {
 		if s.has(k) && !p.kindRoom(u, i, k, d[k]) {
 			return false
@@ -294,7 +441,7 @@ func (p *Pool) kindRoom(u usage, i int, k kind, d int64) bool {
 // roomNoEntry is hasRoom for a team with no entry yet: nothing of its own
 // in flight, nothing kept. Cost: O(kinds).
 func (p *Pool) roomNoEntry(u usage, d amounts) bool {
-	s := p.declared()
+	s := p.declared() & counted
 	for k := range numKinds {
 		if !s.has(k) {
 			continue

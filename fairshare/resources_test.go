@@ -19,7 +19,7 @@ func kindPool(lend, borrow float64) *Pool {
 // tok tokens.
 func put(p *Pool, i, n int, borrowing bool, tok int64) {
 	for range n {
-		p.count(1, base.UnixNano(), i, p.window(base.UnixNano()), borrowing, p.demand(tok))
+		p.count(1, base.UnixNano(), i, p.window(base.UnixNano()), borrowing, p.demand(tok, 0))
 	}
 }
 
@@ -112,7 +112,7 @@ func TestKindsTests(t *testing.T) {
 			put(p, 0, tt.st.borrowing, true, tt.st.tok)
 			put(p, 1, tt.st.bUse, true, tt.st.bTok)
 			verify(t, p)
-			d := p.demand(tt.demand)
+			d := p.demand(tt.demand, 0)
 			if got := p.withinFits(0, d); got != tt.fits {
 				t.Errorf("withinFits(a, %v) = %v, want %v\n%s", d, got, tt.fits, dump(p))
 			}
@@ -122,7 +122,7 @@ func TestKindsTests(t *testing.T) {
 			if got := p.mayBorrow(0, d); got != tt.mayBorrow {
 				t.Errorf("mayBorrow(a, %v) = %v, want %v\n%s", d, got, tt.mayBorrow, dump(p))
 			}
-			if got, want := p.withinFits(0, d), refWithin(p, 0, tt.demand); got != want {
+			if got, want := p.withinFits(0, d), refWithin(p, 0, tt.demand, 0); got != want {
 				t.Errorf("withinFits(a, %v) = %v, the reference %v", d, got, want)
 			}
 			if got, want := p.hasRoom(p.usage(), 0, d), refRoom(p, 0, tt.demand); got != want {
@@ -137,6 +137,9 @@ func TestKindsTests(t *testing.T) {
 // the rest of either kind is used.
 func TestKindsLendingLimit(t *testing.T) {
 	for k := range numKinds {
+		if !counted.has(k) {
+			continue // work lends nothing and keeps nothing (TestKindsWorkNotBorrowable)
+		}
 		t.Run(fmt.Sprintf("kind %d", k), func(t *testing.T) {
 			p := kindPool(0, 1) // a keeps its whole reservation [2 500]
 			if p.teams[0].keep != (amounts{2, 500}) {
@@ -150,7 +153,7 @@ func TestKindsLendingLimit(t *testing.T) {
 				put(p, 1, 1, false, 500)
 			}
 			verify(t, p)
-			if p.hasRoom(p.usage(), 1, p.demand(1)) {
+			if p.hasRoom(p.usage(), 1, p.demand(1, 0)) {
 				t.Errorf("hasRoom(b) = true with a keeping the rest of kind %d\n%s", k, dump(p))
 			}
 			// Without the lending limit the same request has room.
@@ -160,7 +163,7 @@ func TestKindsLendingLimit(t *testing.T) {
 			} else {
 				put(q, 1, 1, false, 500)
 			}
-			if !q.hasRoom(q.usage(), 1, q.demand(1)) {
+			if !q.hasRoom(q.usage(), 1, q.demand(1, 0)) {
 				t.Errorf("hasRoom(b) = false without a lending limit\n%s", dump(q))
 			}
 		})
@@ -174,7 +177,7 @@ func TestKindsLendingLimit(t *testing.T) {
 func TestKindsWithinRoom(t *testing.T) {
 	p := kindPool(1, 1)
 	put(p, 0, 1, false, 450)
-	d := p.demand(100)
+	d := p.demand(100, 0)
 	if p.withinFits(0, d) || !p.withinRoom(p.usage(), 0, d) {
 		t.Fatalf("withinFits, withinRoom(a, %v) = %v, %v, want false, true", d, p.withinFits(0, d), p.withinRoom(p.usage(), 0, d))
 	}
@@ -189,7 +192,7 @@ func TestKindsWithinRoom(t *testing.T) {
 		t.Fatalf("declared() = %b, want sequences alone", q.declared())
 	}
 	put(q, 0, 1, false, 1<<30)
-	if !q.withinFits(0, q.demand(1<<30)) {
+	if !q.withinFits(0, q.demand(1<<30, 0)) {
 		t.Fatalf("withinFits on a pool of sequences alone weighed tokens\n%s", dump(q))
 	}
 }

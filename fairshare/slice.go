@@ -1,29 +1,87 @@
 package fairshare
 
+import "math/bits"
+
 // A pool's slice: the part of the pool one replica decides against when
 // several proxies share it (see replicas.go for the rule that computes
 // the slices).
 
-// Totals returns what the slices of the pool divide: the configured
-// teams in configuration order, the configured capacity and KV tokens,
-// and every team's reservation in both as apportion.go gives them. It
-// allocates. Cost: O(kinds · teams · log teams).
-func (p *Pool) Totals() Totals {
+// Work in a slice. The public shapes (Slice, Totals, Member, the loans)
+// carry sequences and KV tokens; a slice's work is derived from its
+// sequences, as a replica's part of a team's token reservation follows
+// its sequences in the slice rule (replicas.go). With W_t and R_t the
+// team's whole reservations in work and sequences, X and C the pool's:
+//
+//	res_t,work = ⌊W_t × res_t,seq / R_t⌋   (0 when R_t = 0)
+//	X_slice    = ⌊X × C_slice / C⌋          (0 when C = 0)
+//
+// then cut, as the other kinds, until the reservations fit X_slice
+// (fitVec), and a replica's loan in work is ⌊W_t × loan_t,seq / R_t⌋
+// (lend.go). SetSlice and SetLoans derive them; the record carries them
+// as it carries every kind's slice and loans. The bound: across replicas
+// whose sequences do not exceed R_t, Σ res_t,work ≤ W_t, so the
+// within-share work rate a team is granted across the pool is at most
+// its reserved rate, plus its loans' (at most MaxLoan·⌊W_t/R_t⌋ per
+// lending replica, as tokens), plus the cut-off replicas' holds of the
+// overshoot bound, in proportion to their sequences.
+
+// wholeRes returns every configured team's reservation in every kind as
+// apportion.go gives it from the configured capacities (the reservations
+// Totals reports), and the teams' names. It allocates. Cost: O(kinds ·
+// teams · log teams).
+func (p *Pool) wholeRes() ([]string, []amounts) {
 	n := p.configured
-	t := Totals{Teams: make([]string, n), Whole: makeSlice(n)}
-	t.Whole.setCaps(p.total)
+	names := make([]string, n)
 	shares := make([]float64, n)
 	for i := range n {
-		t.Teams[i], shares[i] = p.teams[i].name, p.teams[i].share
+		names[i], shares[i] = p.teams[i].name, p.teams[i].share
 	}
 	out := make([]int, n)
 	res := make([]amounts, n)
 	for k := range numKinds {
-		apportion(int(p.total[k]), t.Teams, shares, out)
+		apportion(int(p.total[k]), names, shares, out)
 		for i := range n {
 			res[i][k] = int64(out[i])
 		}
 	}
+	return names, res
+}
+
+// workOf is the work that follows seq sequences of a team whose whole
+// reservations are whole: ⌊W × seq / R⌋, 0 when R = 0, at most W.
+func workOf(whole amounts, seq int64) int64 {
+	r, w := whole[kindSeq], whole[kindWork]
+	if r <= 0 || seq <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(w), uint64(min(seq, r)))
+	q, _ := bits.Div64(hi, lo, uint64(r)) // hi < r since min(seq, r) ≤ r
+	return int64(q)
+}
+
+// deriveWork sets a slice's work capacity and every configured team's work
+// reservation from its sequences (see above), then cuts them to fit.
+func (p *Pool) deriveWork() {
+	_, whole := p.wholeRes()
+	p.live[kindWork] = workOf(p.total, p.live[kindSeq])
+	for i := range p.configured {
+		e := &p.teams[i]
+		e.res[kindWork] = workOf(whole[i], e.res[kindSeq])
+		p.applyLimits(e)
+	}
+	p.fitSlice()
+}
+
+// Totals returns what the slices of the pool divide: the configured
+// teams in configuration order, the configured capacity and KV tokens,
+// and every team's reservation in both as apportion.go gives them (the
+// work, derived from the sequences, is not a budget of its own: see
+// above). It allocates. Cost: O(kinds · teams · log teams).
+func (p *Pool) Totals() Totals {
+	n := p.configured
+	names, res := p.wholeRes()
+	t := Totals{Teams: names, Whole: makeSlice(n)}
+	t.Whole.setCaps(p.total)
 	for i := range n {
 		t.Whole.setReserved(i, res[i])
 	}
@@ -58,9 +116,13 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // live capacity becomes s.Capacity, the KV tokens s.KVTokens (K stays
 // the configured one for clamping demands), and every configured team's
 // reservation s.Reserved and s.ReservedTokens (missing entries count as
-// 0). Values are clamped into [0, the configured totals], and
+// 0); with a work resource, the slice's throughput and every team's
+// reserved rate follow its sequences (see above). Values are clamped
+// into [0, the configured totals], and
 // reservations cut, every team in proportion to its reservation, until
-// they fit the slice's capacities, so that within-share requests never outnumber the slice.
+// they fit the slice's capacities, so that within-share requests never
+// outnumber the slice. The debts are first paid down to the latest time
+// the pool has seen, at the old rates.
 // Requests in flight keep their standing. A nil s returns the pool to
 // the whole configuration (the live capacity becomes the configured
 // one) and clears the loans (SetLoans; a slice keeps them). The slice is kept in the record; Reconfigure keeps it, each
@@ -68,6 +130,7 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // slice). Cost: O(teams · kinds).
 func (p *Pool) SetSlice(s *Slice) {
 	defer p.invalidate()
+	p.decayTo(p.now) // the debts paid down at the old rates
 	if s == nil {
 		p.sliced = false
 		for i := range p.teams {
@@ -97,10 +160,13 @@ func (p *Pool) SetSlice(s *Slice) {
 		}
 	}
 	p.reapportion()
+	if d.has(kindWork) {
+		p.deriveWork()
+	}
 }
 
-// maxAmount bounds a reservation of a slice in every kind.
-var maxAmount = amounts{kindSeq: maxCapacity, kindTok: maxTokens}
+// maxAmount bounds a capacity and a reservation of a slice in every kind.
+var maxAmount = amounts{kindSeq: maxCapacity, kindTok: maxTokens, kindWork: maxWork}
 
 // fitSlice cuts a slice's reservations until they fit its capacities,
 // every team in proportion to its reservation (fitVec without demand),

@@ -62,6 +62,22 @@ type TeamStat struct {
 	// InFlightTokens is the KV tokens of the team's requests in flight,
 	// phantoms included.
 	InFlightTokens int64
+	// ReservedWork is the team's reserved work rate in cost units per
+	// second (its share of Config.Throughput, or its slice's; 0 without
+	// a work resource), and LentWork its loan at this replica (lend.go):
+	// its debt is paid down at ReservedWork + LentWork.
+	ReservedWork int64
+	LentWork     int64
+	// WorkDebt is the team's debt (cost units): the within-share work
+	// granted and not yet paid down, settled to what the requests cost
+	// as they finish. 0 without a work resource.
+	WorkDebt float64
+	// WorkBurst is the depth of the team's work bucket (cost units):
+	// Config.ThroughputBurst × (ReservedWork + LentWork). The bucket
+	// holds WorkBurst − WorkDebt (negative when the requests cost more
+	// than their estimates); a request is within share in work while its
+	// work fits what it holds (or the debt is 0).
+	WorkBurst float64
 	// Waiting counts the team's requests waiting in the queue.
 	Waiting int
 	// OldestWait is how long the team's oldest waiting request has waited
@@ -104,6 +120,10 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 			ReservedTokens:   e.res[kindTok],
 			InFlightTokens:   e.use()[kindTok],
 			Waiting:          e.waiting,
+			ReservedWork:     e.res[kindWork],
+			LentWork:         e.lent[kindWork],
+			WorkDebt:         e.debt,
+			WorkBurst:        p.depth(e),
 		}
 		if sumS > 0 {
 			s.NormalizedShare = e.share / sumS

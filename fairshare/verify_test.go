@@ -43,6 +43,10 @@ func check(p *Pool) error {
 			return fmt.Errorf("kind %d: slice %d beyond the pool's %d", k, p.live[k], p.total[k])
 		}
 	}
+	// Work: the buckets' depth is set iff work is declared.
+	if decl.has(kindWork) != (p.burst > 0) || p.burst < 0 {
+		return fmt.Errorf("work declared %v with burst %v", decl.has(kindWork), p.burst)
+	}
 	var sumRes amounts
 	names := map[string]bool{}
 	for i := range p.teams {
@@ -71,6 +75,14 @@ func check(p *Pool) error {
 		}
 		if !(e.usage >= 0 && e.usage <= maxUsage) || !(e.estimate >= 0 && e.estimate <= maxUsage) {
 			return fmt.Errorf("entry %q: usage %v estimate %v", e.name, e.usage, e.estimate)
+		}
+		// A debt is finite, never negative, and only with a work
+		// resource; work is never an amount in flight.
+		if !(e.debt >= 0 && e.debt <= maxUsage) || e.debt != 0 && !decl.has(kindWork) {
+			return fmt.Errorf("entry %q: debt %v (work declared %v)", e.name, e.debt, decl.has(kindWork))
+		}
+		if u := e.use(); u[kindWork] != 0 {
+			return fmt.Errorf("entry %q: work counted in flight %v", e.name, u)
 		}
 		if !(e.penalty >= 0 && e.penalty <= maxUsage) {
 			return fmt.Errorf("entry %q: penalty %v, usage %v", e.name, e.penalty, e.usage)
@@ -101,22 +113,30 @@ func check(p *Pool) error {
 		// undeclared kind, kept parts and limits as applyLimits gives
 		// them.
 		for k := range numKinds {
-			if e.res[k] < 0 || e.lent[k] < 0 || e.within[k] < 0 || e.borrowing[k] < 0 || e.pWithin[k] < 0 || e.pBorrowing[k] < 0 {
+			if u := e.use(); e.res[k] < 0 || e.lent[k] < 0 || u[k] < 0 || k < kindWork && (e.within[k] < 0 || e.borrowing[k] < 0 || e.pWithin[k] < 0 || e.pBorrowing[k] < 0) {
 				return fmt.Errorf("entry %q: kind %d: negative amount %+v", e.name, k, *e)
 			}
 			if !decl.has(k) && (e.res[k] != 0 || e.lent[k] != 0 || e.use()[k] != 0) {
 				return fmt.Errorf("entry %q: kind %d not declared holds res %d lent %d use %d", e.name, k, e.res[k], e.lent[k], e.use()[k])
 			}
-			var pw, pb int64
+			// Work is not an amount in flight: flight has no place for it.
 			for _, g := range e.phantoms {
+				if k == kindWork {
+					break
+				}
 				if g.within[k] < 0 || g.borrowing[k] < 0 || g.within[kindSeq] == 0 && g.within[k] != 0 || g.borrowing[kindSeq] == 0 && g.borrowing[k] != 0 {
 					return fmt.Errorf("entry %q: kind %d: bad phantom group %+v", e.name, k, g)
 				}
-				pw += g.within[k]
-				pb += g.borrowing[k]
 			}
-			if pw != e.pWithin[k] || pb != e.pBorrowing[k] {
-				return fmt.Errorf("entry %q: kind %d: phantoms %d/%d, groups sum %d/%d", e.name, k, e.pWithin[k], e.pBorrowing[k], pw, pb)
+			if k < kindWork {
+				var pw, pb int64
+				for _, g := range e.phantoms {
+					pw += g.within[k]
+					pb += g.borrowing[k]
+				}
+				if pw != e.pWithin[k] || pb != e.pBorrowing[k] {
+					return fmt.Errorf("entry %q: kind %d: phantoms %d/%d, groups sum %d/%d", e.name, k, e.pWithin[k], e.pBorrowing[k], pw, pb)
+				}
 			}
 			if keep := e.res[k] - int64(math.Floor(e.lend*float64(e.res[k]))); e.keep[k] != keep || keep < 0 || keep > e.res[k] {
 				return fmt.Errorf("entry %q: kind %d: kept %d of reservation %d (lend %v)", e.name, k, e.keep[k], e.res[k], e.lend)
@@ -166,8 +186,8 @@ func check(p *Pool) error {
 	}
 	// Holders: ids ascending, counts sparse and sorted, none from a window
 	// that has expired; team counts are sums.
-	within := make([]amounts, len(p.teams))
-	borrowing := make([]amounts, len(p.teams))
+	within := make([]flight, len(p.teams))
+	borrowing := make([]flight, len(p.teams))
 	for k := range p.holders {
 		h := &p.holders[k]
 		if k > 0 && h.id <= p.holders[k-1].id {
@@ -186,7 +206,7 @@ func check(p *Pool) error {
 			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
 				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
 			}
-			for r := range numKinds {
+			for r := range numCounted {
 				if c.within[r] < 0 || c.borrowing[r] < 0 || c.within[kindSeq] == 0 && c.within[r] != 0 || c.borrowing[kindSeq] == 0 && c.borrowing[r] != 0 {
 					return fmt.Errorf("holder %d: kind %d: bad count %+v", h.id, r, c)
 				}
@@ -220,7 +240,8 @@ func check(p *Pool) error {
 		if w.arrival > p.now || p.deadline(w.arrival) <= p.now {
 			return fmt.Errorf("waiting %+v: arrival out of [now − MaxQueueTime, now] (now %d)", *w, p.now)
 		}
-		if w.tokens < 0 || w.tokens > p.total[kindTok] || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) {
+		if w.tokens < 0 || w.tokens > p.total[kindTok] || !(w.estimate >= 0 && w.estimate <= maxUsage) || w.class != clampClass(w.class) ||
+			w.work < 0 || w.work > maxWork || w.work != 0 && !decl.has(kindWork) {
 			return fmt.Errorf("waiting %+v: bad fields", *w)
 		}
 		waiting[w.team]++
@@ -290,10 +311,10 @@ func dump(p *Pool) string {
 	fmt.Fprintf(&b, "name=%q fp=%x total=%v live=%v sliced=%v hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
 		p.name, p.fp, p.total, p.live, p.sliced, p.halfLife, p.holderTimeout, p.requestTimeout,
 		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
-	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime)
+	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v burst=%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime, p.burst)
 	for _, e := range p.teams {
-		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v conf=%v est=%v use=%v pen=%v upd=%v@%d groups=%v\n",
-			e.name, e.epoch, e.share, e.weight, e.configured, e.estimate, e.usage, e.penalty, e.updated, e.lastUpdate, e.phantoms)
+		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v conf=%v est=%v use=%v pen=%v debt=%v upd=%v@%d groups=%v\n",
+			e.name, e.epoch, e.share, e.weight, e.configured, e.estimate, e.usage, e.penalty, e.debt, e.updated, e.lastUpdate, e.phantoms)
 		fmt.Fprintf(&b, "    res=%v lent=%v lend=%v keep=%v borrowLim=%v lim=%v in=%v/%v ph=%v/%v waiting=%d\n",
 			e.res, e.lent, e.lend, e.keep, e.borrowLim, e.lim, e.within, e.borrowing, e.pWithin, e.pBorrowing, e.waiting)
 	}
