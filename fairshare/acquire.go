@@ -216,12 +216,13 @@ func (p *Pool) count(holder uint32, t int64, i int, gen int64, borrowing bool, d
 		h.counts[k] = c
 	}
 	e := &p.teams[i]
+	f := d.counted()
 	if borrowing {
-		h.counts[k].borrowing = h.counts[k].borrowing.add(d)
-		e.borrowing = e.borrowing.add(d)
+		h.counts[k].borrowing = h.counts[k].borrowing.add(f)
+		e.borrowing = e.borrowing.add(f)
 	} else {
-		h.counts[k].within = h.counts[k].within.add(d)
-		e.within = e.within.add(d)
+		h.counts[k].within = h.counts[k].within.add(f)
+		e.within = e.within.add(f)
 	}
 }
 

@@ -461,8 +461,8 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 			for _, g := range e.phantoms {
 				le.PutUint64(w[n:], uint64(g.until))
 				n += 8
-				for k := range numKinds {
-					if cnt.has(k) {
+				for k := range numCounted {
+					if cnt.has(kind(k)) {
 						n += binary.PutUvarint(w[n:], uint64(g.within[k]))
 						n += binary.PutUvarint(w[n:], uint64(g.borrowing[k]))
 					}
@@ -494,8 +494,8 @@ func (p *Pool) appendDynamicFast(b []byte, st int64) []byte {
 				n += binary.PutUvarint(w[n:], uint64(cb))
 			}
 			if tok {
-				for k := kindSeq + 1; k < numKinds; k++ {
-					if cnt.has(k) {
+				for k := 1; k < numCounted; k++ {
+					if cnt.has(kind(k)) {
 						n += binary.PutUvarint(w[n:], uint64(c.within[k]))
 						n += binary.PutUvarint(w[n:], uint64(c.borrowing[k]))
 					}
@@ -948,7 +948,7 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 				return errCorrupt
 			}
 		}
-		e.within, e.borrowing, e.pWithin, e.pBorrowing = amounts{}, amounts{}, amounts{}, amounts{}
+		e.within, e.borrowing, e.pWithin, e.pBorrowing = flight{}, flight{}, flight{}, flight{}
 		e.waiting = 0
 		e.phantoms = e.phantoms[:0]
 		if f&flagPhantoms != 0 {
@@ -1013,8 +1013,8 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 	for k := 0; k < m && d.err == nil; k++ {
 		g := phantomGroup{until: int64(d.u64())}
 		g.within[kindSeq], g.borrowing[kindSeq] = int64(d.bounded(maxCount)), int64(d.bounded(maxCount))
-		for r := kindSeq + 1; r < numKinds; r++ {
-			if cnt.has(r) {
+		for r := 1; r < numCounted; r++ {
+			if cnt.has(kind(r)) {
 				g.within[r], g.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
 			}
 		}
@@ -1042,7 +1042,7 @@ func (p *Pool) decodePhantoms(d *decoder, e *entry) error {
 const maxTokenSum = 1 << 60
 
 // overSum reports whether a team's sum a exceeds maxTokenSum in a kind.
-func overSum(a *amounts) bool {
+func overSum(a *flight) bool {
 	for _, x := range a {
 		if x > maxTokenSum {
 			return true
@@ -1284,8 +1284,8 @@ func (p *Pool) decodeCounts(d *decoder, h *holder, cur int64) error {
 // after sequences (the count's bit says they follow): at least one is not
 // 0.
 func (d *decoder) restCount(decl kinds, c *holderCount) error {
-	for r := kindSeq + 1; r < numKinds; r++ {
-		if decl.has(r) {
+	for r := 1; r < numCounted; r++ {
+		if decl.has(kind(r)) {
 			c.within[r], c.borrowing[r] = int64(d.bounded(uint64(maxAmount[r]))), int64(d.bounded(uint64(maxAmount[r])))
 		}
 	}

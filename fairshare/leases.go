@@ -81,7 +81,7 @@ func (p *Pool) AddPhantoms(now time.Time, team string, n int, until time.Time) {
 	i := p.resolve(team, true)
 	e := &p.teams[i]
 	w := min(n, max(0, e.allowed()-int(e.within[kindSeq]+e.pWithin[kindSeq])))
-	var wa, ba amounts
+	var wa, ba flight
 	wa[kindSeq], ba[kindSeq] = int64(w), int64(n-w)
 	p.addPhantoms(i, u, wa, ba)
 }
@@ -260,7 +260,7 @@ func (p *Pool) expireHolder(k int, t int64) {
 // addPhantoms adds a group of phantoms to entry i, merging it with a group
 // that expires at the same time: within and borrowing are the phantoms of
 // each standing in every kind (their counts in sequences, their KV tokens).
-func (p *Pool) addPhantoms(i int, until int64, within, borrowing amounts) {
+func (p *Pool) addPhantoms(i int, until int64, within, borrowing flight) {
 	if within[kindSeq] <= 0 && borrowing[kindSeq] <= 0 {
 		return
 	}
@@ -312,7 +312,7 @@ func (p *Pool) dropPhantom(i int, borrowing bool, d amounts) bool {
 		g, sum = &e.phantoms[k].borrowing, &e.pBorrowing
 	}
 	n := g[kindSeq]
-	for r := kindSeq + 1; r < numKinds; r++ {
+	for r := 1; r < numCounted; r++ {
 		x := g[r] / n
 		if d[r] >= 0 {
 			x = min(d[r], g[r])

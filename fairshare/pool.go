@@ -77,10 +77,10 @@ type entry struct {
 	keep       amounts // part of the reservation never lent
 	lim        amounts // most above the reservation (-1: no limit)
 	epoch      uint64  // tells entries of the same name apart over time
-	within     amounts // within-share grants in flight (sum over holders)
-	borrowing  amounts // borrowing grants in flight (sum over holders)
-	pWithin    amounts // within-share phantoms (sum over groups)
-	pBorrowing amounts // borrowing phantoms (sum over groups)
+	within     flight  // within-share grants in flight (sum over holders)
+	borrowing  flight  // borrowing grants in flight (sum over holders)
+	pWithin    flight  // within-share phantoms (sum over groups)
+	pBorrowing flight  // borrowing phantoms (sum over groups)
 	waiting    int     // requests waiting in the queue (count of p.waits)
 	estimate   float64
 	usage      float64 // consumption settled, decayed to Pool.usageAt
@@ -94,8 +94,8 @@ type entry struct {
 // phantomGroup counts phantoms of one team that expire together.
 type phantomGroup struct {
 	until     int64
-	within    amounts // the within-share phantoms, in every kind
-	borrowing amounts // the borrowing phantoms
+	within    flight // the within-share phantoms, in every counted kind
+	borrowing flight // the borrowing phantoms
 }
 
 // holder is one Wasm VM instance with requests in flight or waiting.
@@ -111,8 +111,8 @@ type holder struct {
 type holderCount struct {
 	team      int
 	gen       int64
-	within    amounts // the within-share requests, in every kind
-	borrowing amounts // the borrowing requests
+	within    flight // the within-share requests, in every counted kind
+	borrowing flight // the borrowing requests
 }
 
 func (e *entry) inFlight() int {
@@ -120,10 +120,10 @@ func (e *entry) inFlight() int {
 }
 
 // use is what the team's requests in flight take in every kind, phantoms
-// included.
+// included (0 in work: its use is the debt).
 func (e *entry) use() amounts {
 	var u amounts
-	for k := range numKinds {
+	for k := range numCounted {
 		u[k] = e.within[k] + e.borrowing[k] + e.pWithin[k] + e.pBorrowing[k]
 	}
 	return u
@@ -131,7 +131,7 @@ func (e *entry) use() amounts {
 
 // inWithin is what the team's within-share requests in flight take in
 // every kind, phantoms included.
-func (e *entry) inWithin() amounts { return e.within.add(e.pWithin) }
+func (e *entry) inWithin() amounts { return e.within.add(e.pWithin).wide() }
 
 // total is the team's usage as it ranks and as Snapshot and Usage report
 // it: the consumption settled plus the entry penalties not settled yet.
@@ -458,19 +458,19 @@ func (p *Pool) SetThroughput(x int64) int64 {
 // demands), so the record need not carry it. Cost: O(teams + holders'
 // counts).
 func (p *Pool) dropUndeclared() {
-	var mask amounts
+	var mask flight
 	s := p.declared()
 	if !s.has(kindWork) {
 		for i := range p.teams {
 			p.teams[i].debt = 0
 		}
 	}
-	for k := range numKinds {
-		if s.has(k) {
+	for k := range numCounted {
+		if s.has(kind(k)) {
 			mask[k] = -1
 		}
 	}
-	and := func(a *amounts) {
+	and := func(a *flight) {
 		for k := range a {
 			a[k] &= mask[k]
 		}

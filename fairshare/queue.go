@@ -188,8 +188,9 @@ func (s DispatchStatus) String() string {
 
 // Arrive decides a request as it arrives at time now.
 //
-//   - If it fits its team's reservation in every resource, and no request
-//     of its team that stands before it in the team's order (see
+//   - If it fits its team's reservation in every resource (with a work
+//     resource, its work fits its team's bucket: resources.go), and no
+//     request of its team that stands before it in the team's order (see
 //     Dispatch) waits, it is granted within share (priority 0/1),
 //     whatever the pool's load: within-share requests are never held.
 //     One that fits its team's reserved sequences but needs tokens beyond
@@ -334,7 +335,8 @@ func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64,
 // Standing, best first:
 //  1. a request within share now: it fits its team's reservation (or its
 //     reserved sequences and, borrowing tokens, the pool's free tokens,
-//     as at arrival) and it is its team's first waiting request in the
+//     as at arrival; its work always fits its team's bucket, as the debt
+//     stands now) and it is its team's first waiting request in the
 //     team's order (3 to 5);
 //  2. the team's level-fairshare rank now (lower first);
 //  3. with BatchAging 0, class (Interactive before Batch) then arrival;
@@ -387,7 +389,10 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 // Next never returns Dispatched), Blocked when it cannot go yet, Empty
 // when nothing waits. A holder uses it to learn whose turn it is, e.g.
 // after a release, to wake that holder. It changes nothing but what every
-// operation taking the time does (expiry), and counts as no heartbeat.
+// operation taking the time does (expiry; with a work resource, the debts
+// paid down to now, so a request held for its team's empty bucket is
+// within share here once enough time has passed), and counts as no
+// heartbeat.
 // Cost: O(teams·log teams + waiting).
 func (p *Pool) Next(now time.Time) (Waiting, DispatchStatus) {
 	p.advance(now.UnixNano())

@@ -142,7 +142,7 @@ func (p *Pool) uncountAt(hi, k int, borrowing bool, d amounts) bool {
 	if x[kindSeq] == 0 {
 		return false
 	}
-	for r := kindSeq + 1; r < numKinds; r++ {
+	for r := 1; r < numCounted; r++ {
 		y := min(max(d[r], 0), x[r])
 		if x[kindSeq] == 1 {
 			y = x[r]

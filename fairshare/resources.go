@@ -60,7 +60,10 @@ import "math"
 // (the one-request exception of the other kinds: a request larger than
 // the bucket goes when the bucket is full); a within-share grant adds d
 // to D_i (Grant.Work), and its Release settles it to what the request
-// cost: D_i += consumed − d, clamped at 0. A new entry's debt is 0.
+// cost: D_i += consumed − d, clamped at 0. A new entry's debt is 0. A
+// team whose share of X rounds to 0 reserves no work: its requests of any
+// work borrow (X is meant to be large against the number of teams: cost
+// units, not requests, per second).
 // Work is the one kind a borrower does not take: a borrower is not
 // charged, and the room, borrowing and lending tests leave work out
 // (borrowers are bounded by sequences and tokens, ordered by standing).
@@ -75,8 +78,11 @@ import "math"
 
 // The resource list. Every per-resource quantity of the core is an
 // amounts vector indexed by kind: a team's reservation, loan, kept part
-// and borrowing limit, its requests in flight of each standing, a holder's
-// counts, a phantom group, the pool's capacities and a request's demand.
+// and borrowing limit, the pool's capacities and a request's demand; what
+// is in flight (a team's requests of each standing, a holder's counts, a
+// phantom group) is a flight vector, the same list without work (whose
+// use is a debt), so that the counts every record carries do not grow
+// with it.
 // Every test, limit, apportionment and slice operation is one loop over
 // the kinds the pool declares (the others are 0 everywhere: verify checks
 // it). Sequences (kindSeq, index 0) are the seat: always declared, a
@@ -90,10 +96,11 @@ import "math"
 // Adding a kind is one constant below, one capacity source (a Config
 // field read in Reconfigure, Pool.total and live set from it) and one
 // demand field (Request, waiter, Grant); the loops, the record (codec.go:
-// one value per declared kind, in this order) and the slices follow. Work
-// is the exception the list allows: its use is a debt, not a sum of
-// requests in flight (counted leaves it out of every in-flight amount),
-// and a replica's slice derives it from its sequences (slice.go).
+// one value per declared kind, in this order) and the slices follow. A
+// kind counted in flight goes before kindWork. Work is the exception the
+// list allows: its use is a debt, not a sum of requests in flight
+// (counted and flight leave it out of every in-flight amount), and a
+// replica's slice derives it from its sequences (slice.go).
 
 // kind is one resource of a pool: an index into amounts, in list order.
 type kind uint8
@@ -119,10 +126,60 @@ type kinds uint8
 // allKinds is every kind of the list.
 const allKinds = kinds(1)<<numKinds - 1
 
-// counted is the kinds whose use is a sum of the requests in flight
-// (every kind but work): the ones a holder count, a phantom group and the
-// room, borrowing and lending tests carry.
-const counted = allKinds &^ (1 << kindWork)
+// numCounted is the number of counted kinds: the kinds whose use is a
+// sum of the requests in flight, the list's first ones (every kind but
+// work, which comes last).
+const numCounted = int(kindWork)
+
+// counted is the counted kinds as a set: the ones a holder count, a
+// phantom group and the room, borrowing and lending tests carry.
+const counted = kinds(1)<<numCounted - 1
+
+// flight is one value per counted kind: what requests in flight take (a
+// team's sums, a holder count, a phantom group). Work, a debt, has no
+// place in it: the counts the record decodes and encodes on every
+// request are as small as before work came (see BenchmarkArriveWork).
+type flight [numCounted]int64
+
+// add returns a + b in every counted kind.
+func (a flight) add(b flight) flight {
+	for k := range a {
+		a[k] += b[k]
+	}
+	return a
+}
+
+// sub returns a − b in every counted kind.
+func (a flight) sub(b flight) flight {
+	for k := range a {
+		a[k] -= b[k]
+	}
+	return a
+}
+
+// restZero reports whether a is 0 in every counted kind but sequences.
+func (a flight) restZero() bool {
+	for k := 1; k < numCounted; k++ {
+		if a[k] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// wide returns a as amounts (0 in work).
+func (a flight) wide() amounts {
+	var w amounts
+	copy(w[:], a[:])
+	return w
+}
+
+// counted returns a's counted kinds.
+func (a amounts) counted() flight {
+	var f flight
+	copy(f[:], a[:numCounted])
+	return f
+}
 
 // has reports whether s holds k.
 func (s kinds) has(k kind) bool { return s>>k&1 != 0 }
@@ -138,14 +195,6 @@ type amounts [numKinds]int64
 func (a amounts) add(b amounts) amounts {
 	for k := range a {
 		a[k] += b[k]
-	}
-	return a
-}
-
-// sub returns a − b in every kind.
-func (a amounts) sub(b amounts) amounts {
-	for k := range a {
-		a[k] -= b[k]
 	}
 	return a
 }

@@ -81,8 +81,8 @@ func check(p *Pool) error {
 		if !(e.debt >= 0 && e.debt <= maxUsage) || e.debt != 0 && !decl.has(kindWork) {
 			return fmt.Errorf("entry %q: debt %v (work declared %v)", e.name, e.debt, decl.has(kindWork))
 		}
-		if u := e.use(); u[kindWork] != 0 || e.within[kindWork] != 0 || e.borrowing[kindWork] != 0 {
-			return fmt.Errorf("entry %q: work counted in flight %v/%v", e.name, e.within, e.borrowing)
+		if u := e.use(); u[kindWork] != 0 {
+			return fmt.Errorf("entry %q: work counted in flight %v", e.name, u)
 		}
 		if !(e.penalty >= 0 && e.penalty <= maxUsage) {
 			return fmt.Errorf("entry %q: penalty %v, usage %v", e.name, e.penalty, e.usage)
@@ -113,22 +113,30 @@ func check(p *Pool) error {
 		// undeclared kind, kept parts and limits as applyLimits gives
 		// them.
 		for k := range numKinds {
-			if e.res[k] < 0 || e.lent[k] < 0 || e.within[k] < 0 || e.borrowing[k] < 0 || e.pWithin[k] < 0 || e.pBorrowing[k] < 0 {
+			if u := e.use(); e.res[k] < 0 || e.lent[k] < 0 || u[k] < 0 || k < kindWork && (e.within[k] < 0 || e.borrowing[k] < 0 || e.pWithin[k] < 0 || e.pBorrowing[k] < 0) {
 				return fmt.Errorf("entry %q: kind %d: negative amount %+v", e.name, k, *e)
 			}
 			if !decl.has(k) && (e.res[k] != 0 || e.lent[k] != 0 || e.use()[k] != 0) {
 				return fmt.Errorf("entry %q: kind %d not declared holds res %d lent %d use %d", e.name, k, e.res[k], e.lent[k], e.use()[k])
 			}
-			var pw, pb int64
+			// Work is not an amount in flight: flight has no place for it.
 			for _, g := range e.phantoms {
+				if k == kindWork {
+					break
+				}
 				if g.within[k] < 0 || g.borrowing[k] < 0 || g.within[kindSeq] == 0 && g.within[k] != 0 || g.borrowing[kindSeq] == 0 && g.borrowing[k] != 0 {
 					return fmt.Errorf("entry %q: kind %d: bad phantom group %+v", e.name, k, g)
 				}
-				pw += g.within[k]
-				pb += g.borrowing[k]
 			}
-			if pw != e.pWithin[k] || pb != e.pBorrowing[k] {
-				return fmt.Errorf("entry %q: kind %d: phantoms %d/%d, groups sum %d/%d", e.name, k, e.pWithin[k], e.pBorrowing[k], pw, pb)
+			if k < kindWork {
+				var pw, pb int64
+				for _, g := range e.phantoms {
+					pw += g.within[k]
+					pb += g.borrowing[k]
+				}
+				if pw != e.pWithin[k] || pb != e.pBorrowing[k] {
+					return fmt.Errorf("entry %q: kind %d: phantoms %d/%d, groups sum %d/%d", e.name, k, e.pWithin[k], e.pBorrowing[k], pw, pb)
+				}
 			}
 			if keep := e.res[k] - int64(math.Floor(e.lend*float64(e.res[k]))); e.keep[k] != keep || keep < 0 || keep > e.res[k] {
 				return fmt.Errorf("entry %q: kind %d: kept %d of reservation %d (lend %v)", e.name, k, e.keep[k], e.res[k], e.lend)
@@ -178,8 +186,8 @@ func check(p *Pool) error {
 	}
 	// Holders: ids ascending, counts sparse and sorted, none from a window
 	// that has expired; team counts are sums.
-	within := make([]amounts, len(p.teams))
-	borrowing := make([]amounts, len(p.teams))
+	within := make([]flight, len(p.teams))
+	borrowing := make([]flight, len(p.teams))
 	for k := range p.holders {
 		h := &p.holders[k]
 		if k > 0 && h.id <= p.holders[k-1].id {
@@ -198,9 +206,8 @@ func check(p *Pool) error {
 			if p.requestTimeout > 0 && c.gen < p.window(p.now)-1 {
 				return fmt.Errorf("holder %d: count %+v of an expired window (now %d)", h.id, c, p.window(p.now))
 			}
-			for r := range numKinds {
-				if c.within[r] < 0 || c.borrowing[r] < 0 || c.within[kindSeq] == 0 && c.within[r] != 0 || c.borrowing[kindSeq] == 0 && c.borrowing[r] != 0 ||
-					!counted.has(r) && (c.within[r] != 0 || c.borrowing[r] != 0) {
+			for r := range numCounted {
+				if c.within[r] < 0 || c.borrowing[r] < 0 || c.within[kindSeq] == 0 && c.within[r] != 0 || c.borrowing[kindSeq] == 0 && c.borrowing[r] != 0 {
 					return fmt.Errorf("holder %d: kind %d: bad count %+v", h.id, r, c)
 				}
 			}

@@ -91,7 +91,8 @@
 //	               end: release, charge, settle, the releases kept for retry, undo
 //	flow.go        flow control: holding, dispatch, resume, wake-ups, expiry, cancel
 //	spill.go       spill-over: a request that would be held moves to a fallback pool with room
-//	               (TakeSpill), and a held one later on the dispatch tick (respill), routed by
+//	               (TakeSpill) in its turn, after the requests held before it (spillHeads),
+//	               and a held one later on the dispatch tick (respill), routed by
 //	               x-fairshare-pool; spill_to's validation, counts, status
 //	shadow.go      mode "shadow": decided and accounted, forwarded as sent, the would-be
 //	               decision in response headers and counters
@@ -129,7 +130,8 @@
 //	                     request.go     poolFor
 //	                     estimate.go    estimate (cost, KV demand)
 //	                     grant.go       arrive → updatePool (store.go) → Pool.Arrive
-//	                     spill.go       Queued: a fallback with room takes it (TakeSpill there)
+//	                     spill.go       Queued: the held requests before it, then it, to a
+//	                                    fallback with room (TakeSpill there)
 //	                     flow.go        Queued: hold (dispatch and resume later, or expire)
 //	                     body.go        writeBody: "priority" written, the body forwarded
 //	on_response_headers  response.go  OnHttpResponseHeaders: x-fairshare-* headers

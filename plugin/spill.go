@@ -15,6 +15,14 @@ import (
 //	on_request_body(eos) ── Arrive in its own pool ──► Granted: stays
 //	                            │
 //	                            └─► Queued (it would be held), headers still held:
+//	                                  in its turn (spillHeads): while the head of its own
+//	                                  pool's queue is a request held before it (Blocked),
+//	                                    this VM's: offered to the fallbacks first, and
+//	                                      resumed there if one takes it (as respill below,
+//	                                      from this callback); none takes it: stop
+//	                                    another VM's: that VM is woken (its respill
+//	                                      offers its head); stop
+//	                                  its own turn (it is the head, Blocked):
 //	                                  for each fallback, in order:
 //	                                    updatePool(fallback), Pool.TakeSpill: no request of
 //	                                    the fallback's own waits, a borrower has room there
@@ -26,7 +34,24 @@ import (
 //	                                         x-fairshare-pool: <fallback> (the route),
 //	                                         x-fairshare-spilled-from: <own> (request and
 //	                                         response); spilled_total counted
-//	                                  no fallback has room: held in its own pool as before
+//	                                  not its turn, or no fallback has room: held in its
+//	                                  own pool as before
+//
+// A request arriving at a full pool thus never spills ahead of the
+// requests already held there: the fallback's room goes to them first, in
+// the pool's standing order, and the arrival gets what is left. Resuming a
+// held stream from the arrival's on_request_body is what a release in
+// another stream's on_done already does (dispatch): the held stream is
+// made effective (proxy_set_effective_context, which takes any context of
+// the calling VM: proxy-wasm/proxy-wasm-cpp-host src/exports.cc at
+// 03da0e1), continue_stream acts on that effective context's own stream,
+// and Envoy runs the continue once the callback returns
+// (addAfterVmCallAction, docs/compatibility.md 3 (a)); the arrival's own
+// stream is never continued from its own callback (3 (e)): it goes, if it
+// moves, by the callback's return value. The arrival is not registered as
+// held while this runs, so the home pool is not dispatched there (dispatch
+// would grant it and, not knowing it, end it): what a move lets go at
+// home goes on the next dispatch tick.
 //
 // A held request moves later. A fallback busy at a request's arrival may
 // free room while the request is still held at home (a flood that begins
@@ -43,13 +68,14 @@ import (
 //	                      headers and counts as at arrival; resume in the
 //	                      fallback (its priority written into the held body,
 //	                      x-fairshare-pool: <fallback>); dispatch(home) again,
-//	                      then the new head
+//	                      then the new head (another VM's: woken)
 //	               none:  it stays held; nothing behind it is offered
 //
 // Only the head moves, repeatedly while a fallback takes it: the standing
 // order of the home queue is kept (a request never overtakes one with a
-// better standing by moving), and another VM's head is left to that VM's
-// tick (only its holder can resume it). The fallback's swap comes first:
+// better standing by moving), and another VM's head is left to that VM
+// (only its holder can resume it), woken through its queue after a move
+// or at an arrival that waits behind it. The fallback's swap comes first:
 // between the two swaps the request is in flight in the fallback and
 // still waiting at home, where a waiter counts for nothing in flight, so
 // nothing is counted twice; if the home swap fails, the waiter stays there
@@ -155,12 +181,18 @@ func (pc *pluginContext) poolNamed(name string) *poolState {
 }
 
 // spill offers request h, queued in its own pool own as w, to own's
-// fallbacks in order (see the picture above). On a move it cancels w in
-// own, sets h's pool to the fallback and returns the fallback's grant and
+// fallbacks in order, in its turn (see the picture above): the requests
+// held in own that stand before it are offered first, in standing order
+// (spillHeads, which resumes those that move), and h only once it is the
+// head and none before it was refused. On a move it cancels w in own,
+// sets h's pool to the fallback and returns the fallback's grant and
 // true; otherwise h stays queued in own. It is tried only while h's
 // headers are held: once they have gone, the route is fixed.
 func (h *httpContext) spill(now time.Time, own *poolState, w fairshare.Waiting, estimate float64, kv int64) (fairshare.Grant, bool) {
 	if !h.headersHeld || len(own.cfg.spillTo) == 0 {
+		return fairshare.Grant{}, false
+	}
+	if !h.pc.spillHeads(now, own, w.ID, h.ctxID) {
 		return fairshare.Grant{}, false
 	}
 	w.Tokens, w.Estimate = kv, estimate
@@ -229,18 +261,59 @@ func (h *httpContext) moved(own, fb *poolState, g fairshare.Grant) {
 // not go in ps (Blocked) and a fallback takes it; then dispatch runs again
 // (the head gone, the next may fit) and the new head is offered in turn.
 func (pc *pluginContext) respill(now time.Time, ps *poolState) {
+	pc.spillHeads(now, ps, 0, 0)
+}
+
+// spillHeads moves the heads of pool ps's queue to ps's fallbacks, in
+// standing order, while a fallback takes them (the loop of respill and of
+// spillInTurn, see the pictures above). It stops at the first head that
+// cannot move: one that may go in ps itself (dispatch's), one whose route
+// is fixed or whose deadline has passed, one no fallback takes, or
+// another VM's, which it wakes when it has just moved a request or when
+// arrival is set (that VM's respill then offers its head: only its holder
+// can resume it).
+//
+// arrival, when not 0, is the id of the request whose on_request_body is
+// running, in the stream of context restore:
+// Arrive has just queued it in ps, it is not in pc.held (hold registers it
+// only if it stays), and its stream, the running callback's, must not be
+// resumed from that callback (a continue_stream there is dropped by Envoy,
+// docs/compatibility.md (e)). spillHeads reports true when arrival's turn
+// has come, its caller then offering it; the held requests it moved
+// before were resumed from arrival's callback, as a release in another
+// stream's on_done dispatches them (proxy_set_effective_context, then
+// continue_stream, which Envoy runs when the callback returns), and the
+// effective context is restore again on return. With arrival set, ps is not dispatched after a move (dispatch would grant arrival,
+// which it does not know yet, and end it as gone): the request the move
+// lets go in ps waits for the dispatch tick.
+func (pc *pluginContext) spillHeads(now time.Time, ps *poolState, arrival uint64, restore uint32) (arrivalsTurn bool) {
 	if len(ps.cfg.spillTo) == 0 {
-		return
+		return false
 	}
+	moved, switched := false, false
+	defer func() {
+		if switched && restore != 0 {
+			_ = hostcalls.SetEffectiveContext(restore)
+		}
+	}()
 	for i := 0; i < maxDispatch; i++ {
 		if _, err := pc.rs.load(now, ps.rec); err != nil {
-			return
+			return false
 		}
 		w, st := ps.rec.p.Next(now)
-		if st != fairshare.Blocked || w.Holder != pc.holder {
-			// Empty, free to go (dispatch sends it), or another VM's
-			// head: that VM's tick offers it.
-			return
+		if st != fairshare.Blocked {
+			// Empty, or free to go: dispatch sends it.
+			return false
+		}
+		if w.Holder != pc.holder {
+			// Another VM's head: that VM's respill offers it.
+			if moved || arrival != 0 {
+				pc.wake(w.Holder)
+			}
+			return false
+		}
+		if arrival != 0 && w.ID == arrival {
+			return true
 		}
 		h := pc.held[w.ID]
 		if h == nil || h.state != stHeld {
@@ -252,26 +325,31 @@ func (pc *pluginContext) respill(now time.Time, ps *poolState) {
 		if !h.headersHeld || h.deadline <= now.UnixNano() {
 			// Its route is fixed (hold_headers_probe continued it), or
 			// expire answers it: nothing behind it overtakes it.
-			return
+			return false
 		}
 		if hostcalls.SetEffectiveContext(h.ctxID) != nil {
 			// The stream is gone without its on_done having run here.
 			h.cancel(now)
 			continue
 		}
+		switched = true // the effective context is another stream's now
 		w.Tokens, w.Work = h.kv, int64(h.work) // its demand now (Reestimate may have lowered it)
 		fb, g, ok := pc.takeSpill(now, ps, w)
 		if !ok {
-			return
+			return false
 		}
+		moved = true
 		delete(pc.held, w.ID)
 		pc.cancelWait(now, ps, w.ID)
 		h.moved(ps, fb, g)
 		pc.met.request(fb.cfg.name, &g, h.slot)
 		pc.met.queueTime(fb.cfg.name, h.slot, &g)
 		h.resume(now, fb, g) // ends the grant in fb if the stream cannot go on
-		pc.dispatch(now, ps, 0)
+		if arrival == 0 {
+			pc.dispatch(now, ps, 0)
+		}
 	}
+	return false
 }
 
 // spilled counts one request of team moved from pool from to pool to.

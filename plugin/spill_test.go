@@ -441,6 +441,54 @@ func TestWasmRespillWhenTheFallbackFrees(t *testing.T) {
 	}
 }
 
+// TestWasmSpillArrivalBehindHeld: a request arriving at a full pool does
+// not spill ahead of the requests held there. x3 and x4 are held in a (b
+// was full when they arrived); b frees one slot; x5 arrives in a before
+// any dispatch tick. x3, the head of a's queue, takes b's slot (moved from
+// x5's callback when x3 is x5's VM's, by its own VM on the wake-up when it
+// is another's) and x5 is held behind x4; the next tick after b frees
+// another slot moves x4, then x5 follows, each routed to b from a.
+func TestWasmSpillArrivalBehindHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		vms, arrive int // VMs of the host; the VM x5 arrives on (x3, x4 are VM 0's)
+	}{
+		{"same VM", 1, 0},
+		{"another VM", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHost(t, respillConfig, tc.vms, true)
+			noHostErrors(t, h) // no continue from a stream's own callback
+			fill, x3, x4 := respillFill(t, h, 0)
+			respondJSON(fill[3], 1, 1) // w's request ends: b has one slot free
+			h.Advance(time.Millisecond)
+			x5 := request(h, tc.arrive, "/v1/chat/completions", team("x"), chat("m", 4, ""))
+			if p, from := routed(x3); held(x3) || p != "b" || from != "a" {
+				t.Fatalf("x3 held %v, routed to %q from %q: want the head of a's queue moved to b at x5's arrival", held(x3), p, from)
+			}
+			if p, from := routed(x5); !held(x5) || !held(x4) {
+				t.Fatalf("x5 held %v (routed to %q from %q), x4 held %v: want both held in a, x5 behind x4", held(x5), p, from, held(x4))
+			}
+			equal(t, "in flight a, b; waiting a", []int{inFlight(t, h, "a"), inFlight(t, h, "b"), waiting(t, h, "a")}, []int{2, 2, 2})
+			respondJSON(fill[2], 1, 1) // z's request ends: a slot free in b again
+			h.Advance(20 * time.Millisecond)
+			if p, _ := routed(x4); held(x4) || p != "b" || !held(x5) {
+				t.Fatalf("x4 held %v, routed to %q; x5 held %v: want x4 moved to b first", held(x4), p, held(x5))
+			}
+			respondJSON(x3, 1, 1)
+			h.Advance(20 * time.Millisecond)
+			if p, from := routed(x5); held(x5) || p != "b" || from != "a" {
+				t.Fatalf("x5 held %v, routed to %q from %q: want moved to b", held(x5), p, from)
+			}
+			wantMetrics(t, h, map[string]int64{"fairshare.pool.a.team.x.to_pool.b.spilled_total": 3})
+			for _, s := range []*host.Stream{fill[0], fill[1], x4, x5} {
+				respondJSON(s, 1, 1)
+			}
+			checkIdle(t, h, "a", "b")
+		})
+	}
+}
+
 // TestWasmRespillNotIntoAFallbackHoldingItsOwn: b has a slot free but a
 // request of its own team is held there (z may not borrow): a's held
 // request does not take the slot; once z's held request is gone, it does.

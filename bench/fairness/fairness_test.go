@@ -463,3 +463,58 @@ func TestSpillAcceptance(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetFollowsEngines asserts S9's targets on its fleets, at full
+// length as `make fairness` measures them, both engine modes: the
+// replicas column (three proxies, 70/20/10: gateway_replicas) and the
+// fleet column of every gateway_fleets entry (ten proxies, split
+// unevenly), every proxy reading the engines (capacity_from, engines
+// "learned") and the fleet agreeing on one C from the readings its
+// members publish in their reports. The targets are the scenario file's
+// capacity_from targets on the fleet (fairbench.ReplicaTargets): C follows
+// every change of the engines within capacity_follow_s, every phase's
+// shares within phase_share_error_points, nothing lost; and never more
+// borrowers in flight than the largest C of the run (the gateway also
+// checks every team's within-share requests against its reservation after
+// every submission and fails the run). About a minute on two cores, the
+// ten proxies half of it.
+func TestFleetFollowsEngines(t *testing.T) {
+	one := flowPlugin(t)
+	url := testEtcd(t)
+	s := reduced(t, "s9-elastic", 1)
+	if !s.CapacityFromEngines || len(s.GatewayReplicas) != 3 || len(s.GatewayFleets) == 0 || len(s.CapacityChanges) == 0 {
+		t.Fatalf("%s: capacity_from_engines %v, gateway_replicas %v, gateway_fleets %v, %d capacity changes; want the engines read by three proxies and a larger fleet while they change",
+			s.Name, s.CapacityFromEngines, s.GatewayReplicas, s.GatewayFleets, len(s.CapacityChanges))
+	}
+	type fleet struct {
+		name string
+		gw   fairbench.NewGateway
+	}
+	fs := []fleet{{replicasColumn, replicasPlugin(mod, url)}}
+	for _, n := range s.GatewayFleets {
+		fs = append(fs, fleet{fleetColumn(n), fleetPlugin(mod, url, n)})
+	}
+	// The targets each fleet must meet: the scenario's three
+	// capacity_from targets and the borrowers' bound.
+	const targets = 4
+	for _, mode := range fairbench.Modes {
+		o := runOne(t, s, one(), mode)
+		for _, f := range fs {
+			r := runOne(t, s, f.gw(), mode)
+			ts, err := fairbench.ReplicaTargets(s, mode, o, r, replicaBound)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != targets {
+				t.Errorf("%s/%s: %d targets %v, want %d", mode, f.name, len(ts), ts, targets)
+			}
+			for _, tg := range ts {
+				if !tg.OK() {
+					t.Errorf("%s: %v", f.name, tg)
+				} else {
+					t.Logf("%s: %v", f.name, tg)
+				}
+			}
+		}
+	}
+}

@@ -254,10 +254,11 @@ func kitCapacity(k *kit, host pluginHost, gateway bool, cfg map[string]any, vllm
 }
 
 // TestKitsCapacityFrom: the sidecar kit reads C from its replica's vLLM
-// through the cluster its EnvoyFilter adds; the gateway kit ships the
-// ORIGINAL_DST cluster of capacity.json's block (off there: with R
-// gateway replicas and no cluster block each would take the whole pool);
-// each mistake below is caught.
+// through the cluster its EnvoyFilter adds; the gateway kit reads every
+// engine (engines "learned") through the ORIGINAL_DST cluster its
+// EnvoyFilter adds, as capacity.json does through envoy.yaml's (its
+// replicas agree on C through etcd: TestGatewayKit); each mistake below is
+// caught.
 func TestKitsCapacityFrom(t *testing.T) {
 	sidecar := func(t *testing.T, replace map[string]string) []string {
 		k, err := loadKit(sidecarKitDir, replace)
@@ -276,12 +277,6 @@ func TestKitsCapacityFrom(t *testing.T) {
 		t.Errorf("sidecar kit: %s", p)
 	}
 
-	// The gateway kit with capacity.json's block added to its pool.
-	var withBlock map[string]any
-	if err := json.Unmarshal(readFile(t, capacityPath), &withBlock); err != nil {
-		t.Fatal(err)
-	}
-	block := withBlock["pools"].([]any)[0].(map[string]any)["capacity_from"]
 	gateway := func(t *testing.T, replace map[string]string) []string {
 		k, err := loadKit(gatewayKitDir, replace)
 		if err != nil {
@@ -289,15 +284,13 @@ func TestKitsCapacityFrom(t *testing.T) {
 		}
 		gw := k.get(t, "Deployment", "llm-gateway").obj.(*appsv1.Deployment)
 		cfg := pluginConfigOf(t, k.get(t, "WasmPlugin", "fairshare").obj.(*extensionsv1alpha1.WasmPlugin))
-		_, _, _, on := capacityFromOf(cfg, 0)
-		if _, cluster := cfg["cluster"]; on && !cluster && gw.Spec.Replicas != nil && *gw.Spec.Replicas > 1 {
-			t.Errorf("gateway kit: capacity_from with %d replicas and no cluster block: each would take the whole pool's C", *gw.Spec.Replicas)
+		if _, engines, _, ok := capacityFromOf(cfg, 0); !ok || engines != "learned" {
+			return []string{fmt.Sprintf("pools[0].capacity_from %v engines %q, want engines \"learned\" (every engine behind the gateway)", ok, engines)}
 		}
-		cfg["pools"].([]any)[0].(map[string]any)["capacity_from"] = block
 		return kitCapacity(k, pluginHost{deploy: gw}, true, cfg, 0)
 	}
 	for _, p := range gateway(t, nil) {
-		t.Errorf("gateway kit with %s's capacity_from: %s", capacityPath, p)
+		t.Errorf("gateway kit: %s", p)
 	}
 
 	const ef = "envoyfilter-engine-metrics.yaml"
@@ -315,6 +308,8 @@ func TestKitsCapacityFrom(t *testing.T) {
 		{true, ef, "type: ORIGINAL_DST", "type: STRICT_DNS", "type STRICT_DNS, want ORIGINAL_DST"},
 		{true, ef, "name: vllm-engines", "name: engines", `"vllm-engines" is not a cluster an EnvoyFilter of the kit adds`},
 		{true, ef, "context: GATEWAY", "context: SIDECAR_OUTBOUND", "in context SIDECAR_OUTBOUND"},
+		{true, "wasmplugin.yaml", "cluster: vllm-engines", "cluster: outbound|8000||vllm.llm-serving.svc.cluster.local", "is Istio's own"},
+		{true, "wasmplugin.yaml", "cluster: vllm-engines", "cluster: PassthroughCluster", "is Istio's own"},
 	} {
 		dir, check := sidecarKitDir, sidecar
 		if c.gateway {

@@ -25,8 +25,11 @@
 //     max_body_bytes, the JWT rules write the team header and the
 //     authorization policy refuses requests without that claim, the image is
 //     pinned by digest with a pull secret for its registry, and the pool's
-//     capacity is one replica's max_num_seqs (sidecar) or the pool's
-//     capacity divided by the gateway replicas (gateway); each kit's
+//     capacity is one replica's max_num_seqs (sidecar) or the whole pool's
+//     C (gateway, whose replicas share it through the etcd the etcd kit's
+//     ServiceEntry names, with a cluster block equal to cluster.json's
+//     but for that address, reading C from the engines with vLLM's
+//     --max-num-seqs); each kit's
 //     bootstrap override carries envoy.yaml's stats_tags; in front of an
 //     InferencePool, the plugin's team and the EPP's fairness ID come from
 //     one claim, the route reaches the pool, the pool its EPP, and the EPP
@@ -39,7 +42,7 @@
 //     Namespace, the plugin-only overlay and the inference-pool kit do not;
 //   - the kind overlay (deploy/istio/kind) is the gateway kit with one
 //     gateway replica in front of the vLLM simulator, its capacity the
-//     simulator's max-num-seqs, its plugin read from a file an init
+//     simulator's max-num-seqs, without the cluster block, its plugin read from a file an init
 //     container puts where istio-proxy mounts it, and tokens that verify
 //     against the keys it carries; its smoke.sh parses (bash -n) and uses
 //     the overlay's names and the plugin's header names;

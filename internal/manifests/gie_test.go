@@ -274,7 +274,7 @@ func TestInferencePoolKit(t *testing.T) {
 		t.Errorf("inference-pool kit objects = %v, want %v", got, want)
 	}
 	gw := k.get(t, "Gateway", "llm-gateway").obj.(*gatewayv1.Gateway)
-	cfg := checkKitCommon(t, k, pluginHost{gateway: gw}, true)
+	cfg := checkKitCommon(t, k, pluginHost{gateway: gw}, kitOwn{capacity: true})
 	if gw.Spec.GatewayClassName != "istio" {
 		t.Errorf("Gateway class %q, want istio (Istio deploys and programs it)", gw.Spec.GatewayClassName)
 	}

@@ -436,11 +436,21 @@ func (h pluginHost) podAnnotations() map[string]string {
 // kube-gateway.yaml at Istio 1.28.0).
 const gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 
+// kitOwn says where a kit's plugin configuration may differ from the
+// example configuration; the caller checks each. Every kit may also read C
+// from its engines (capacity_from: each kit's test checks the block
+// against the cluster it ships).
+type kitOwn struct {
+	// capacity: pools[0].capacity is the kit's.
+	capacity bool
+	// cluster: the kit shares its pools through etcd (the cluster block).
+	cluster bool
+}
+
 // checkKitCommon checks what every kit that runs the plugin shares; host is
-// where the plugin runs. With ownCapacity the kit's pools[0].capacity may
-// differ from the example configuration's (the caller checks it). It
-// returns the plugin configuration.
-func checkKitCommon(t *testing.T, k *kit, host pluginHost, ownCapacity bool) map[string]any {
+// where the plugin runs, own where its configuration differs from the
+// example configuration. It returns the plugin configuration.
+func checkKitCommon(t *testing.T, k *kit, host pluginHost, own kitOwn) map[string]any {
 	t.Helper()
 	for _, o := range k.objs {
 		if o.kind == "Namespace" {
@@ -482,7 +492,8 @@ func checkKitCommon(t *testing.T, k *kit, host pluginHost, ownCapacity bool) map
 	d := jsonDiff("pluginConfig", any(cfg), exampleConfig(t))
 	sort.Strings(d)
 	for _, line := range d {
-		if ownCapacity && strings.HasPrefix(line, "pluginConfig.pools[0].capacity: ") {
+		if own.capacity && strings.HasPrefix(line, "pluginConfig.pools[0].capacity: ") ||
+			own.cluster && line == "pluginConfig.cluster: only in the first" {
 			continue
 		}
 		// A kit may read C from its engines (each kit's test checks the
@@ -667,7 +678,7 @@ func TestSidecarKit(t *testing.T) {
 		t.Errorf("sidecar kit objects = %v, want %v", got, want)
 	}
 	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
-	cfg := checkKitCommon(t, k, pluginHost{deploy: vllm}, false)
+	cfg := checkKitCommon(t, k, pluginHost{deploy: vllm}, kitOwn{})
 	seqs, port := checkVLLM(t, vllm)
 
 	// One replica's max_num_seqs is the pool: the plugin sees only its
@@ -704,19 +715,13 @@ func TestGatewayKit(t *testing.T) {
 		t.Errorf("gateway kit objects = %v, want %v", got, want)
 	}
 	gw := k.get(t, "Deployment", "llm-gateway").obj.(*appsv1.Deployment)
-	cfg := checkKitCommon(t, k, pluginHost{deploy: gw}, false)
+	cfg := checkKitCommon(t, k, pluginHost{deploy: gw}, kitOwn{capacity: true, cluster: true})
 	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
-	seqs, port := checkVLLM(t, vllm)
+	_, port := checkVLLM(t, vllm)
 
-	// Each gateway replica is its own Envoy process with its own pool
-	// record: C / R each.
-	if gw.Spec.Replicas == nil || vllm.Spec.Replicas == nil {
-		t.Fatalf("replicas must be set explicitly on both Deployments")
-	}
-	r, vr := int(*gw.Spec.Replicas), int(*vllm.Spec.Replicas)
-	if c := capacityOf(t, cfg); c*r != vr*seqs {
-		t.Errorf("pool capacity %d x %d gateway replicas = %d, want the pool's %d vLLM replicas x --max-num-seqs %d = %d",
-			c, r, c*r, vr, seqs, vr*seqs)
+	// The gateway replicas act as one pool, its C read from the engines.
+	for _, p := range gatewayFleet(t, k) {
+		t.Error(p)
 	}
 
 	g := k.get(t, "Gateway", "").obj.(*networkingv1.Gateway)
@@ -797,6 +802,100 @@ func TestGatewayKit(t *testing.T) {
 			if p.GetMatch().GetContext() != networkingv1alpha3.EnvoyFilter_GATEWAY {
 				t.Errorf("EnvoyFilter %s patch context %v, want GATEWAY", o.meta.GetName(), p.GetMatch().GetContext())
 			}
+		}
+	}
+}
+
+// clusterPath is testdata/plugin/cluster.json: the example configuration
+// with the cluster block.
+const clusterPath = "../../testdata/plugin/cluster.json"
+
+// gatewayFleet lists what the gateway kit k lacks for its replicas to act
+// as one pool whose C is read from the engines: the cluster block, equal
+// to cluster.json's but for the etcd it names, which must be the cluster
+// Istio builds from the etcd kit's ServiceEntry (outbound|port||host) with
+// host:port as the authority; pools[0].capacity the whole pool's C (vLLM
+// replicas × --max-num-seqs: the replicas split it, and it is the fallback
+// while no engine is read); and capacity_from reading every engine
+// (engines "learned") with vLLM's --max-num-seqs as max_num_seqs (the
+// cluster it reads through: TestKitsCapacityFrom).
+func gatewayFleet(t *testing.T, k *kit) []string {
+	t.Helper()
+	gw := k.get(t, "Deployment", "llm-gateway").obj.(*appsv1.Deployment)
+	vllm := k.get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
+	seqs, _ := checkVLLM(t, vllm)
+	if gw.Spec.Replicas == nil || vllm.Spec.Replicas == nil {
+		return []string{"replicas must be set explicitly on both Deployments"}
+	}
+	r, vr := int(*gw.Spec.Replicas), int(*vllm.Spec.Replicas)
+	cfg := pluginConfigOf(t, k.get(t, "WasmPlugin", "fairshare").obj.(*extensionsv1alpha1.WasmPlugin))
+	var out []string
+
+	block, ok := cfg["cluster"].(map[string]any)
+	if !ok {
+		out = append(out, fmt.Sprintf("no cluster block: each of the %d gateway replicas would own the whole pool", r))
+	} else {
+		var want map[string]any
+		if err := json.Unmarshal(readFile(t, clusterPath), &want); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range jsonDiff("cluster", any(block), want["cluster"]) {
+			if !strings.HasPrefix(d, "cluster.etcd_cluster: ") && !strings.HasPrefix(d, "cluster.authority: ") {
+				out = append(out, fmt.Sprintf("cluster block differs from %s's: %s", clusterPath, d))
+			}
+		}
+		se := mustLoadKit(t, etcdKitDir).get(t, "ServiceEntry", "etcd").obj.(*networkingv1.ServiceEntry)
+		host, port := se.GetHosts()[0], se.GetPorts()[0].GetNumber()
+		if got, want := block["etcd_cluster"], fmt.Sprintf("outbound|%d||%s", port, host); got != want {
+			out = append(out, fmt.Sprintf("cluster.etcd_cluster %v is not %q, the cluster Istio builds from %s's ServiceEntry", got, want, etcdKitDir))
+		}
+		if got, want := block["authority"], fmt.Sprintf("%s:%d", host, port); got != want {
+			out = append(out, fmt.Sprintf("cluster.authority %v, want %q (%s's ServiceEntry)", got, want, etcdKitDir))
+		}
+	}
+	if c := capacityOf(t, cfg); c != vr*seqs {
+		out = append(out, fmt.Sprintf("pool capacity %d, want the whole pool's C = %d vLLM replicas x --max-num-seqs %d = %d (the %d gateway replicas split it)",
+			c, vr, seqs, vr*seqs, r))
+	}
+	if _, engines, _, ok := capacityFromOf(cfg, 0); !ok || engines != "learned" {
+		out = append(out, fmt.Sprintf("pools[0].capacity_from %v engines %q, want engines \"learned\" (every vLLM replica that serves the gateway)", ok, engines))
+	} else if n := cfg["pools"].([]any)[0].(map[string]any)["capacity_from"].(map[string]any)["max_num_seqs"]; n != float64(seqs) {
+		out = append(out, fmt.Sprintf("pools[0].capacity_from.max_num_seqs %v, want vLLM's --max-num-seqs %d", n, seqs))
+	}
+	return out
+}
+
+// TestGatewayKitFleet: each mistake below in the gateway kit's fleet
+// (the cluster block, the whole C, capacity_from) is caught.
+func TestGatewayKitFleet(t *testing.T) {
+	wp := string(readFile(t, gatewayKitDir+"/wasmplugin.yaml"))
+	i, j := strings.Index(wp, "    cluster:\n"), strings.Index(wp, "    pools:\n")
+	if i < 0 || j < i {
+		t.Fatalf("wasmplugin.yaml: no cluster block before pools")
+	}
+	for _, c := range []struct {
+		file, old, new string
+		want           string
+	}{
+		{"wasmplugin.yaml", wp[i:j], "", "no cluster block"},
+		{"wasmplugin.yaml", "      capacity: 128\n", "      capacity: 64\n", "want the whole pool's C = 2 vLLM replicas x --max-num-seqs 64 = 128"},
+		{"vllm-deployment.yaml", "  replicas: 2\n", "  replicas: 3\n", "want the whole pool's C = 3 vLLM replicas"},
+		{"wasmplugin.yaml", "etcd_cluster: outbound|2379||etcd.etcd.svc.cluster.local", "etcd_cluster: outbound|2379||etcd.default.svc.cluster.local", "the cluster Istio builds from"},
+		{"wasmplugin.yaml", "authority: etcd.etcd.svc.cluster.local:2379", "authority: etcd.etcd.svc.cluster.local:2380", "cluster.authority"},
+		{"wasmplugin.yaml", "      sync_interval: 1s\n", "      sync_interval: 2s\n", "cluster block differs from"},
+		{"wasmplugin.yaml", "        max_num_seqs: 64\n", "        max_num_seqs: 32\n", "max_num_seqs 32, want vLLM's --max-num-seqs 64"},
+		{"wasmplugin.yaml", "        engines: learned\n", "        engines: cluster\n", `want engines "learned"`},
+	} {
+		orig := string(readFile(t, gatewayKitDir+"/"+c.file))
+		if strings.Count(orig, c.old) != 1 {
+			t.Fatalf("%s holds %q %d times, want once", c.file, c.old, strings.Count(orig, c.old))
+		}
+		k, err := loadKit(gatewayKitDir, map[string]string{c.file: strings.Replace(orig, c.old, c.new, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(gatewayFleet(t, k), "; "); !strings.Contains(got, c.want) {
+			t.Errorf("%s %q -> %q: problems %q, want one containing %q", c.file, c.old, c.new, got, c.want)
 		}
 	}
 }

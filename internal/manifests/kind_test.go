@@ -63,8 +63,9 @@ func renderKind(t *testing.T) (k *kit, gw, vllm *appsv1.Deployment, wp *extensio
 // TestKindOverlay: deploy/istio/kind renders the gateway kit with one
 // gateway replica in front of one simulated engine, the plugin read from a
 // file an init container puts where the istio-proxy container mounts it,
-// and the same plugin configuration but for the pool's capacity, which is
-// the simulator's max-num-seqs; its tokens verify against the keys the
+// and the same plugin configuration but for the pool's capacity and its
+// capacity_from.max_num_seqs, both the simulator's max-num-seqs, and
+// without the cluster block (one replica, no etcd); its tokens verify against the keys the
 // RequestAuthentication carries and name the configuration's teams.
 func TestKindOverlay(t *testing.T) {
 	k, gw, vllm, wp, cfg := renderKind(t)
@@ -83,12 +84,18 @@ func TestKindOverlay(t *testing.T) {
 		}
 	}
 
-	// The plugin configuration is the gateway kit's but for the capacity.
+	// The plugin configuration is the gateway kit's but for the capacity,
+	// the engines' max_num_seqs (checked below) and the cluster block: one
+	// gateway replica owns the pool, and kind runs no etcd.
 	base := pluginConfigOf(t, mustLoadKit(t, gatewayKitDir).get(t, "WasmPlugin", "fairshare").obj.(*extensionsv1alpha1.WasmPlugin))
 	for _, d := range jsonDiff("pluginConfig", cfg, base) {
-		if !strings.HasPrefix(d, "pluginConfig.pools[0].capacity:") {
+		if !strings.HasPrefix(d, "pluginConfig.pools[0].capacity:") && !strings.HasPrefix(d, "pluginConfig.pools[0].capacity_from.max_num_seqs:") &&
+			d != "pluginConfig.cluster: only in the second" {
 			t.Errorf("kind pluginConfig differs from the gateway kit's: %s", d)
 		}
+	}
+	if _, ok := cfg["cluster"]; ok {
+		t.Errorf("kind pluginConfig has a cluster block: no etcd runs in the overlay")
 	}
 
 	// The engine: the simulator, under priority scheduling, on the port the
@@ -136,6 +143,10 @@ func TestKindOverlay(t *testing.T) {
 	}
 	if c, want := capacityOf(t, cfg), int(*vllm.Spec.Replicas)*seqs; c != want {
 		t.Errorf("pool capacity %d, want %d vllm replicas x -max-num-seqs %d = %d over one gateway", c, *vllm.Spec.Replicas, seqs, want)
+	}
+	// The pool reads C from the simulator, which exports no max_num_seqs.
+	if cf, ok := pool["capacity_from"].(map[string]any); ok && cf["max_num_seqs"] != float64(seqs) {
+		t.Errorf("capacity_from.max_num_seqs %v, want the simulator's -max-num-seqs %d", cf["max_num_seqs"], seqs)
 	}
 
 	// The module: the init container copies it from the image into a

@@ -199,7 +199,7 @@ func TestPluginOnlyOverlay(t *testing.T) {
 		t.Fatalf("vllm-pod-patch.yaml does not decode into a Deployment: %v %v", err, errs)
 	}
 	patched.Name = "your-vllm"
-	checkKitCommon(t, k, pluginHost{deploy: &patched}, false)
+	checkKitCommon(t, k, pluginHost{deploy: &patched}, kitOwn{})
 	example := mustLoadKit(t, sidecarKitDir).get(t, "Deployment", "vllm").obj.(*appsv1.Deployment)
 	for name, m := range map[string][2]map[string]string{
 		"labels":      {patched.Spec.Template.Labels, example.Spec.Template.Labels},

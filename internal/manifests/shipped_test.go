@@ -12,11 +12,12 @@ import (
 
 // A shipped configuration is one a user starts from: every file of
 // testdata/plugin, the embedded demo of make run, the configuration
-// envoy.yaml carries, and every WasmPlugin's pluginConfig in the kits as
-// kustomize renders them. Each must be one the plugin accepts with flow
-// control on: the plugin's own default is max_queue_time "0s", and without
-// flow control a flood's borrowers wait in vLLM's queue, where the
-// benchmark's worst p99 is about ten times VTC's (README, Configuration).
+// envoy.yaml carries, and every WasmPlugin's pluginConfig in the kits and
+// overlays as kustomize renders them. Each must be one the plugin accepts
+// with flow control on: the plugin's own default is max_queue_time "0s",
+// and without flow control a flood's borrowers wait in vLLM's queue, where
+// the benchmark's worst p99 is about ten times VTC's (README,
+// Configuration).
 
 // shippedFlowProblem returns why the configuration cfg (named name) is not
 // fit to ship: refused by the plugin, or flow control off (the plugin's
@@ -57,7 +58,7 @@ func shippedConfigs(t *testing.T) map[string][]byte {
 	}
 	out["envoy.yaml"] = js
 	fsys := istioFS(t, nil)
-	for _, dir := range append(append([]string(nil), kustomizedKits...), "plugin-only") {
+	for _, dir := range append(append([]string(nil), kustomizedKits...), "plugin-only", "kind") {
 		k, err := renderKit(fsys, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -91,9 +92,9 @@ func TestShippedConfigsHoldBorrowers(t *testing.T) {
 		}
 	}
 	// The sidecar, gateway and inference-pool kits and the plugin-only
-	// overlay each carry a WasmPlugin (the etcd kit none).
-	if kits != 4 {
-		t.Errorf("found %d WasmPlugins in the kits, want 4: %v", kits, cfgs)
+	// and kind overlays each carry a WasmPlugin (the etcd kit none).
+	if kits != 5 {
+		t.Errorf("found %d WasmPlugins in the kits, want 5: %v", kits, cfgs)
 	}
 
 	example := string(readFile(t, examplePath))

@@ -26,6 +26,11 @@ type RunOptions struct {
 	Mode string
 	// Seed seeds the workload (0: the scenario's seed).
 	Seed uint64
+	// Requests, when set, is called once the run is over with every
+	// request of the run in arrival order (times set; -1 for what never
+	// happened) and the run's end: for measures the Result does not keep
+	// (a spill scenario's TTFTs of a window, spill.go).
+	Requests func(reqs []*Request, end time.Duration)
 	// Drain is how long the run goes on after the scenario's duration so
 	// that requests in flight can finish (0: half the duration). Requests
 	// still unfinished after it enter the latency percentiles censored.
@@ -256,6 +261,9 @@ func Run(s *Scenario, gw Gateway, opt RunOptions) (*Result, error) {
 		stop = hard
 	}
 	res := r.col.result(r.reqs, stop)
+	if opt.Requests != nil {
+		opt.Requests(r.reqs, stop)
+	}
 	res.Capacity, res.Ledger = r.capacity, r.ledger()
 	res.Policy = gw.Name()
 	res.Mode = opt.Mode

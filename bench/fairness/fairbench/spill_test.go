@@ -1,8 +1,10 @@
 package fairbench
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // routeTo is a pass-through gateway that routes every request to one
@@ -90,5 +92,28 @@ func TestSpillSpecValidated(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// TestWindowTTFT: the fallback target's samples are the Within teams'
+// interactive requests that arrived in [from, to), sorted, one without a
+// first token censored at the run's end; other teams, batch requests and
+// arrivals outside the window are left out, and a Within team with none
+// has an empty list.
+func TestWindowTTFT(t *testing.T) {
+	s := time.Second
+	reqs := []*Request{
+		{Team: "c", Class: Interactive, Arrival: 1 * s, FirstToken: 1*s + 30*time.Millisecond},
+		{Team: "c", Class: Interactive, Arrival: 2 * s, FirstToken: 2*s + 10*time.Millisecond},
+		{Team: "c", Class: Batch, Arrival: 3 * s, FirstToken: 9 * s},
+		{Team: "c", Class: Interactive, Arrival: 4 * s, FirstToken: -1},
+		{Team: "c", Class: Interactive, Arrival: 5 * s, FirstToken: 5*s + time.Millisecond}, // at to: out
+		{Team: "c", Class: Interactive, Arrival: 0, FirstToken: time.Millisecond},           // before from: out
+		{Team: "f", Class: Interactive, Arrival: 2 * s, FirstToken: 3 * s},
+	}
+	got := windowTTFT(reqs, []string{"c", "d"}, 500*time.Millisecond, 5*s, 20*s)
+	want := map[string][]time.Duration{"c": {10 * time.Millisecond, 30 * time.Millisecond, 16 * s}, "d": {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("windowTTFT = %v, want %v", got, want)
 	}
 }
