@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fairshare-wasm/fairshare/fairshare"
 )
 
 // ConfigCheck is CheckConfig's verdict on a plugin configuration.
@@ -54,6 +56,13 @@ func (c *config) summary() string {
 		fmt.Fprintf(&b, "%s capacity %d", p.name, p.capacity)
 		if p.kvTokens > 0 {
 			fmt.Fprintf(&b, " (%d KV tokens)", p.kvTokens)
+		}
+		if p.throughput > 0 {
+			burst := p.throughputBurst
+			if burst == 0 {
+				burst = fairshare.DefaultThroughputBurst
+			}
+			fmt.Fprintf(&b, ", throughput %d cost units/s (burst %s)", p.throughput, burst)
 		}
 		b.WriteString(", teams ")
 		for j, t := range p.teams {

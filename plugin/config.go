@@ -224,8 +224,13 @@ type poolConfig struct {
 	name     string
 	capacity int
 	kvTokens int64 // KV capacity in tokens; 0: sequences only
-	models   []string
-	teams    []fairshare.TeamConfig
+	// throughput is the pool's work capacity in cost units per second
+	// (0: no work resource), throughputBurst its bucket depth (0: the
+	// core's default).
+	throughput      int64
+	throughputBurst time.Duration
+	models          []string
+	teams           []fairshare.TeamConfig
 	// engine is engine_priority: whether the pool's priorities are
 	// written into the body (engine.go).
 	engine engineMode
@@ -248,17 +253,19 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 		}
 	}
 	return fairshare.Config{
-		Capacity:       capacity,
-		Teams:          p.teams,
-		HalfLife:       c.halfLife,
-		EntryPenalty:   c.entryPenalty,
-		HolderTimeout:  c.holderTimeout,
-		RequestTimeout: c.requestTimeout,
-		KVTokens:       kv,
-		QueueLimit:     c.coreQueueLimit(),
-		TeamQueueLimit: c.teamQueueLimit,
-		MaxQueueTime:   c.maxQueueTime,
-		BatchAging:     c.coreBatchAging(),
+		Capacity:        capacity,
+		Teams:           p.teams,
+		HalfLife:        c.halfLife,
+		EntryPenalty:    c.entryPenalty,
+		HolderTimeout:   c.holderTimeout,
+		RequestTimeout:  c.requestTimeout,
+		KVTokens:        kv,
+		Throughput:      p.throughput,
+		ThroughputBurst: p.throughputBurst,
+		QueueLimit:      c.coreQueueLimit(),
+		TeamQueueLimit:  c.teamQueueLimit,
+		MaxQueueTime:    c.maxQueueTime,
+		BatchAging:      c.coreBatchAging(),
 	}
 }
 
@@ -829,6 +836,10 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 				p.capacity = integer(ps, fp, f, 1, 1<<20, 0)
 			case "kv_tokens":
 				p.kvTokens = int64(integer(ps, fp, f, 0, 1<<40, 0))
+			case "throughput":
+				p.throughput = int64(integer(ps, fp, f, 1, 1<<40, 0))
+			case "throughput_burst":
+				p.throughputBurst = duration(ps, fp, f, time.Second)
 			case "models":
 				if f.IsArray() && len(f.Array()) == 0 {
 					ps.add(fp, "must list at least one model (\"*\" matches any)")
@@ -874,6 +885,9 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 		}
 		if !seen["models"] {
 			ps.add(pp+".models", "required: at least one model (\"*\" matches any)")
+		}
+		if seen["throughput_burst"] && !seen["throughput"] {
+			ps.add(pp+".throughput_burst", "needs throughput (the pool's work capacity in cost units per second): a burst of a reservation that is not declared")
 		}
 		pools = append(pools, p)
 		return true

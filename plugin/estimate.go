@@ -16,8 +16,8 @@ import (
 // cost weights; and its KV demand: the prompt plus the team's usual
 // completion, capped by the request's own limit (see completionMeans). It
 // keeps in h what the release and a later reestimate need: the prompt
-// estimate, the choices, the completion cap, the team's slot and the
-// demand.
+// estimate, the choices, the completion cap, the team's slot, the demand
+// and the work demand (h.work, workOf).
 func (h *httpContext) estimate(req *request, ps *poolState) (cost float64, kv int64) {
 	pc := h.pc
 	prompt, completion := req.tokens()
@@ -28,7 +28,22 @@ func (h *httpContext) estimate(req *request, ps *poolState) (cost float64, kv in
 	h.slot = ps.slot(h.team)
 	kv = satAdd(prompt, pc.means.completionAt(ps.cfg.name, h.slot, h.choices, req.completion))
 	h.kv = kv
+	h.work = workOf(w, prompt, kv)
 	return cost, kv
+}
+
+// workOf is the work demand (cost units) of a request of prompt tokens
+// whose KV demand is kv (the prompt plus the team's usual completion):
+// what a pool with a throughput reservation (throughput) takes from the
+// team's work bucket when the request runs within share, settled to the
+// request's reported usage at its end. Unlike the entry penalty's
+// estimate, which charges the client's max_tokens, it counts the team's
+// usual completion: a bucket charged for completions that never come
+// would send the team's requests borrowing while its reservation is
+// idle. Every prompt token counts at prompt_token: which are cached is
+// known only from the response.
+func workOf(w costWeights, prompt, kv int64) float64 {
+	return w.prompt*float64(prompt) + w.completion*float64(max(kv-prompt, 0))
 }
 
 // maxEstimateTokens caps every token count of the estimate, so that no

@@ -229,6 +229,7 @@ func (pc *pluginContext) reestimate(now time.Time, ps *poolState) {
 	err := pc.updatePool(now, ps, "reestimate", func(p *fairshare.Pool) {
 		for _, h := range lower {
 			p.Reestimate(now, pc.holder, h.reqID, h.newKV)
+			p.ReestimateWork(now, pc.holder, h.reqID, workOf(pc.cfg.cost, h.prompt, h.newKV))
 		}
 	})
 	if err != nil {
@@ -236,6 +237,7 @@ func (pc *pluginContext) reestimate(now time.Time, ps *poolState) {
 	}
 	for _, h := range lower {
 		h.kv = h.newKV
+		h.work = workOf(pc.cfg.cost, h.prompt, h.kv)
 	}
 }
 

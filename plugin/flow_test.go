@@ -528,3 +528,50 @@ func TestWasmBorrowedTokensShowAsBorrowing(t *testing.T) {
 	}
 	checkIdle(t, h, "p")
 }
+
+func TestWasmFlowThroughputBinds(t *testing.T) {
+	// 8 sequences but a throughput of 100 cost units a second, in buckets
+	// of 1 s: a and b each reserve 50 units/s, a bucket of 50. a's first
+	// request (a short prompt + 2 × 100 max_tokens, no completion learnt
+	// yet) runs within share (an empty debt always lets one through); the
+	// team then owes more than its bucket holds, so its next request, on
+	// another VM, borrows although sequences are free, while b's runs
+	// within share. The response's usage settles a's debt to what the
+	// request cost, the rest is paid down at a's rate, and a's next
+	// request is within share again.
+	cfg := strings.Replace(flowConfig, `"capacity":2`, `"capacity":8,"throughput":100,"throughput_burst":"1s"`, 1)
+	h, _ := start(t, cfg, 2)
+	s1 := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 100, ""))
+	if p := priority(t, s1); p != 0 {
+		t.Fatalf("a's first request got priority %d, want 0 (within share)", p)
+	}
+	a := gjson.Get(statusBody(t, h), `pools.0.teams.#(team=="a")`)
+	if a.Get("reserved_work").Int() != 50 || a.Get("work_burst").Float() != 50 || a.Get("work_debt").Float() < 200 {
+		t.Fatalf("status of a after one request: %s; want reserved_work 50, work_burst 50, work_debt >= 200", a.Raw)
+	}
+	if x := gjson.Get(statusBody(t, h), "pools.0.throughput").Int(); x != 100 {
+		t.Errorf("status throughput = %d, want 100", x)
+	}
+	s2 := request(h, 1, "/v1/chat/completions", team("a"), chat("m", 100, ""))
+	if p := priority(t, s2); p < 10 {
+		t.Errorf("a's second request (VM 1) got priority %d, want a borrower's (>= 10): its team's work bucket is empty", p)
+	}
+	s3 := request(h, 1, "/v1/chat/completions", team("b"), chat("m", 100, ""))
+	if p := priority(t, s3); p != 0 {
+		t.Errorf("b's request got priority %d, want 0: a's debt is a's", p)
+	}
+	respondJSON(s1, 5, 5) // cost 5 + 2·5 = 15: the debt settles to it
+	a = gjson.Get(statusBody(t, h), `pools.0.teams.#(team=="a")`)
+	if d := a.Get("work_debt").Float(); d < 14 || d > 15 {
+		t.Errorf("a's work_debt after its request reported 15 units = %v, want 15 (less what was paid down)", d)
+	}
+	h.Advance(time.Second) // 50 units paid down: nothing owed
+	s4 := request(h, 0, "/v1/chat/completions", team("a"), chat("m", 100, ""))
+	if p := priority(t, s4); p != 0 {
+		t.Errorf("a's request after its debt was paid got priority %d, want 0", p)
+	}
+	respondJSON(s2, 5, 5)
+	respondJSON(s3, 5, 5)
+	respondJSON(s4, 5, 5)
+	checkIdle(t, h, "p")
+}

@@ -53,6 +53,9 @@ const (
 	mEnginePriority = "engine_priority"               // gauge, pool: 1 while priorities are written, 0 once not
 
 	mKVTokens             = "kv_tokens"                    // gauge, pool: K, the live KV capacity in tokens (0: no KV resource)
+	mThroughput           = "throughput"                   // gauge, pool (throughput): X, the work capacity in cost units per second
+	mReservedWork         = "reserved_work"                // gauge, pool/team (throughput): the team's share of X (and loan), cost units per second
+	mWorkDebt             = "work_debt"                    // gauge, pool/team (throughput): within-share work granted and not yet paid for at reserved_work, cost units
 	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
 	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
 	mCapacityAgreed       = "capacity_agreed"              // gauge, pool (capacity_from with cluster): the C the fleet last agreed on (fleetcap.go)
@@ -294,8 +297,10 @@ func milli(x float64) int64 {
 // The status endpoint keeps the exact value (null for +Inf).
 const levelFairshareCap = 1e6
 
-// gauges records the gauges of one pool from a snapshot.
-func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) {
+// gauges records the gauges of one pool from a snapshot; with a work
+// resource (throughput > 0) also the pool's throughput and every team's
+// reserved_work and work_debt.
+func (m *metrics) gauges(pool string, capacity int, throughput int64, stats []fairshare.TeamStat) {
 	total, waiting := 0, 0
 	for i := range stats {
 		s := &stats[i]
@@ -309,6 +314,13 @@ func (m *metrics) gauges(pool string, capacity int, stats []fairshare.TeamStat) 
 		m.teamGauge(pool, s.Team, mRank, int64(s.Rank))
 		m.teamGauge(pool, s.Team, mLevel, milli(min(s.LevelFairshare, levelFairshareCap)))
 		m.teamGauge(pool, s.Team, mPhantoms, int64(s.Phantoms))
+		if throughput > 0 {
+			m.teamGauge(pool, s.Team, mReservedWork, s.ReservedWork+s.LentWork)
+			m.teamGauge(pool, s.Team, mWorkDebt, int64(math.Round(s.WorkDebt)))
+		}
+	}
+	if throughput > 0 {
+		m.poolGauge(pool, mThroughput, throughput)
 	}
 	m.buf = appendPoolMetric(m.buf[:0], pool, mInFlight)
 	m.set(int64(total))

@@ -139,7 +139,7 @@ func TestMetricsDefinedOnce(t *testing.T) {
 func TestGauges(t *testing.T) {
 	f := &fakeMetrics{}
 	m := newMetrics(f)
-	m.gauges("p", 8, []fairshare.TeamStat{
+	m.gauges("p", 8, 0, []fairshare.TeamStat{
 		{Team: "a", InFlight: 3, Borrowing: 1, Reserved: 2, Usage: 1.2345, Rank: 1, LevelFairshare: math.Inf(1), Phantoms: 1},
 		{Team: fairshare.UnknownTeam, InFlight: 1, Borrowing: 1},
 		{Team: "b", Usage: 1e-9, LevelFairshare: 3e8},

@@ -249,7 +249,7 @@ func (h *httpContext) decide(size int) types.Action {
 	}
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
-		Tokens: kv, Estimate: estimate,
+		Tokens: kv, Estimate: estimate, Work: h.work,
 	})
 	h.pool = ps
 	h.hide = req.stream && !req.includeUsage

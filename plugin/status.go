@@ -41,6 +41,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		} else {
 			st.capacity = ps.rec.p.Capacity()
 			st.kv = ps.rec.p.KVTokens()
+			st.throughput = ps.rec.p.Throughput()
 			if ps.rec.p.Sliced() {
 				st.whole = ps.cfg.capacity
 			}
@@ -105,6 +106,9 @@ type poolStatus struct {
 	// capacity_from, its engines as the poller last wrote them.
 	kv   int64
 	caps *capacityStatus
+	// throughput is the pool's work capacity X in cost units per second
+	// (0: no work resource, the pool field throughput).
+	throughput int64
 	// fleet, for a pool with capacity_from and the cluster block, is
 	// the totals the fleet last agreed on (nil: never synced).
 	fleet *fleetStatus
@@ -134,12 +138,14 @@ func appendMode(b []byte, c *config) []byte {
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
 //	   "engine_priority", "engine_priority_in_force", "spill_to"?,
 //	   "spilled_to"?, "spilled_in"?, "error"?,
-//	   "kv_tokens"?, "capacity_source"?, "engines"?, "capacity_agreed"?,
+//	   "kv_tokens"?, "throughput"?, "capacity_source"?, "engines"?,
+//	   "capacity_agreed"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "lent"?, "in_flight", "borrowing",
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
 //	     "rank", "waiting", "oldest_wait_seconds", "reserved_tokens"?,
-//	     "in_flight_tokens"?, "last_update"}]}]}
+//	     "in_flight_tokens"?, "reserved_work"?, "work_debt"?, "work_burst"?,
+//	     "last_update"}]}]}
 //
 // pool_capacity is present when the proxy shares the pool with others
 // (the cluster block): capacity and every team's reserved are then this
@@ -152,6 +158,14 @@ func appendMode(b []byte, c *config) []byte {
 // the pool and "off" once it does not (mode off, or auto after the
 // engine refused one).
 // kv_tokens (the live K) is present when the pool has a KV resource.
+// throughput (X, cost units per second) is present when the pool has a
+// work resource, and with it every team's reserved_work (its share of X,
+// plus its loan at this proxy, in cost units per second: the rate its
+// work bucket refills at), work_debt (the within-share work it was
+// granted and has not yet paid for at that rate, cost units) and
+// work_burst (the bucket's depth, throughput_burst × reserved_work: the
+// team's requests run within share while work_debt leaves room below
+// it).
 // capacity_source and engines are present for a pool with capacity_from:
 // capacity_source "engines (N)" when C and K are the sum of N engines'
 // readings, "config" when no engine could be read (the configured
@@ -211,6 +225,9 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 		if p.kv > 0 {
 			b = appendIntField(b, "kv_tokens", int(p.kv))
 		}
+		if p.throughput > 0 {
+			b = appendIntField(b, "throughput", int(p.throughput))
+		}
 		if p.caps != nil {
 			b = p.caps.append(b, now)
 		}
@@ -245,6 +262,11 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			if t.ReservedTokens > 0 || t.InFlightTokens > 0 {
 				b = appendIntField(b, "reserved_tokens", int(t.ReservedTokens))
 				b = appendIntField(b, "in_flight_tokens", int(t.InFlightTokens))
+			}
+			if p.throughput > 0 {
+				b = appendIntField(b, "reserved_work", int(t.ReservedWork+t.LentWork))
+				b = appendFloatField(b, "work_debt", t.WorkDebt)
+				b = appendFloatField(b, "work_burst", t.WorkBurst)
 			}
 			b = append(b, `,"last_update":`...)
 			if t.LastUpdate.IsZero() {

@@ -62,14 +62,15 @@ type httpContext struct {
 	// maxCompletion is the request's completion cap per choice
 	// (max_tokens); kv the KV demand it was recorded with.
 	maxCompletion, kv int64
-	newKV             int64 // scratch of reestimate
-	json              bool  // the content type is JSON (or absent)
-	sniffed           bool  // stStrip: sniff found a body that may be JSON
-	headSeen          bool  // stStrip: sniff has read the body's first four bytes
-	scanned           int   // stStrip: the body's bytes sniff knows to be whitespace or BOM
-	prompt            int64 // prompt tokens estimated from the request
-	hide              bool  // the plugin added include_usage: hide the usage chunk
-	sse               bool  // the response is an event stream
+	newKV             int64   // scratch of reestimate
+	work              float64 // its work demand (workOf), cost units: what a within-share grant takes from the team's work bucket
+	json              bool    // the content type is JSON (or absent)
+	sniffed           bool    // stStrip: sniff found a body that may be JSON
+	headSeen          bool    // stStrip: sniff has read the body's first four bytes
+	scanned           int     // stStrip: the body's bytes sniff knows to be whitespace or BOM
+	prompt            int64   // prompt tokens estimated from the request
+	hide              bool    // the plugin added include_usage: hide the usage chunk
+	sse               bool    // the response is an event stream
 	scan              sseScanner
 	status            int    // response status, 0 until the response headers
 	resp              []byte // bounded copy of a JSON response

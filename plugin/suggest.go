@@ -15,7 +15,7 @@ var (
 		"hold_headers", "hold_headers_probe", "batch_aging", "status_public", "unscheduled", "default_model",
 		"unknown_model", "mode", "shadow_strip_priority", "pools", "cluster"}
 	costFields = []string{"prompt_token", "cached_prompt_token", "completion_token"}
-	poolFields = []string{"name", "capacity", "kv_tokens", "models", "teams", "engine_priority", "capacity_from", "spill_to"}
+	poolFields = []string{"name", "capacity", "kv_tokens", "throughput", "throughput_burst", "models", "teams", "engine_priority", "capacity_from", "spill_to"}
 	// capacityFromFields are a pool's capacity_from fields (capacity.go).
 	capacityFromFields = []string{"cluster", "engines", "addresses", "header", "path", "authority", "interval",
 		"timeout", "expire", "max_num_seqs"}

@@ -268,7 +268,7 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	}
 	p := ps.rec.p
 	stats := p.Snapshot(now)
-	pc.met.gauges(ps.cfg.name, p.Capacity(), stats)
+	pc.met.gauges(ps.cfg.name, p.Capacity(), p.Throughput(), stats)
 	if k := p.KVTokens(); (k > 0 || ps.cfg.capFrom != nil) && !pc.cfg.fleetPool(ps.cfg) {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}

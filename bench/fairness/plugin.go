@@ -25,14 +25,16 @@ const queueTime = 600 * time.Second
 // the engine, the scenario's lending limits), `plugin-noflow` (no
 // flow-control field: the plugin before flow control), `plugin-nohold`
 // (max_queue_time "0s"), `plugin-nokv` (no kv_tokens), `plugin-nolend`
-// (no lending limit).
+// (no lending limit). Every flow-control column declares the scenario's
+// plugin_throughput (the work resource) but the seats column
+// (seatsVariant).
 func flowOptions() (plugin wasmgw.Options, ablations []wasmgw.Options, notes []string) {
-	plugin = wasmgw.Options{Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true, Lend: true}}
+	plugin = wasmgw.Options{Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true, Lend: true, Work: true}}
 	ablations = []wasmgw.Options{
 		{Name: "plugin-noflow"},
-		{Name: "plugin-nohold", Flow: &wasmgw.Flow{KV: true, Lend: true}},
-		{Name: "plugin-nokv", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, Lend: true}},
-		{Name: "plugin-nolend", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true}},
+		{Name: "plugin-nohold", Flow: &wasmgw.Flow{KV: true, Lend: true, Work: true}},
+		{Name: "plugin-nokv", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, Lend: true, Work: true}},
+		{Name: "plugin-nolend", Flow: &wasmgw.Flow{MaxQueueTime: queueTime, KV: true, Work: true}},
 	}
 	notes = []string{
 		"plugin.wasm without any flow-control field (its defaults: no holding, no kv_tokens, no lending limit): the plugin before flow control",
@@ -99,6 +101,21 @@ func costVariant(mod *host.Module, p wasmgw.Options) fairbench.Variant {
 	p.DefaultCost = true
 	return fairbench.Variant{New: wasmgw.New(mod, p), Note: costNote,
 		Skip: func(s *fairbench.Scenario) bool { return s.PluginCost == nil }}
+}
+
+// seatsNote says what the seats ablation column is.
+const seatsNote = "the `plugin` column without the scenario's plugin_throughput: reservations in sequences and KV tokens only, as every column was before the work resource (run only where the scenario declares one)"
+
+// seatsVariant returns the plugin-seats ablation: the plugin column p
+// without the throughput reservation, skipped where the scenario declares
+// none (it would be the plugin column itself).
+func seatsVariant(mod *host.Module, p wasmgw.Options) fairbench.Variant {
+	p.Name = fairbench.SeatsAblation
+	f := *p.Flow
+	f.Work = false
+	p.Flow = &f
+	return fairbench.Variant{New: wasmgw.New(mod, p), Note: seatsNote,
+		Skip: func(s *fairbench.Scenario) bool { return s.PluginThroughput == 0 }}
 }
 
 // replicasPlugin returns the replicas column: the flow-control plugin
@@ -262,7 +279,7 @@ func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench
 			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
-		vs = append(vs, costVariant(mod, p))
+		vs = append(vs, costVariant(mod, p), seatsVariant(mod, p))
 		if etcdURL != "" {
 			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
 			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},

@@ -30,6 +30,11 @@ type statusTeam struct {
 	Rank           int
 	Phantoms       int
 	Waiting        int // requests held at the gateway (flow control)
+	// ReservedWork, WorkDebt and WorkBurst are the team's work
+	// reservation (cost units per second), its debt and its bucket's
+	// depth (cost units), in a pool with throughput (0 otherwise).
+	ReservedWork        int64
+	WorkDebt, WorkBurst float64
 }
 
 // statusPool is one pool of the plugin's status snapshot.
@@ -40,6 +45,9 @@ type statusPool struct {
 	// Source is capacity_source: "engines (N)" or "config" for a pool
 	// with capacity_from, "" otherwise.
 	Source string
+	// Throughput is the pool's work capacity in cost units per second (0:
+	// no work resource).
+	Throughput int64
 	// Spill-over: the fallbacks and the requests moved to each, and those
 	// moved here (absent when the pool neither spills nor is a fallback).
 	Spill     bool // the status has the pool's spill-over fields
@@ -116,7 +124,7 @@ func parseStatus(b []byte) ([]statusPool, error) {
 			return
 		}
 		p := statusPool{Name: name, Capacity: int(first(v, "capacity", "c").Int()), Source: v.Get("capacity_source").String(),
-			SpilledIn: v.Get("spilled_in").Int(), Spill: v.Get("spilled_in").Exists()}
+			Throughput: v.Get("throughput").Int(), SpilledIn: v.Get("spilled_in").Int(), Spill: v.Get("spilled_in").Exists()}
 		for _, f := range v.Get("spill_to").Array() {
 			p.SpillTo = append(p.SpillTo, f.String())
 			p.SpilledTo = append(p.SpilledTo, v.Get("spilled_to").Get(gjson.Escape(f.String())).Int())
@@ -138,6 +146,9 @@ func parseStatus(b []byte) ([]statusPool, error) {
 				Rank:           int(t.Get("rank").Int()),
 				Phantoms:       int(t.Get("phantoms").Int()),
 				Waiting:        int(t.Get("waiting").Int()),
+				ReservedWork:   t.Get("reserved_work").Int(),
+				WorkDebt:       t.Get("work_debt").Float(),
+				WorkBurst:      t.Get("work_burst").Float(),
 			})
 		})
 		out = append(out, p)

@@ -218,6 +218,9 @@ func renderTable(b *strings.Builder, f frame) {
 				fmt.Fprintf(b, " · %d above capacity: waiting in vLLM's queue", over)
 			}
 			b.WriteString(spillNote(g.status) + jainNote(f.Jain, g.name) + "\n")
+			if w := workNote(g.status); w != "" {
+				b.WriteString(w + "\n")
+			}
 		case g.name == "-":
 			b.WriteString("not scheduled (no pool serves the model)\n")
 		case g.name != "":
@@ -246,6 +249,29 @@ func renderTable(b *strings.Builder, f frame) {
 	}
 	fmt.Fprintf(b, "tokens/s over the last %v; priorities and TTFT over the last %v. Ctrl-C stops.\n%s.\n",
 		rateWindow, viewWindow, ttftLegend)
+}
+
+// workNote is the line under a pool with throughput: the pool's work
+// capacity and, per team, its reserved rate and what is left in its work
+// bucket (the team's requests run within share while it is above 0%);
+// "" for a pool without a work resource.
+func workNote(p *statusPool) string {
+	if p.Throughput <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  work: throughput %d cost units/s (configured) · reserved/s, bucket left:", p.Throughput)
+	for _, t := range p.Teams {
+		if t.ReservedWork == 0 && t.WorkDebt == 0 {
+			continue
+		}
+		left := 0.0
+		if t.WorkBurst > 0 {
+			left = max(0, 1-t.WorkDebt/t.WorkBurst)
+		}
+		fmt.Fprintf(&b, " %s %d %.0f%%", t.Team, t.ReservedWork, 100*left)
+	}
+	return b.String()
 }
 
 func orDash(s string) string {
@@ -315,6 +341,9 @@ func renderLines(b *strings.Builder, f frame) {
 				capNote = " · capacity" + c
 			}
 			fmt.Fprintf(b, "%s pool %s: %d/%d in flight, %d borrowing%s%s%s\n", at, p.Name, n, p.Capacity, borrow, capNote, spillNote(p), jainNote(f.Jain, p.Name))
+			if w := workNote(p); w != "" {
+				fmt.Fprintf(b, "%s %s\n", at, w)
+			}
 		}
 		prio := "priority"
 		if f.Flow.Shadow {

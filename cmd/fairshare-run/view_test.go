@@ -402,3 +402,23 @@ func TestRenderSummaryLatency(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkNote: a pool with throughput shows its work capacity and every
+// team's reserved rate and what is left of its bucket, read from the
+// plugin's status; a pool without one shows nothing.
+func TestWorkNote(t *testing.T) {
+	pools, err := parseStatus([]byte(`{"pools":[{"name":"p","capacity":16,"throughput":30000,"teams":[
+		{"team":"search","reserved_work":15000,"work_debt":30000,"work_burst":150000},
+		{"team":"research","reserved_work":6000,"work_debt":90000,"work_burst":60000}]},
+		{"name":"q","capacity":4,"teams":[{"team":"a"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  work: throughput 30000 cost units/s (configured) · reserved/s, bucket left: search 15000 80% research 6000 0%"
+	if got := workNote(&pools[0]); got != want {
+		t.Errorf("workNote = %q, want %q", got, want)
+	}
+	if got := workNote(&pools[1]); got != "" {
+		t.Errorf("workNote of a pool without throughput = %q, want none", got)
+	}
+}

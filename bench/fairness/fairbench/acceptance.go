@@ -3,6 +3,7 @@ package fairbench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -80,6 +81,12 @@ func (rep *Report) Column(mode, policy string) *Result {
 //   - worst_p99_vs_epp: the worst p99 TTFT of any team and class as a
 //     multiple of each EPP column's worst (the trace scenarios: at most
 //     1);
+//   - reserved_p99_vs_best_peer: the interactive p99 TTFT of every team
+//     the scenario does not list as saturated (inside its reservation) as
+//     a multiple of the best of vtc, epp-rr and epp-paf for that team
+//     (the trace scenarios: at most 1.25×);
+//   - reserved_p99_vs_fcfs: the same teams' interactive p99 TTFT as a
+//     fraction of FCFS's (the trace scenarios: at most a fifth);
 //   - within_share_interactive_p50_s: every team's within-share
 //     interactive p50 TTFT (every scenario: at most 0.2 s).
 func FlowTargets(rep *Report, policy string) []Target {
@@ -151,6 +158,45 @@ func FlowTargets(rep *Report, policy string) []Target {
 			if name != "" {
 				add("worst p99 TTFT / each EPP column's worst", worst, b, "%.2f×")
 				out[len(out)-1].Detail = "vs `" + name + "`"
+			}
+		}
+		reserved := func(ratio func(t TeamResult) (float64, bool)) (float64, string) {
+			worst, team := -1.0, ""
+			for _, t := range col.Teams {
+				if slices.Contains(s.Saturated, t.Team) || t.Class[Interactive].Requests == 0 {
+					continue
+				}
+				if r, ok := ratio(t); ok && r > worst {
+					worst, team = r, t.Team
+				}
+			}
+			return worst, team
+		}
+		if b := ts.ReservedP99VsBestPeer; b.in(m) {
+			worst, team := reserved(func(t TeamResult) (float64, bool) {
+				best := 0.0
+				for _, p := range []string{"vtc", EPPRoundRobin, EPPProgramAware} {
+					if e := rep.Column(m, p); e != nil {
+						if v := e.Team(t.Team).Class[Interactive].TTFTp99.Seconds(); v > 0 && (best == 0 || v < best) {
+							best = v
+						}
+					}
+				}
+				return t.Class[Interactive].TTFTp99.Seconds() / best, best > 0
+			})
+			if team != "" {
+				add("interactive p99 TTFT of a team inside its reservation / the best of vtc, epp-rr, epp-paf, worst team", worst, b, "%.2f×")
+				out[len(out)-1].Detail = "`" + team + "`"
+			}
+		}
+		if b := ts.ReservedP99VsFCFS; b.in(m) {
+			worst, team := reserved(func(t TeamResult) (float64, bool) {
+				f := fcfs.Team(t.Team).Class[Interactive].TTFTp99.Seconds()
+				return t.Class[Interactive].TTFTp99.Seconds() / f, f > 0
+			})
+			if team != "" {
+				add("interactive p99 TTFT of a team inside its reservation / FCFS's, worst team", worst, b, "%.3f")
+				out[len(out)-1].Detail = "`" + team + "`"
 			}
 		}
 		b := ts.WithinShareP50

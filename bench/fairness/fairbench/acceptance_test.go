@@ -14,7 +14,7 @@ import (
 func fakeResult(policy string, service float64, p50 time.Duration, p99s ...float64) *Result {
 	r := &Result{Policy: policy, Mode: ModeVLLM, Pool: PoolResult{ServiceRate: service, Jain: 1}}
 	for i, p := range p99s {
-		tr := TeamResult{Team: string(rune('a' + i)), Saturated: true, Entitled: 0.5, SatShare: 0.5}
+		tr := TeamResult{Team: string(rune('a' + i)), Saturated: true, Entitled: 0.5, Fair: 0.5, SatShare: 0.5}
 		tr.Class[Interactive] = ClassResult{Requests: 10, Within: 10, WithinTTFTp50: p50, TTFTp99: time.Duration(p * float64(time.Second))}
 		r.Teams = append(r.Teams, tr)
 	}
@@ -72,7 +72,7 @@ func TestFlowTargets(t *testing.T) {
 // has that one column.
 func TestEngineOffTargets(t *testing.T) {
 	off := fakeResult(EngineOffColumn, 100, 0, 5, 5)
-	off.Teams[0].SatShare, off.Teams[0].Entitled = 0.53, 0.5 // 3 points off
+	off.Teams[0].SatShare, off.Teams[0].Entitled, off.Teams[0].Fair = 0.53, 0.5, 0.5 // 3 points off
 	rep := &Report{Scenario: loadTargets(t, "s2-saturate"), Modes: []string{ModeVLLM}, Results: map[string][]*Result{ModeVLLM: {
 		fakeResult("fcfs", 100, 0, 5, 5), fakeResult("plugin", 100, 0, 5, 5)}},
 		Ablations: map[string][]*Result{ModeVLLM: {off}}}

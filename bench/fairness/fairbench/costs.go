@@ -29,6 +29,11 @@ type RequestCost struct {
 // with its default cost weights in a scenario with plugin_cost.
 const CostAblation = "plugin-cost1"
 
+// SeatsAblation is the name of the ablation column that runs the plugin
+// without the scenario's plugin_throughput: reservations in sequences and
+// KV tokens only.
+const SeatsAblation = "plugin-seats"
+
 // pluginDefaultMaxTokens is the plugin's default_max_tokens: its
 // completion estimate for a request without max_tokens.
 const pluginDefaultMaxTokens = 512

@@ -72,6 +72,13 @@ func (g *nativeFlow) tokens(r *Request) int64 {
 	return min(t, int64(r.Prompt)+int64(math.Ceil(g.mean[r.Team])))
 }
 
+// work is a request's work demand as plugin.wasm estimates it: its
+// prompt at InputWeight and the completion of its KV demand (tokens) at
+// OutputWeight (the plugin's workOf under the default cost weights).
+func (g *nativeFlow) work(r *Request) float64 {
+	return float64(r.Prompt)*InputWeight + float64(g.tokens(r)-int64(r.Prompt))*OutputWeight
+}
+
 // KVTokens returns the pool's KV capacity in tokens for capacity c:
 // num_gpu_blocks × block_size of one engine of s, times c / max_num_seqs
 // replicas (the plugin's kv_tokens in the benchmark).
@@ -100,6 +107,9 @@ func (g *nativeFlow) config(c int) (fairshare.Config, error) {
 	cfg.MaxQueueTime = NativeQueueTime
 	cfg.BatchAging = NativeBatchAging
 	cfg.KVTokens = 0
+	// The scenario's plugin_throughput, as the plugin column declares it.
+	cfg.Throughput = g.s.PluginThroughput
+	cfg.ThroughputBurst = time.Duration(g.s.PluginThroughputBurst * float64(time.Second))
 	if g.kv {
 		kv, err := KVTokens(g.s, c)
 		if err != nil {
@@ -135,7 +145,7 @@ func (g *nativeFlow) Start(d Dispatcher, s *Scenario, c int) error {
 
 func (g *nativeFlow) Arrive(r *Request) {
 	gr, _, out := g.pool.Arrive(g.now(), fairshare.Request{Holder: 1, ID: uint64(r.ID), Team: r.Team,
-		Class: fairshare.Class(r.Class), Tokens: g.tokens(r), Estimate: Estimate(r)})
+		Class: fairshare.Class(r.Class), Tokens: g.tokens(r), Estimate: Estimate(r), Work: g.work(r)})
 	switch out {
 	case fairshare.Granted:
 		g.submit(r, gr)
@@ -177,6 +187,7 @@ func (g *nativeFlow) Finish(r *Request) {
 	for id, h := range g.held {
 		if h.Team == r.Team {
 			g.pool.Reestimate(g.now(), 1, id, g.tokens(h))
+			g.pool.ReestimateWork(g.now(), 1, id, g.work(h))
 		}
 	}
 	g.dispatch()

@@ -196,3 +196,35 @@ func TestCollectorWithinInFlight(t *testing.T) {
 		t.Errorf("WithinInFlight b = %v, want %v", got, want)
 	}
 }
+
+// TestCollectorFairCapsOffered: a saturated team whose requests asked for
+// less than its entitled part is entitled to what it asked, and the share
+// error and Jain are measured against that.
+func TestCollectorFairCapsOffered(t *testing.T) {
+	s := &Scenario{Name: "t", Duration: 10, Teams: []TeamSpec{{Name: "a", Share: 0.75}, {Name: "b", Share: 0.25}}}
+	c := newCollector(s)
+	a := &Request{Team: "a", User: -1, Prompt: 10, Output: 15, Arrival: time.Second, Finished: 2 * time.Second}
+	b := &Request{Team: "b", User: -1, Prompt: 10, Output: 500, Arrival: time.Second, Finished: -1}
+	for k := 1; k <= 15; k++ {
+		c.token(a, k, time.Second) // 10 + 15·2 = 40: all a asked for
+	}
+	for k := 1; k <= 45; k++ {
+		c.token(b, k, time.Second) // 10 + 45·2 = 100
+	}
+	res := c.result([]*Request{a, b}, 10*time.Second)
+	if got, want := res.Teams[0].Offered, 40.0; got != want {
+		t.Errorf("Offered a = %v, want %v", got, want)
+	}
+	if got, want := res.Teams[0].Fair, 40.0/140; math.Abs(got-want) > 1e-12 {
+		t.Errorf("Fair a = %v, want %v (capped at what it asked)", got, want)
+	}
+	if got := res.MaxShareError(); got > 1e-12 {
+		t.Errorf("MaxShareError = %v, want 0: a got all it asked, b the rest", got)
+	}
+	if got := res.Pool.Jain; math.Abs(got-1) > 1e-12 {
+		t.Errorf("Jain = %v, want 1", got)
+	}
+	if e := math.Abs(res.Teams[0].SatShare - res.Teams[0].Entitled); e < 0.4 {
+		t.Errorf("SatShare − Entitled = %v, want the share-normalised error (about 0.46) still visible", e)
+	}
+}

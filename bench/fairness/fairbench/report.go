@@ -3,6 +3,7 @@ package fairbench
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -233,9 +234,46 @@ func (rep *Report) writeShares(b *strings.Builder, rs []*Result) {
 		}
 		return tr.ServiceShare
 	})
+	rep.writeFair(b, rs)
 	b.WriteString("### Sequence-time share (engine sequences held, measured window)\n\n")
 	b.WriteString("The resource a reservation in sequences divides: each request counts from its first scheduling to its finish. Saturated teams: share of the saturated teams' sequence time. Other teams: share of all.\n\n")
 	writeShareTable(b, rs, func(tr TeamResult) float64 { return tr.SeqShare })
+}
+
+// writeFair writes, when some saturated team asked for less than its
+// entitled part of the saturated teams' service under some policy, what
+// each team offered and its max-min fair share per policy
+// (TeamResult.Fair), the reference of the max share error and Jain.
+func (rep *Report) writeFair(b *strings.Builder, rs []*Result) {
+	capped := false
+	for _, r := range rs {
+		for _, t := range r.Teams {
+			if t.Saturated && math.Abs(t.Fair-t.Entitled) >= 0.0005 {
+				capped = true
+			}
+		}
+	}
+	if !capped {
+		return
+	}
+	span := (rs[0].To - rs[0].From).Seconds()
+	b.WriteString("Some saturated team asked for less than its entitled part of what the saturated teams got, and no policy can give a team more than it asks: the max share error and Jain are measured against the max-min fair share (the saturated teams' service divided by share, each team capped at what it offered, the rest to the others by share). Offered service (units/s) and fair share per policy:\n\n")
+	header(b, []string{"team", "offered (units/s)"}, rs)
+	for i, t := range rs[0].Teams {
+		if !t.Saturated {
+			continue
+		}
+		off := "closed loop"
+		if !math.IsInf(t.Offered, 1) && span > 0 {
+			off = fmt.Sprintf("%.0f", t.Offered/span)
+		}
+		fmt.Fprintf(b, "| %s | %s |", t.Team, off)
+		for _, r := range rs {
+			fmt.Fprintf(b, " %.3f |", r.Teams[i].Fair)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 // writeShareTable writes a table of every team's share, entitlement and

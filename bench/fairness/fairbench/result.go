@@ -57,6 +57,21 @@ type TeamResult struct {
 	// the saturated teams (0 otherwise).
 	Saturated bool
 	Entitled  float64
+	// Fair is the team's max-min fair share of the saturated teams'
+	// service in the window, given what each asked for: the saturated
+	// teams' service divided by share, except that a team that asked for
+	// less than that (Offered) is entitled to what it asked, and the rest
+	// goes to the others by share (weighted water-filling, FairShares).
+	// It equals Entitled when every saturated team asked for at least its
+	// part, as closed-loop teams always do. The max share error and Jain
+	// are measured against it. 0 for a team that is not saturated.
+	Fair float64
+	// Offered is the service (in + 2·out tokens) the team's requests
+	// could take in the window: every request that arrived before its end
+	// and had not finished before its start, whole; +Inf for a team with a
+	// closed-loop workload (it always has work waiting) or none of whose
+	// requests the collector saw; never less than Service.
+	Offered float64
 	// Service is the team's service in the window (in + 2·out tokens).
 	Service float64
 	// ServiceShare is Service over the pool's Service in the window;
@@ -384,10 +399,40 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		res.Pool.KVUtil = c.kvSum / float64(c.utilN)
 		res.Pool.SlotUtil = c.slotSum / float64(c.utilN)
 	}
+	offered := make([]float64, n)
+	seen := make([]bool, n)
+	for _, r := range reqs {
+		i := c.idx[r.Team]
+		seen[i] = true
+		switch {
+		case r.User >= 0:
+			offered[i] = math.Inf(1)
+		case r.Arrival < c.to && (r.Finished < 0 || r.Finished >= c.from):
+			offered[i] += float64(r.Prompt)*InputWeight + float64(r.Output)*OutputWeight
+		}
+	}
+	var shares, caps []float64
+	var satIdx []int
+	for i := range res.Teams {
+		if !seen[i] {
+			offered[i] = math.Inf(1) // nothing known of its requests: unbounded
+		}
+		// A team asked for at least what it was served.
+		offered[i] = max(offered[i], c.service[i])
+		res.Teams[i].Offered = offered[i]
+		if res.Teams[i].Saturated {
+			satIdx = append(satIdx, i)
+			shares = append(shares, res.Teams[i].Share)
+			caps = append(caps, offered[i])
+		}
+	}
+	for k, f := range FairShares(satTotal, shares, caps) {
+		res.Teams[satIdx[k]].Fair = f
+	}
 	var xs []float64
 	for _, tr := range res.Teams {
-		if tr.Saturated && tr.Entitled > 0 {
-			xs = append(xs, tr.SatShare/tr.Entitled)
+		if tr.Saturated && tr.Fair > 0 {
+			xs = append(xs, tr.SatShare/tr.Fair)
 		}
 	}
 	res.Pool.Jain = Jain(xs)
@@ -404,4 +449,60 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		res.Pool.Gap = 0
 	}
 	return res
+}
+
+// FairShares divides total among teams by share, capping each at what it
+// asked for (caps; +Inf for no cap) and giving what a capped team leaves
+// to the others by share: weighted max-min fairness (water-filling). It
+// returns each team's part of total (summing to 1 when total > 0 and the
+// caps allow it). When the caps sum to less than total, every team gets
+// its cap over their sum. Ties (equal cap/share) are capped together.
+// Cost: O(n log n).
+func FairShares(total float64, shares, caps []float64) []float64 {
+	n := len(shares)
+	out := make([]float64, n)
+	if n == 0 || total <= 0 {
+		return out
+	}
+	var sumCaps float64
+	for _, c := range caps {
+		sumCaps += c
+	}
+	if sumCaps <= total {
+		for i, c := range caps {
+			out[i] = c / sumCaps
+		}
+		return out
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	level := func(i int) float64 {
+		if shares[i] <= 0 {
+			return math.Inf(1)
+		}
+		return caps[i] / shares[i]
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(level(a), level(b)) })
+	left, w := total, 0.0
+	for _, i := range order {
+		w += shares[i]
+	}
+	for k, i := range order {
+		if w <= 0 {
+			break
+		}
+		if caps[i] <= left*shares[i]/w {
+			out[i] = caps[i] / total
+			left -= caps[i]
+			w -= shares[i]
+			continue
+		}
+		for _, j := range order[k:] {
+			out[j] = left * shares[j] / w / total
+		}
+		break
+	}
+	return out
 }

@@ -78,6 +78,17 @@ type Scenario struct {
 	// the plugin with the default weights for comparison. Nil: the
 	// plugin's defaults (prompt 1, cached prompt 1, completion 2).
 	PluginCost *CostSpec `json:"plugin_cost,omitempty"`
+	// PluginThroughput, if > 0, is the plugin column's throughput: the
+	// pool's work capacity in the plugin's cost units per second, which
+	// every team reserves its share of (the plugin's "throughput"); the
+	// ablation column plugin-seats then runs the plugin without it
+	// (reservations in sequences and KV tokens only). An operator declares
+	// what the engines serve under load; the scenarios declare about what
+	// FCFS serves in the same run. 0: no work resource.
+	PluginThroughput int64 `json:"plugin_throughput,omitempty"`
+	// PluginThroughputBurst is the plugin column's throughput_burst in
+	// seconds (0: the plugin's default).
+	PluginThroughputBurst float64 `json:"plugin_throughput_burst_s,omitempty"`
 	// Spill, if set, splits the teams and engine replicas into pools, one
 	// of which spills to another (S8, spill.go): only the plugin columns
 	// run (with and without spill_to), and the report is WriteSpill's.
@@ -371,6 +382,14 @@ func (s *Scenario) Validate() error {
 	}
 	if s.HalfLife < 0 {
 		bad("half_life_s", "must be >= 0, got %v", s.HalfLife)
+	}
+	if s.PluginThroughput < 0 {
+		bad("plugin_throughput", "must be >= 0 (0: none), got %d", s.PluginThroughput)
+	}
+	if b := s.PluginThroughputBurst; b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+		bad("plugin_throughput_burst_s", "must be a finite number >= 0 (0: the plugin's default), got %v", b)
+	} else if b > 0 && s.PluginThroughput == 0 {
+		bad("plugin_throughput_burst_s", "needs plugin_throughput")
 	}
 	for i, w := range s.GatewayReplicas {
 		if w <= 0 {

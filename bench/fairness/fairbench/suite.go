@@ -132,13 +132,16 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 	return rep, nil
 }
 
-// MaxShareError returns the largest |SatShare − Entitled| over the saturated
-// teams of r, in absolute share points (0.05 = 5 percentage points).
+// MaxShareError returns the largest |SatShare − Fair| over the saturated
+// teams of r, in absolute share points (0.05 = 5 percentage points): the
+// distance from the max-min fair division of what the saturated teams got
+// (TeamResult.Fair), which is their shares' division unless a team asked
+// for less than its part.
 func (r *Result) MaxShareError() float64 {
 	e := 0.0
 	for _, t := range r.Teams {
 		if t.Saturated {
-			e = math.Max(e, math.Abs(t.SatShare-t.Entitled))
+			e = math.Max(e, math.Abs(t.SatShare-t.Fair))
 		}
 	}
 	return e

@@ -47,6 +47,16 @@ type Targets struct {
 	// multiple of the worst of each EPP column (epp-rr, epp-paf) in the
 	// same mode (at_most; the larger ratio is reported).
 	WorstP99VsEPP *Bound `json:"worst_p99_vs_epp,omitempty"`
+	// ReservedP99VsBestPeer bounds the interactive p99 TTFT of every team
+	// inside its reservation (a team the scenario does not list as
+	// saturated) as a multiple of the best of the vtc, epp-rr and epp-paf
+	// columns for that team in the same mode (at_most; the worst team is
+	// reported).
+	ReservedP99VsBestPeer *Bound `json:"reserved_p99_vs_best_peer,omitempty"`
+	// ReservedP99VsFCFS bounds the interactive p99 TTFT of every team
+	// inside its reservation as a fraction of its p99 under FCFS in the
+	// same mode (at_most; the worst team is reported).
+	ReservedP99VsFCFS *Bound `json:"reserved_p99_vs_fcfs,omitempty"`
 	// ReplicaShareDifference bounds, in points, the largest difference
 	// between a team's share of the service on several proxies and on
 	// one (at_most; needs "gateway_replicas").

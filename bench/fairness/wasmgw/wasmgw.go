@@ -74,6 +74,9 @@ type Flow struct {
 	KV bool
 	// Lend writes each team's lending_limit from the scenario.
 	Lend bool
+	// Work writes the pool's throughput (and throughput_burst) from the
+	// scenario's plugin_throughput, when it declares one.
+	Work bool
 	// BatchAging, if not "", is written as batch_aging (else the plugin's
 	// default applies).
 	BatchAging string
@@ -229,6 +232,12 @@ func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) 
 			return nil, err
 		}
 		fmt.Fprintf(&b, `"kv_tokens":%d,`, kv)
+	}
+	if flow != nil && flow.Work && s.PluginThroughput > 0 {
+		fmt.Fprintf(&b, `"throughput":%d,`, s.PluginThroughput)
+		if s.PluginThroughputBurst > 0 {
+			fmt.Fprintf(&b, `"throughput_burst":%q,`, (time.Duration(s.PluginThroughputBurst * float64(time.Second))).String())
+		}
 	}
 	if flow != nil && flow.EnginePriority != "" {
 		fmt.Fprintf(&b, `"engine_priority":%q,`, flow.EnginePriority)
