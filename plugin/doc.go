@@ -194,9 +194,12 @@
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
-//	pools              (required)          [{name, capacity, kv_tokens, models, engine_priority, spill_to,
-//	                                       capacity_from, teams: {name: {share, weight, lending_limit,
-//	                                       borrowing_limit}}}]
+//	pools              (required)          [{name, capacity, kv_tokens, throughput, throughput_burst,
+//	                                       models, engine_priority, spill_to, capacity_from,
+//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
+//	                                       throughput (cost units/s, 0: none) reserves the work: a
+//	                                       team's request is within share while its work bucket
+//	                                       (share × throughput, throughput_burst deep, "10s") has room;
 //	                                       engine_priority "auto" (default), "on" or "off": see below;
 //	                                       spill_to: fallback pools, in order (spill.go; needs hold_headers "on")
 //	                                       capacity_from {cluster, engines, addresses, header, path,
@@ -245,7 +248,10 @@
 //	    usage_missing_total, rejected_unknown_team_total, rejected_unavailable_total,
 //	    rejected_queue_full_total, rejected_queue_timeout_total, in_flight, waiting, capacity,
 //	    engine_priority (1: priorities written, 0: not), engine_priority_refused_total,
-//	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from)}
+//	    kv_tokens, capacity_engines, capacity_read_failures_total (capacity_from),
+//	    throughput (throughput)}
+//	fairshare.pool.<pool>.team.<team>.{reserved_work, work_debt}   (throughput: the team's
+//	    share of it in cost units/s, and the within-share work not yet paid for)
 //	fairshare[.pool.<pool>.team.<team>].would_refuse_<reason>_total   (mode "shadow": where
 //	    rejected_<reason>_total is counted, a pool's reasons per team as well)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,

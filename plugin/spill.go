@@ -332,7 +332,7 @@ func (pc *pluginContext) spillHeads(now time.Time, ps *poolState, arrival uint64
 			h.cancel(now)
 			continue
 		}
-		switched = true // the effective context is another stream's now
+		switched = true                        // the effective context is another stream's now
 		w.Tokens, w.Work = h.kv, int64(h.work) // its demand now (Reestimate may have lowered it)
 		fb, g, ok := pc.takeSpill(now, ps, w)
 		if !ok {
