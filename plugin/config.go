@@ -837,7 +837,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 			case "kv_tokens":
 				p.kvTokens = int64(integer(ps, fp, f, 0, 1<<40, 0))
 			case "throughput":
-				p.throughput = int64(integer(ps, fp, f, 1, 1<<40, 0))
+				p.throughput = int64(integer(ps, fp, f, 0, 1<<40, 0))
 			case "throughput_burst":
 				p.throughputBurst = duration(ps, fp, f, time.Second)
 			case "models":
@@ -886,8 +886,11 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 		if !seen["models"] {
 			ps.add(pp+".models", "required: at least one model (\"*\" matches any)")
 		}
-		if seen["throughput_burst"] && !seen["throughput"] {
-			ps.add(pp+".throughput_burst", "needs throughput (the pool's work capacity in cost units per second): a burst of a reservation that is not declared")
+		if p.throughput > 0 && p.throughputBurst == 0 {
+			p.throughputBurst = fairshare.DefaultThroughputBurst
+		}
+		if seen["throughput_burst"] && p.throughput == 0 {
+			ps.add(pp+".throughput_burst", "needs throughput > 0 (the pool's work capacity in cost units per second): a burst of a reservation that is not declared")
 		}
 		pools = append(pools, p)
 		return true
