@@ -257,6 +257,7 @@ func (rep *Report) writeFair(b *strings.Builder, rs []*Result) {
 		return
 	}
 	span := (rs[0].To - rs[0].From).Seconds()
+	b.WriteString("### Max-min fair share (offered service, measured window)\n\n")
 	b.WriteString("Some saturated team asked for less than its entitled part of what the saturated teams got, and no policy can give a team more than it asks: the max share error and Jain are measured against the max-min fair share (the saturated teams' service divided by share, each team capped at what it offered, the rest to the others by share). Offered service (units/s) and fair share per policy:\n\n")
 	header(b, []string{"team", "offered (units/s)"}, rs)
 	for i, t := range rs[0].Teams {
