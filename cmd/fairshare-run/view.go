@@ -87,7 +87,7 @@ func legend(fc flowControl) []string {
 	return append(append(first,
 		"  (\"1, 31\": batch within share, and batch borrowing at rank 2) · USAGE decayed usage in cost units · RANK by LF, 0 borrows first",
 		"LF level fairshare: its share over its part of the usage (inf: no usage yet); the higher, the sooner it borrows",
-		"Jain: the plugin's fairness_jain gauge, Jain's index over the teams that wanted more than their share in the last tick (1: served by share)",
+		"Jain: the fairness_jain gauge, over the decayed usage / share of the teams held or borrowing (1: usage in proportion to shares)",
 	), over...)
 }
 
