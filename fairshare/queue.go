@@ -593,6 +593,14 @@ func (p *Pool) Cancel(now time.Time, holder uint32, id uint64) bool {
 // is never raised: the request keeps the place its arrival gave it.
 // Reestimate counts as a heartbeat of holder. Cost: O(waiting).
 func (p *Pool) Reestimate(now time.Time, holder uint32, id uint64, tokens int64) bool {
+	return p.lowerDemand(now, holder, id, func(w *waiter) *int64 { return &w.tokens }, p.tokens(tokens))
+}
+
+// lowerDemand sets the demand of the waiting request (holder, id) that
+// field picks to d if d is lower, at time now, and reports whether it
+// changed (Reestimate, ReestimateWork). Counts as a heartbeat of holder.
+// Cost: O(waiting).
+func (p *Pool) lowerDemand(now time.Time, holder uint32, id uint64, field func(*waiter) *int64, d int64) bool {
 	t := now.UnixNano()
 	p.advance(t)
 	p.touch(holder, t, p.holderTimeout > 0)
@@ -600,11 +608,11 @@ func (p *Pool) Reestimate(now time.Time, holder uint32, id uint64, tokens int64)
 	if k < 0 {
 		return false
 	}
-	tok := p.tokens(tokens)
-	if tok >= p.waits[k].tokens {
+	f := field(&p.waits[k])
+	if d >= *f {
 		return false
 	}
-	p.waits[k].tokens = tok
+	*f = d
 	return true
 }
 
@@ -616,19 +624,7 @@ func (p *Pool) Reestimate(now time.Time, holder uint32, id uint64, tokens int64)
 // bucket). A demand is never raised. Counts as a heartbeat of holder.
 // Cost: O(waiting).
 func (p *Pool) ReestimateWork(now time.Time, holder uint32, id uint64, work float64) bool {
-	t := now.UnixNano()
-	p.advance(t)
-	p.touch(holder, t, p.holderTimeout > 0)
-	k := p.findWait(holder, id)
-	if k < 0 {
-		return false
-	}
-	wk := p.work(work)
-	if wk >= p.waits[k].work {
-		return false
-	}
-	p.waits[k].work = wk
-	return true
+	return p.lowerDemand(now, holder, id, func(w *waiter) *int64 { return &w.work }, p.work(work))
 }
 
 // clampWork is the work demand a waiting request keeps when the pool's
