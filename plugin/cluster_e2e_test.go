@@ -825,3 +825,59 @@ func TestWasmClusterDepartedUsage(t *testing.T) {
 	want += 200
 	eventually(t, "the survivors rank on the sum", ranks(hs[:2]))
 }
+
+// TestWasmClusterThroughputSlices: with a work reservation, each proxy's
+// slice carries its part of every team's rate, following the team's
+// reserved sequences there (⌊W·s/R⌋), so the parts never add up to more
+// than the team's share of the throughput: idle, a's 600 units/s are
+// split as its 6 sequences are; with a's demand all at r0, r0 holds all of
+// it and the others none.
+func TestWasmClusterThroughputSlices(t *testing.T) {
+	url := etcdtest.Started(t).URL()
+	var hs []*host.Host
+	for i, r := range []string{"r0", "r1", "r2"} {
+		cfg := strings.Replace(clusterConfig(r), `"capacity": 12,`, `"capacity": 12, "throughput": 1200,`, 1)
+		hs = append(hs, startReplicaConfig(t, url, r, 1+boolInt(i == 0), cfg))
+	}
+	want := map[string]struct{ w, r int64 }{"a": {600, 6}, "b": {300, 3}}
+	carried := func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		if !whole(ss) {
+			return false, seen
+		}
+		for k, team := range []string{"a", "b"} {
+			var sum int64
+			for i, h := range hs {
+				got := teamStats(t, h, "small")[team].ReservedWork
+				if w := want[team].w * int64(ss[i].Reserved[k]) / want[team].r; got != w {
+					return false, fmt.Sprintf("%s at r%d: reserved work %d, want %d for %d of its %d sequences; %s", team, i, got, w, ss[i].Reserved[k], want[team].r, seen)
+				}
+				sum += got
+			}
+			if sum > want[team].w {
+				return false, fmt.Sprintf("%s's reserved work sums to %d over the proxies, more than its %d", team, sum, want[team].w)
+			}
+		}
+		return true, seen
+	}
+	eventually(t, "idle proxies carry every team's work as its sequences", carried)
+	var open []*host.Stream
+	for range 5 {
+		open = append(open, request(hs[0], 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}}, chat("m", 10, "")))
+	}
+	eventually(t, "a's work follows its sequences to r0", func() (bool, string) {
+		ok, seen := carried()
+		return ok && teamStats(t, hs[0], "small")["a"].ReservedWork == 600, seen
+	})
+	for _, s := range open {
+		respondJSON(s, 10, 10)
+	}
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
