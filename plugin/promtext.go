@@ -51,8 +51,12 @@ import (
 // the suffix _total, so the lines read are vllm:prompt_tokens_total,
 // vllm:generation_tokens_total and vllm:prefix_cache_hits_total, each
 // summed over its series. The prompt counter counts every prompt token,
-// the cached ones included: the tokens the engine computed are the
-// prompt tokens less the hits. A counter that is missing reads 0
+// the cached ones included (IterationStats.update_from_output in
+// vllm/v1/metrics/stats.py at 28ed1fb8 adds the request's prompt_len at
+// its first token, while the hits are counted when it is scheduled): the
+// tokens the engine computed are the prompt tokens less the hits, and
+// hits ahead of their prompt tokens in an interval are taken as cached
+// prompt tokens of it (tokenRate). A counter that is missing reads 0
 // (prefix_cache_hits is exported only with prefix caching on); an engine
 // that exports neither token counter has no rate (tokens false).
 
