@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -38,6 +39,25 @@ import (
 //	        answer: C = Σ max_num_seqs × cores, K = Σ kv tokens over the
 //	        readings not older than expire and not failed since; none: the
 //	        configured capacity and kv_tokens ─▶ SetCapacity, SetKVTokens
+//
+// A pool that declares throughput (X, the work resource) takes X from
+// the engines too: each reading of vLLM's token counters (promtext.go)
+// against the engine's previous one gives the rate it served, in the
+// pool's cost units per second,
+//
+//	rate = ((Δprompt − Δcached)·prompt_token + Δcached·cached_prompt_token
+//	        + Δgeneration·completion_token) / Δt
+//
+// and only a rate measured while the engine was saturated (requests
+// waiting at both readings) says what it can serve: the engine keeps a
+// peak, max(rate, peak decayed with a half-life of 10 minutes), that
+// otherwise only decays. X = Σ peak over the engines that count; while
+// none has a peak, the configured throughput. A counter that went down
+// (the engine restarted) gives no rate; a rate that is not a number,
+// negative or above 2^40 is ignored with one warning per engine. A read
+// never turns the work resource on (SetThroughput), and with the cluster
+// block X stays as configured (no agreement rule for it across the fleet
+// yet).
 //
 // An engine whose read fails counts for nothing from that round on (the
 // safe direction: C shrinks); its address is polled until it has been
@@ -165,6 +185,67 @@ type engineEntry struct {
 	fail int64 // last failed read (unix ns; 0: never)
 	err  string
 	r    engineReading
+	// peak is the engine's throughput (cost units per second) at peakAt,
+	// decaying with throughputHalfLife (0: no saturated rate measured
+	// yet); warned: an absurd rate was logged.
+	peak   float64
+	peakAt int64
+	warned bool
+}
+
+// throughputHalfLife is the half-life of an engine's throughput peak: a
+// peak measured once fades to half in 10 minutes unless a saturated
+// reading measures it again.
+const throughputHalfLife = 10 * time.Minute
+
+// maxThroughput bounds a rate taken as an engine's throughput (cost
+// units per second), as the core clamps X.
+const maxThroughput = 1 << 40
+
+// peakNow is the engine's throughput peak decayed to now (unix ns).
+func (e *engineEntry) peakNow(now int64) float64 {
+	if e.peak <= 0 || now <= e.peakAt {
+		return max(e.peak, 0)
+	}
+	return e.peak * math.Exp2(-float64(now-e.peakAt)/float64(throughputHalfLife))
+}
+
+// tokenRate is the rate the engine served between two readings dt apart,
+// in cost units per second: ok is false when there is none (a reading
+// without token counters, dt ≤ 0, or a counter that went down: a
+// restart). Hits above the prompt tokens of the interval (counted at
+// another step) are taken as all of them cached.
+func tokenRate(prev, cur engineReading, dt time.Duration, w costWeights) (rate float64, ok bool) {
+	if !prev.tokens || !cur.tokens || dt <= 0 {
+		return 0, false
+	}
+	dp, dg, dc := cur.promptTokens-prev.promptTokens, cur.genTokens-prev.genTokens, cur.cachedTokens-prev.cachedTokens
+	if dp < 0 || dg < 0 || dc < 0 {
+		return 0, false
+	}
+	dc = min(dc, dp)
+	return ((dp-dc)*w.prompt + dc*w.cachedPrompt + dg*w.completion) / dt.Seconds(), true
+}
+
+// observe updates the engine's throughput peak with a new reading r at
+// now, against its previous reading (e.r at e.read), before r replaces
+// it: a saturated rate (requests waiting at both readings) raises the
+// peak, any other reading lets it decay. It reports a rate it ignored as
+// absurd (not a number, negative, above maxThroughput).
+func (e *engineEntry) observe(now int64, r engineReading, w costWeights) (absurd bool) {
+	peak := e.peakNow(now)
+	if e.read > 0 {
+		if rate, ok := tokenRate(e.r, r, time.Duration(now-e.read), w); ok {
+			switch {
+			case math.IsNaN(rate) || rate < 0 || rate > maxThroughput:
+				absurd = true
+			case r.waiting > 0 && e.r.waiting > 0:
+				peak = max(peak, rate)
+			}
+		}
+	}
+	e.peak, e.peakAt = peak, now
+	return absurd
 }
 
 // engineSet is a pool's engines and what was applied, in shared data.
@@ -174,6 +255,8 @@ type engineSet struct {
 	n       int    // engine cores whose readings were applied
 	c       int    // C applied
 	kv      int64  // K applied
+	x       int64  // X applied (throughput, cost units per second)
+	xn      int    // engines whose peaks made X (0: the configured throughput)
 	at      int64  // when applied (unix ns)
 }
 
@@ -195,6 +278,10 @@ func (s *engineSet) encode() []byte {
 	b = strconv.AppendInt(b, int64(s.c), 10)
 	b = append(b, `,"kv":`...)
 	b = strconv.AppendInt(b, s.kv, 10)
+	b = append(b, `,"x":`...)
+	b = strconv.AppendInt(b, s.x, 10)
+	b = append(b, `,"xn":`...)
+	b = strconv.AppendInt(b, int64(s.xn), 10)
 	b = append(b, `,"at":`...)
 	b = strconv.AppendInt(b, s.at, 10)
 	b = append(b, `,"engines":{`...)
@@ -231,6 +318,23 @@ func (s *engineSet) encode() []byte {
 		b = strconv.AppendFloat(b, e.r.usage, 'g', -1, 64)
 		b = append(b, `,"asleep":`...)
 		b = strconv.AppendInt(b, int64(e.r.asleep), 10)
+		if e.r.tokens {
+			b = append(b, `,"pt":`...)
+			b = strconv.AppendFloat(b, e.r.promptTokens, 'g', -1, 64)
+			b = append(b, `,"gt":`...)
+			b = strconv.AppendFloat(b, e.r.genTokens, 'g', -1, 64)
+			b = append(b, `,"ct":`...)
+			b = strconv.AppendFloat(b, e.r.cachedTokens, 'g', -1, 64)
+		}
+		if e.peakAt != 0 {
+			b = append(b, `,"peak":`...)
+			b = strconv.AppendFloat(b, e.peak, 'g', -1, 64)
+			b = append(b, `,"peak_at":`...)
+			b = strconv.AppendInt(b, e.peakAt, 10)
+		}
+		if e.warned {
+			b = append(b, `,"warned":true`...)
+		}
 		b = append(b, '}')
 	}
 	return append(b, `}}`...)
@@ -243,11 +347,15 @@ func decodeEngineSet(b []byte) *engineSet {
 	}
 	r := gjson.ParseBytes(b)
 	s.source, s.n, s.c, s.kv, s.at = r.Get("source").String(), int(r.Get("n").Int()), int(r.Get("c").Int()), r.Get("kv").Int(), r.Get("at").Int()
+	s.x, s.xn = r.Get("x").Int(), int(r.Get("xn").Int())
 	r.Get("engines").ForEach(func(k, v gjson.Result) bool {
+		pt, gt, ct := v.Get("pt"), v.Get("gt"), v.Get("ct")
 		s.engines[k.String()] = &engineEntry{seen: v.Get("seen").Int(), read: v.Get("read").Int(), fail: v.Get("fail").Int(), err: v.Get("err").String(),
 			r: engineReading{cores: int(v.Get("cores").Int()), kvTokens: v.Get("kv").Int(), maxNumSeqs: int(v.Get("seqs").Int()),
 				running: int(v.Get("running").Int()), waiting: int(v.Get("waiting").Int()), usage: v.Get("usage").Float(),
-				asleep: int(v.Get("asleep").Int())}}
+				asleep:       int(v.Get("asleep").Int()),
+				promptTokens: pt.Float(), genTokens: gt.Float(), cachedTokens: ct.Float(), tokens: pt.Exists() || gt.Exists()},
+			peak: v.Get("peak").Float(), peakAt: v.Get("peak_at").Int(), warned: v.Get("warned").Bool()}
 		return true
 	})
 	return s
@@ -468,7 +576,9 @@ func (cs *capacitySync) answer(ps *poolState, pp *poolPoll, addr string, status,
 // that comes after its engine was forgotten (the answer of a read started
 // before the round that dropped it) does not bring it back.
 func (cs *capacitySync) record(now time.Time, ps *poolState, addr string, r engineReading, msg string) {
+	warn := false
 	cs.change(ps, func(s *engineSet) {
+		warn = false
 		e := s.engines[addr]
 		if e == nil {
 			if msg != "" && addr != localEngine {
@@ -478,11 +588,17 @@ func (cs *capacitySync) record(now time.Time, ps *poolState, addr string, r engi
 			s.engines[addr] = e
 		}
 		if msg == "" {
+			if e.observe(now.UnixNano(), r, cs.pc.cfg.cost) && !e.warned {
+				e.warned, warn = true, true
+			}
 			e.read, e.r, e.err = now.UnixNano(), r, ""
 		} else {
 			e.fail, e.err = now.UnixNano(), msg
 		}
 	})
+	if warn {
+		hostcalls.LogWarnf("fairshare: pool %s: capacity_from: engine %s: its token counters give an absurd rate (not a number, negative or above 2^40 cost units/s): ignored, and not logged again for this engine", ps.cfg.name, addr)
+	}
 	if msg != "" {
 		cs.pc.met.poolCounter(ps.cfg.name, mCapacityReadFailures, 1)
 		hostcalls.LogDebugf("fairshare: pool %s: capacity_from: engine %s: %s", ps.cfg.name, addr, msg)
@@ -495,7 +611,7 @@ func (cs *capacitySync) record(now time.Time, ps *poolState, addr string, r engi
 // address, each with its own cache_config_info series.
 func sum(now time.Time, cf *capacityFrom, cfgC int, cfgKV int64, s *engineSet) (c int, kv int64, n int) {
 	for _, e := range s.engines {
-		if e.read == 0 || e.fail > e.read || now.UnixNano()-e.read > int64(cf.expire) || e.r.cores == 0 {
+		if !fresh(now, cf, e) {
 			continue
 		}
 		seqs := cf.maxNumSeqs
@@ -512,38 +628,84 @@ func sum(now time.Time, cf *capacityFrom, cfgC int, cfgKV int64, s *engineSet) (
 	return c, kv, n
 }
 
+// fresh reports whether an engine's reading counts at now: read, not
+// failed since, not older than expire, with an engine core awake.
+func fresh(now time.Time, cf *capacityFrom, e *engineEntry) bool {
+	return e.read > 0 && e.fail <= e.read && now.UnixNano()-e.read <= int64(cf.expire) && e.r.cores > 0
+}
+
+// throughputSum is the pool's X from the engines: the sum of the
+// throughput peaks of the engines that count (decayed to now) and the
+// number of engines with a peak; while none has one (a sum below one
+// cost unit per second), the configured cfgX and 0.
+func throughputSum(now time.Time, cf *capacityFrom, cfgX int64, s *engineSet) (x int64, n int) {
+	var total float64
+	for _, e := range s.engines {
+		if !fresh(now, cf, e) {
+			continue
+		}
+		if p := e.peakNow(now.UnixNano()); p > 0 {
+			total += p
+			n++
+		}
+	}
+	if n == 0 || total < 1 {
+		return cfgX, 0
+	}
+	return int64(min(math.Round(total), maxThroughput)), n
+}
+
 // apply makes the fresh readings (or the configuration) the pool's C and
-// K; with the cluster block it only records what this proxy read, which
-// its next sync publishes.
+// K, and X for a pool that declares throughput; with the cluster block it
+// only records what this proxy read, which its next sync publishes (X
+// stays as configured).
 func (cs *capacitySync) apply(now time.Time, ps *poolState) {
 	cf := ps.cfg.capFrom
-	var c, n int
-	var kv int64
+	var c, n, xn int
+	var kv, x int64
+	fleet := cs.pc.cfg.fleetPool(ps.cfg)
 	cs.change(ps, func(s *engineSet) {
 		c, kv, n = sum(now, cf, ps.cfg.capacity, ps.cfg.kvTokens, s)
-		s.source, s.n, s.c, s.kv, s.at = sourceConfig, n, c, kv, now.UnixNano()
+		x, xn = ps.cfg.throughput, 0
+		if ps.cfg.throughput > 0 && !fleet {
+			x, xn = throughputSum(now, cf, ps.cfg.throughput, s)
+		}
+		s.source, s.n, s.c, s.kv, s.x, s.xn, s.at = sourceConfig, n, c, kv, x, xn, now.UnixNano()
 		if n > 0 {
 			s.source = sourceEngines
 		}
 	})
-	if cs.pc.cfg.fleetPool(ps.cfg) {
+	if fleet {
 		// The replica's slice is Rebalance's, of the totals the fleet
 		// agrees on from every replica's readings (fleetcap.go).
 		return
 	}
 	var prevC int
-	var prevKV int64
+	var prevKV, prevX int64
 	err := cs.pc.updatePool(now, ps, "capacity_from apply", func(p *fairshare.Pool) {
-		prevC, prevKV = p.Capacity(), p.KVTokens()
+		prevC, prevKV, prevX = p.Capacity(), p.KVTokens(), p.Throughput()
 		if prevC != c {
 			p.SetCapacity(c)
 		}
 		if prevKV != 0 && prevKV != kv {
 			p.SetKVTokens(kv)
 		}
+		if ps.cfg.throughput > 0 && prevX != 0 && prevX != x {
+			p.SetThroughput(x)
+		}
 	})
 	if err != nil {
 		return
+	}
+	if ps.cfg.throughput > 0 {
+		if nowX := ps.rec.p.Throughput(); nowX != prevX {
+			src := "configuration"
+			if xn > 0 {
+				src = "peaks of " + strconv.Itoa(xn) + " engines"
+			}
+			hostcalls.LogInfof("fairshare: pool %s: throughput %d -> %d cost units/s (from the %s)", ps.cfg.name, prevX, nowX, src)
+		}
+		cs.pc.met.poolGauge(ps.cfg.name, mThroughput, ps.rec.p.Throughput())
 	}
 	if prevC != c || (prevKV != 0 && prevKV != kv) {
 		src := "configuration"
@@ -649,8 +811,9 @@ func (c *config) capacityFrom() bool {
 
 // capacityStatus is a capacity_from pool's part of the status document.
 type capacityStatus struct {
-	cf  *capacityFrom
-	set *engineSet // nil: never polled
+	cf   *capacityFrom
+	set  *engineSet // nil: never polled
+	work bool       // the pool declares throughput: X's source and the engines' peaks are shown
 }
 
 // append appends ,"capacity_source":..,"engines":[...]: every engine with
@@ -668,6 +831,14 @@ func (cs *capacityStatus) append(b []byte, now time.Time) []byte {
 	}
 	b = append(b, `,"capacity_source":`...)
 	b = gjson.AppendJSONString(b, src)
+	if cs.work {
+		src = sourceConfig
+		if s.xn > 0 {
+			src = sourceEngines + " (" + strconv.Itoa(s.xn) + ")"
+		}
+		b = append(b, `,"throughput_source":`...)
+		b = gjson.AppendJSONString(b, src)
+	}
 	b = append(b, `,"engines":[`...)
 	names := make([]string, 0, len(s.engines))
 	for a := range s.engines {
@@ -679,11 +850,10 @@ func (cs *capacityStatus) append(b []byte, now time.Time) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		fresh := e.read > 0 && e.fail <= e.read && now.UnixNano()-e.read <= int64(cs.cf.expire) && e.r.cores > 0
 		b = append(b, `{"address":`...)
 		b = gjson.AppendJSONString(b, a)
 		b = append(b, `,"counted":`...)
-		b = strconv.AppendBool(b, fresh)
+		b = strconv.AppendBool(b, fresh(now, cs.cf, e))
 		b = appendIntField(b, "cores", e.r.cores)
 		if e.r.asleep > 0 {
 			b = appendIntField(b, "cores_asleep", e.r.asleep)
@@ -692,6 +862,9 @@ func (cs *capacityStatus) append(b []byte, now time.Time) []byte {
 		b = appendIntField(b, "running", e.r.running)
 		b = appendIntField(b, "waiting", e.r.waiting)
 		b = appendFloatField(b, "kv_cache_usage", e.r.usage)
+		if cs.work {
+			b = appendIntField(b, "throughput", int(math.Round(e.peakNow(now.UnixNano()))))
+		}
 		if e.read > 0 {
 			b = appendFloatField(b, "read_age_seconds", float64(now.UnixNano()-e.read)/1e9)
 		}

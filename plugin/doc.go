@@ -204,7 +204,9 @@
 //	                                       spill_to: fallback pools, in order (spill.go; needs hold_headers "on")
 //	                                       capacity_from {cluster, engines, addresses, header, path,
 //	                                       authority, interval, timeout, expire, max_num_seqs}: C and K
-//	                                       from the engines (capacity.go; README: Configuration)
+//	                                       from the engines, and X (throughput, when declared) from
+//	                                       their token counters' saturated rate (capacity.go;
+//	                                       README: Configuration)
 //
 // A pool's engine_priority says whether the decided priority is written
 // into the body (engine.go): "on" always; "off" never (every priority
@@ -275,7 +277,9 @@
 // Nothing on the request path waits for etcd. A pool with capacity_from
 // divides the C and K the proxies agree on from the engine readings
 // each publishes in its report (fleetcap.go has the picture and the
-// rule), so the slices follow the engines as one proxy's C does.
+// rule), so the slices follow the engines as one proxy's C does; its
+// throughput stays as configured (the fleet has no agreement rule for X
+// yet).
 //
 // The package compiles natively too (hostcalls then reports
 // ErrorUnimplemented), so its pure parts are unit-tested natively; the

@@ -40,6 +40,25 @@ import (
 // cores (a reading, not a failure: it answers, it serves nothing). A
 // vLLM without sleep mode exports the series at awake 1, or not at all
 // (older versions): every core counts.
+//
+// What an engine served, for the pool's throughput (capacity.go,
+// observe): vLLM's PrometheusStatLogger (vllm/v1/metrics/loggers.py
+// at 005a810b) declares the counters vllm:prompt_tokens ("Number of
+// prefill tokens processed"), vllm:generation_tokens ("Number of
+// generation tokens processed") and vllm:prefix_cache_hits ("Prefix cache
+// hits, in terms of number of cached tokens"), one series per engine core
+// (labels model_name, engine); prometheus_client exposes a counter with
+// the suffix _total, so the lines read are vllm:prompt_tokens_total,
+// vllm:generation_tokens_total and vllm:prefix_cache_hits_total, each
+// summed over its series. The prompt counter counts every prompt token,
+// the cached ones included (IterationStats.update_from_output in
+// vllm/v1/metrics/stats.py at 28ed1fb8 adds the request's prompt_len at
+// its first token, while the hits are counted when it is scheduled): the
+// tokens the engine computed are the prompt tokens less the hits, and
+// hits ahead of their prompt tokens in an interval are taken as cached
+// prompt tokens of it (tokenRate). A counter that is missing reads 0
+// (prefix_cache_hits is exported only with prefix caching on); an engine
+// that exports neither token counter has no rate (tokens false).
 
 // engineReading is what one /metrics answer says.
 type engineReading struct {
@@ -51,7 +70,17 @@ type engineReading struct {
 	waiting    int     // vllm:num_requests_waiting, summed
 	usage      float64 // vllm:kv_cache_usage_perc, mean over the cores (0..1)
 	asleep     int     // engine cores asleep (vllm:engine_sleep_state awake 0): not in cores nor kvTokens
+
+	// The token counters, summed over the cores (0: not exported).
+	promptTokens float64 // vllm:prompt_tokens_total
+	genTokens    float64 // vllm:generation_tokens_total
+	cachedTokens float64 // vllm:prefix_cache_hits_total
+	tokens       bool    // a prompt or generation token counter was exported
 }
+
+// maxTokenCounter bounds a token counter read (2^53: beyond it float64
+// counts no longer step by one token).
+const maxTokenCounter = 1 << 53
 
 // maxMetricsBytes bounds the /metrics answer the plugin reads: a vLLM
 // server's is a few hundred KiB with every histogram.
@@ -124,6 +153,21 @@ func parseEngineMetrics(b []byte) (engineReading, error) {
 			labels, val, err := parseSample(rest)
 			if err == nil && labels["sleep_state"] == "awake" && val == 0 && !slices.Contains(asleep, labels["engine"]) {
 				asleep = append(asleep, labels["engine"])
+			}
+		case name == "vllm:prompt_tokens_total", name == "vllm:generation_tokens_total", name == "vllm:prefix_cache_hits_total":
+			_, val, err := parseSample(rest)
+			if err != nil || math.IsNaN(val) || val < 0 || math.IsInf(val, 0) {
+				continue
+			}
+			switch name {
+			case "vllm:prompt_tokens_total":
+				r.promptTokens = min(r.promptTokens+val, maxTokenCounter)
+				r.tokens = true
+			case "vllm:generation_tokens_total":
+				r.genTokens = min(r.genTokens+val, maxTokenCounter)
+				r.tokens = true
+			default:
+				r.cachedTokens = min(r.cachedTokens+val, maxTokenCounter)
 			}
 		case name == "vllm:num_requests_running", name == "vllm:num_requests_waiting", name == "vllm:kv_cache_usage_perc":
 			_, val, err := parseSample(rest)

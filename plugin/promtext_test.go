@@ -81,12 +81,14 @@ func FuzzParseEngineMetrics(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`vllm:cache_config_info{block_size="99999999",num_gpu_blocks="99999999999"} 1`))
+	f.Add([]byte("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1\"} 1\nvllm:prompt_tokens_total 1e300\nvllm:generation_tokens_total{engine=\"0\"} 5\nvllm:prefix_cache_hits_total -1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseEngineMetrics(b)
 		if err != nil {
 			return
 		}
-		if r.cores < 1 || r.kvTokens < 1 || r.kvTokens > 1<<40 || r.maxNumSeqs < 0 || r.maxNumSeqs > 1<<20 || r.running < 0 || r.waiting < 0 || r.usage < 0 || r.usage > 1 {
+		if r.cores < 1 || r.kvTokens < 1 || r.kvTokens > 1<<40 || r.maxNumSeqs < 0 || r.maxNumSeqs > 1<<20 || r.running < 0 || r.waiting < 0 || r.usage < 0 || r.usage > 1 ||
+			r.promptTokens < 0 || r.promptTokens > maxTokenCounter || r.genTokens < 0 || r.genTokens > maxTokenCounter || r.cachedTokens < 0 || r.cachedTokens > maxTokenCounter {
 			t.Fatalf("parseEngineMetrics(%q) = %+v", b, r)
 		}
 	})

@@ -62,7 +62,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 			}
 		}
 		if ps.cfg.capFrom != nil && pc.caps != nil {
-			st.caps = &capacityStatus{cf: ps.cfg.capFrom, set: pc.caps.loadEngines(ps)}
+			st.caps = &capacityStatus{cf: ps.cfg.capFrom, set: pc.caps.loadEngines(ps), work: ps.cfg.throughput > 0}
 		}
 		pools = append(pools, st)
 	}
@@ -138,7 +138,8 @@ func appendMode(b []byte, c *config) []byte {
 //	 "pools": [{"name", "capacity", "pool_capacity"?, "models", "in_flight",
 //	   "engine_priority", "engine_priority_in_force", "spill_to"?,
 //	   "spilled_to"?, "spilled_in"?, "error"?,
-//	   "kv_tokens"?, "throughput"?, "capacity_source"?, "engines"?,
+//	   "kv_tokens"?, "throughput"?, "capacity_source"?,
+//	   "throughput_source"?, "engines"?,
 //	   "capacity_agreed"?,
 //	   "teams": [{"team", "share", "normalized_share", "weight",
 //	     "weighted_share", "reserved", "lent"?, "in_flight", "borrowing",
@@ -170,6 +171,11 @@ func appendMode(b []byte, c *config) []byte {
 // capacity_source "engines (N)" when C and K are the sum of N engines'
 // readings, "config" when no engine could be read (the configured
 // values); engines lists every engine the poller knows (capacityStatus).
+// throughput_source is present for a pool with capacity_from and
+// throughput: "engines (N)" when X is the sum of N engines' throughput
+// peaks, "config" while no engine has one (the configured throughput,
+// and always with the cluster block); each engine then carries its
+// throughput peak (cost units per second, decayed to now; 0: none yet).
 // capacity_agreed is present for a pool with capacity_from and the
 // cluster block once this proxy synced: the capacity (and kv_tokens)
 // the fleet agreed on from every replica's readings, the engine cores
