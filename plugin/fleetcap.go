@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,12 +116,7 @@ func agreeCapacity(expire time.Duration, reports []fleetReport) (c int, kv int64
 			}
 		}
 	}
-	addrs := make([]string, 0, len(best))
-	for a := range best {
-		addrs = append(addrs, a)
-	}
-	slices.Sort(addrs)
-	for _, a := range addrs {
+	for _, a := range slices.Sorted(maps.Keys(best)) {
 		e := best[a]
 		if e.read == 0 || e.fail > e.read || ref-e.read > int64(expire) || e.cores <= 0 {
 			continue

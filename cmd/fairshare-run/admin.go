@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -126,12 +127,7 @@ func writeEnvoyPrometheus(w io.Writer, metrics []host.Metric) error {
 			}
 			groups[prom] = append(groups[prom], series{m.Name, labels, m})
 		}
-		names := make([]string, 0, len(groups))
-		for n := range groups {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range slices.Sorted(maps.Keys(groups)) {
 			g := groups[n]
 			slices.SortFunc(g, func(a, b series) int { return strings.Compare(a.stat, b.stat) })
 			fmt.Fprintf(bw, "# TYPE %s %s\n", n, kind.name)
