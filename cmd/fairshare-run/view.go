@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -528,12 +529,7 @@ func renderLatency(b *strings.Builder, s summary) {
 			fmt.Fprintf(b, "  %-*s TTFT p50 %s, p99 %s · %s · %s\n", width, t.label(), ttftCell(t.P50, t), ttftCell(t.P99, t), held, total)
 		}
 	}
-	pools := make([]string, 0, len(s.Jain))
-	for p := range s.Jain {
-		pools = append(pools, p)
-	}
-	slices.Sort(pools)
-	for _, p := range pools {
+	for _, p := range slices.Sorted(maps.Keys(s.Jain)) {
 		j := s.Jain[p]
 		if j.Readings == 0 {
 			fmt.Fprintf(b, "Jain's index (fairness_jain), pool %s: no reading had two teams above their share (%d readings): nobody to compare\n", p, j.All)
