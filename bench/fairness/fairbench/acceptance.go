@@ -87,6 +87,8 @@ func (rep *Report) Column(mode, policy string) *Result {
 //     (the trace scenarios: at most 1.25×);
 //   - reserved_p99_vs_fcfs: the same teams' interactive p99 TTFT as a
 //     fraction of FCFS's (the trace scenarios: at most a fifth);
+//   - the users targets (UsersTargets: users_light_p99_vs_alone,
+//     users_team_share_vs_flat_points, users_nothing_lost; S10);
 //   - within_share_interactive_p50_s: every team's within-share
 //     interactive p50 TTFT (every scenario: at most 0.2 s).
 func FlowTargets(rep *Report, policy string) []Target {
@@ -199,6 +201,7 @@ func FlowTargets(rep *Report, policy string) []Target {
 				out[len(out)-1].Detail = "`" + team + "`"
 			}
 		}
+		out = append(out, UsersTargets(rep, m, policy)...)
 		b := ts.WithinShareP50
 		if !b.in(m) {
 			continue

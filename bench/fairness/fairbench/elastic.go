@@ -100,10 +100,12 @@ func (r *runner) sampleCapacity(res *[]CapacitySample) {
 	}
 }
 
-// ledger fills the run's ledger from a CapacityReporter.
+// ledger fills the run's ledger from a CapacityReporter, in a scenario
+// with capacity_from_engines or with users within teams (their targets
+// read it).
 func (r *runner) ledger() *Ledger {
 	cr, ok := r.gw.(CapacityReporter)
-	if !ok || !r.s.CapacityFromEngines {
+	if !ok || !(r.s.CapacityFromEngines || r.s.HasUsers()) {
 		return nil
 	}
 	l := &Ledger{Open: r.open}

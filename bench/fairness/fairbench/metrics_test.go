@@ -203,8 +203,8 @@ func TestCollectorWithinInFlight(t *testing.T) {
 func TestCollectorFairCapsOffered(t *testing.T) {
 	s := &Scenario{Name: "t", Duration: 10, Teams: []TeamSpec{{Name: "a", Share: 0.75}, {Name: "b", Share: 0.25}}}
 	c := newCollector(s)
-	a := &Request{Team: "a", User: -1, Prompt: 10, Output: 15, Arrival: time.Second, Finished: 2 * time.Second}
-	b := &Request{Team: "b", User: -1, Prompt: 10, Output: 500, Arrival: time.Second, Finished: -1}
+	a := &Request{Team: "a", Client: -1, Prompt: 10, Output: 15, Arrival: time.Second, Finished: 2 * time.Second}
+	b := &Request{Team: "b", Client: -1, Prompt: 10, Output: 500, Arrival: time.Second, Finished: -1}
 	for k := 1; k <= 15; k++ {
 		c.token(a, k, time.Second) // 10 + 15·2 = 40: all a asked for
 	}

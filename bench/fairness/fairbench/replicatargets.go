@@ -122,7 +122,8 @@ func within(x *Result) string {
 // against the column one, a table per mode of every team's share of the
 // service on each, the protected team's interactive p99 TTFT, the most
 // requests and borrowers in flight, and the replicas targets
-// (ReplicaTargets with bound).
+// (ReplicaTargets with bound, then the users targets of many,
+// UsersTargets, against its own flat column).
 func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) error {
 	var b strings.Builder
 	b.WriteString("| scenario | engine | team shares, one proxy | team shares, " + many + " | `alone` interactive p99 TTFT, one / " + many + " (s) | most in flight, one / " + many + " | most borrowers in flight, one / " + many + " (C) | decisions: largest difference in a team's requests sent borrowing, " + many + " − one (points) | within-share requests in flight (mean), one / " + many + " |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -141,6 +142,7 @@ func WriteReplicas(w io.Writer, reps []*Report, one, many string, bound int) err
 			if err != nil {
 				return err
 			}
+			ts = append(ts, UsersTargets(rep, m, many)...)
 			c, err := poolCapacity(rep.Scenario, m)
 			if err != nil {
 				return err

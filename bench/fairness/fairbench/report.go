@@ -46,6 +46,9 @@ type Report struct {
 	// Alone is the Alone team's workloads run alone under FCFS (nil if
 	// the scenario has no Alone team).
 	Alone *Result
+	// AloneUsers is the AloneUsers' workloads run alone under FCFS (nil
+	// if the scenario has no AloneUsers).
+	AloneUsers *Result
 	// PluginPath says how the plugin column ran ("wasm" or "native").
 	PluginPath string
 	// Charts lists the chart files written for the report, per mode.
@@ -85,6 +88,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		rep.writeLatency(&b, rs, "Batch TTFT p50 / p99 (s)", Batch, true)
 		rep.writeLatency(&b, rs, "Interactive end-to-end latency p50 / p99 (s)", Interactive, false)
 		rep.writeLatency(&b, rs, "Batch end-to-end latency p50 / p99 (s)", Batch, false)
+		rep.writeUsers(&b, mode, rs)
 		rep.writePool(&b, rs)
 		writeElastic(&b, s, rs)
 		if ab := rep.Ablations[mode]; len(ab) > 0 {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -42,9 +41,38 @@ type Result struct {
 	// Capacity is, for a gateway that reports it (CapacityReporter) in a
 	// scenario with capacity_from_engines, the C it decided against at
 	// every sample, with the engines' C then; Ledger what it counted
-	// against what the run served. Both nil otherwise (elastic.go).
+	// against what the run served, in such a scenario or one with users
+	// within teams. Both nil otherwise (elastic.go).
 	Capacity []CapacitySample
 	Ledger   *Ledger
+	// Users holds one entry per user within a team (Scenario.Users: by
+	// team in configuration order, then by user name), whatever the
+	// gateway does with the x-user header; none if no workload names a
+	// user.
+	Users []UserResult
+}
+
+// UserResult are the measures of one user within a team: the requests
+// of the window that carried the user in their x-user header.
+type UserResult struct {
+	// Team and User name the user.
+	Team, User string
+	// Service is the user's service in the window (in + 2·out tokens);
+	// TeamShare is Service over its team's Service in the window.
+	Service, TeamShare float64
+	// Class holds the latency measures per class (Interactive, Batch), as
+	// a team's.
+	Class [2]ClassResult
+}
+
+// User returns the measures of the named user of team (nil if absent).
+func (r *Result) User(team, user string) *UserResult {
+	for i := range r.Users {
+		if u := &r.Users[i]; u.Team == team && u.User == user {
+			return u
+		}
+	}
+	return nil
 }
 
 // TeamResult are one team's measures.
@@ -179,6 +207,12 @@ type collector struct {
 	maxInFlight    int
 	borrowing      int // borrowers in flight now
 	maxBorrowing   int
+
+	// users are the scenario's users within teams (Scenario.Users),
+	// userIdx their index, userService their service in the window.
+	users       []TeamUser
+	userIdx     map[TeamUser]int
+	userService []float64
 }
 
 func newCollector(s *Scenario) *collector {
@@ -199,6 +233,12 @@ func newCollector(s *Scenario) *collector {
 	for i, t := range s.Teams {
 		c.norm[i] = t.Share * float64(n)
 	}
+	c.users = s.Users()
+	c.userIdx = map[TeamUser]int{}
+	for u, tu := range c.users {
+		c.userIdx[tu] = u
+	}
+	c.userService = make([]float64, len(c.users))
 	return c
 }
 
@@ -237,6 +277,9 @@ func (c *collector) token(r *Request, k int, t time.Duration) {
 	c.serve(i, t, u)
 	if t >= c.from && t < c.to {
 		c.tokens[i]++
+		if k, ok := c.userIdx[TeamUser{r.Team, r.User}]; ok {
+			c.userService[k] += u
+		}
 	}
 }
 
@@ -292,10 +335,8 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 	}
 	n := len(c.teams)
 	res.TTFT, res.TTFTBatch = make([][]time.Duration, n), make([][]time.Duration, n)
-	ttft := make([][2][]time.Duration, n)
-	e2e := make([][2][]time.Duration, n)
-	within := make([][2][]time.Duration, n)
-	wait := make([][2][]time.Duration, n)
+	acc := make([][2]classAcc, n)
+	uacc := make([][2]classAcc, len(c.users))
 	res.Teams = make([]TeamResult, n)
 	for i, t := range s.Teams {
 		tr := TeamResult{Team: t.Name, Share: t.Share, Saturated: sat[t.Name], Service: c.service[i], OutputTokens: c.tokens[i]}
@@ -336,8 +377,6 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		}
 		i := c.idx[r.Team]
 		tr := &res.Teams[i]
-		cr := &tr.Class[r.Class]
-		cr.Requests++
 		tr.Preemptions += r.Preemptions
 		tr.PromptTokens += r.Prompt
 		tr.CachedTokens += r.CachedTokens
@@ -345,48 +384,28 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		if r.Borrowing {
 			tr.Borrowing++
 		}
-		ft, fin := r.FirstToken, r.Finished
-		if ft < 0 {
-			cr.NoToken++
-			ft = end
+		acc[i][r.Class].add(r, end)
+		if u, ok := c.userIdx[TeamUser{r.Team, r.User}]; ok {
+			uacc[u][r.Class].add(r, end)
 		}
-		if fin < 0 {
-			cr.Unfinished++
-			fin = end
-		}
-		ttft[i][r.Class] = append(ttft[i][r.Class], ft-r.Arrival)
-		if !r.Borrowing && r.Submitted == r.Arrival {
-			within[i][r.Class] = append(within[i][r.Class], ft-r.Arrival)
-		}
-		sub := r.Submitted
-		if sub < 0 {
-			sub = end
-			cr.NeverSent++
-		}
-		if sub > r.Arrival {
-			cr.Held++
-		}
-		wait[i][r.Class] = append(wait[i][r.Class], sub-r.Arrival)
-		e2e[i][r.Class] = append(e2e[i][r.Class], fin-r.Arrival)
 	}
 	for i := range res.Teams {
-		for k := 0; k < 2; k++ {
-			cr := &res.Teams[i].Class[k]
-			sort.Slice(ttft[i][k], func(a, b int) bool { return ttft[i][k][a] < ttft[i][k][b] })
-			sort.Slice(e2e[i][k], func(a, b int) bool { return e2e[i][k][a] < e2e[i][k][b] })
-			cr.TTFTp50 = percentileSorted(ttft[i][k], 0.5)
-			cr.TTFTp99 = percentileSorted(ttft[i][k], 0.99)
-			cr.E2Ep50 = percentileSorted(e2e[i][k], 0.5)
-			cr.E2Ep99 = percentileSorted(e2e[i][k], 0.99)
-			slices.Sort(within[i][k])
-			slices.Sort(wait[i][k])
-			cr.Within = len(within[i][k])
-			cr.WithinTTFTp50 = percentileSorted(within[i][k], 0.5)
-			cr.WithinTTFTp99 = percentileSorted(within[i][k], 0.99)
-			cr.Waitp99 = percentileSorted(wait[i][k], 0.99)
+		for k := range 2 {
+			res.Teams[i].Class[k] = acc[i][k].result()
 		}
-		res.TTFT[i] = ttft[i][Interactive]
-		res.TTFTBatch[i] = ttft[i][Batch]
+		res.TTFT[i] = acc[i][Interactive].ttft
+		res.TTFTBatch[i] = acc[i][Batch].ttft
+	}
+	res.Users = make([]UserResult, len(c.users))
+	for u, tu := range c.users {
+		ur := UserResult{Team: tu.Team, User: tu.User, Service: c.userService[u]}
+		if t := c.service[c.idx[tu.Team]]; t > 0 {
+			ur.TeamShare = ur.Service / t
+		}
+		for k := range 2 {
+			ur.Class[k] = uacc[u][k].result()
+		}
+		res.Users[u] = ur
 	}
 	w := (c.to - c.from).Seconds()
 	res.Pool.ServiceRate = total / w
@@ -405,7 +424,7 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		i := c.idx[r.Team]
 		seen[i] = true
 		switch {
-		case r.User >= 0:
+		case r.Client >= 0:
 			offered[i] = math.Inf(1)
 		case r.Arrival < c.to && (r.Finished < 0 || r.Finished >= c.from):
 			offered[i] += float64(r.Prompt)*InputWeight + float64(r.Output)*OutputWeight
@@ -449,6 +468,62 @@ func (c *collector) result(reqs []*Request, end time.Duration) *Result {
 		res.Pool.Gap = 0
 	}
 	return res
+}
+
+// classAcc gathers the latencies of one class of a group of requests (a
+// team's, a user's) of the window.
+type classAcc struct {
+	cr                      ClassResult
+	ttft, e2e, within, wait []time.Duration
+}
+
+// add counts r, which arrived in the window, at the run's end end (the
+// censoring time of what never happened).
+func (a *classAcc) add(r *Request, end time.Duration) {
+	cr := &a.cr
+	cr.Requests++
+	ft, fin := r.FirstToken, r.Finished
+	if ft < 0 {
+		cr.NoToken++
+		ft = end
+	}
+	if fin < 0 {
+		cr.Unfinished++
+		fin = end
+	}
+	a.ttft = append(a.ttft, ft-r.Arrival)
+	if !r.Borrowing && r.Submitted == r.Arrival {
+		a.within = append(a.within, ft-r.Arrival)
+	}
+	sub := r.Submitted
+	if sub < 0 {
+		sub = end
+		cr.NeverSent++
+	}
+	if sub > r.Arrival {
+		cr.Held++
+	}
+	a.wait = append(a.wait, sub-r.Arrival)
+	a.e2e = append(a.e2e, fin-r.Arrival)
+}
+
+// result sorts the latencies (ttft stays sorted, for the CDF charts) and
+// returns the class's measures.
+func (a *classAcc) result() ClassResult {
+	cr := a.cr
+	slices.Sort(a.ttft)
+	slices.Sort(a.e2e)
+	slices.Sort(a.within)
+	slices.Sort(a.wait)
+	cr.TTFTp50 = percentileSorted(a.ttft, 0.5)
+	cr.TTFTp99 = percentileSorted(a.ttft, 0.99)
+	cr.E2Ep50 = percentileSorted(a.e2e, 0.5)
+	cr.E2Ep99 = percentileSorted(a.e2e, 0.99)
+	cr.Within = len(a.within)
+	cr.WithinTTFTp50 = percentileSorted(a.within, 0.5)
+	cr.WithinTTFTp99 = percentileSorted(a.within, 0.99)
+	cr.Waitp99 = percentileSorted(a.wait, 0.99)
+	return cr
 }
 
 // FairShares divides total among teams by share, capping each at what it

@@ -434,8 +434,8 @@ func (r *runner) Submit(q *Request, priority int) {
 func (r *runner) finish(q *Request) {
 	r.open--
 	r.gw.Finish(q)
-	if q.User >= 0 {
-		u := r.users[[2]int{q.Stream, q.User}]
+	if q.Client >= 0 {
+		u := r.users[[2]int{q.Stream, q.Client}]
 		think := Sec(u.w.ThinkTime)
 		r.at(q.Finished+think, func() { r.closedNext(u) })
 	}

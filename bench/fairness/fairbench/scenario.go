@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,12 @@ type Scenario struct {
 	// Alone names a team whose workloads are also run alone under FCFS,
 	// for the "ratio to running alone" columns. Empty: no alone run.
 	Alone string `json:"alone,omitempty"`
+	// AloneUsers names users (workloads' "user") whose workloads are
+	// also run alone under FCFS, together, each user's team the one its
+	// workloads name: the users tables' "ratio to alone" column and the
+	// users_light_p99_vs_alone target. The run replays the same requests
+	// as the scenario does for these workloads. Empty: no such run.
+	AloneUsers []string `json:"alone_users,omitempty"`
 	// Ablations lists variants of the native plugin policy also run for
 	// this scenario, each reported in its own table next to the plugin
 	// column: AblationNoEntryPenalty, AblationNativeFlow,
@@ -232,12 +239,22 @@ type WorkloadSpec struct {
 	// from Start; prompt and output lengths and prefix block ids are the
 	// rows'; Prompt and Output must be absent.
 	Trace *trace.Spec `json:"trace,omitempty"`
+	// User, if set, is the user the workload's requests name in the
+	// x-user header (the plugin's user_header): a user within the team,
+	// whose requests share the team's reservation with the team's other
+	// users (scenario S10). Several workloads may name the same user.
+	// Empty: the requests carry no user.
+	User string `json:"user,omitempty"`
 	// SystemPrompt, for a KindTrace workload, prepends a system prompt of
 	// this many tokens (a multiple of trace.BlockTokens) to every request:
 	// the same prefix blocks for all the workload's requests, before the
 	// row's own, so prefix caching can serve them from the cache.
 	SystemPrompt int `json:"system_prompt_tokens,omitempty"`
 
+	// from is the index + 1 of the workload in the scenario it was cut
+	// from (AloneUsersScenario), so that its random streams, and so its
+	// requests, are the ones it has there; 0: its own index.
+	from int
 	// requests is the loaded trace window of a KindTrace workload.
 	requests []trace.Request
 	// traceName and traceStats describe it, for the reports.
@@ -467,6 +484,9 @@ func (s *Scenario) Validate() error {
 		default:
 			bad(p+".kind", "must be %q, %q, %q or %q, got %q", KindPoisson, KindClosed, KindBurst, KindTrace, w.Kind)
 		}
+		if w.User != "" && !validToken(w.User) {
+			bad(p+".user", "must be a token (printable ASCII without spaces, at most %d bytes) to send as a header value, got %q", maxUserLen, w.User)
+		}
 		if w.SystemPrompt != 0 && (w.Kind != KindTrace || w.SystemPrompt < 0 || w.SystemPrompt%trace.BlockTokens != 0) {
 			bad(p+".system_prompt_tokens", "must be a positive multiple of %d on a kind %q workload, got %d", trace.BlockTokens, KindTrace, w.SystemPrompt)
 		}
@@ -521,6 +541,7 @@ func (s *Scenario) Validate() error {
 	if s.Alone != "" && !teams[s.Alone] {
 		bad("alone", "unknown team %q", s.Alone)
 	}
+	s.validateAloneUsers(bad)
 	for i, t := range s.Saturated {
 		if !teams[t] {
 			bad(fmt.Sprintf("saturated[%d]", i), "unknown team %q", t)
@@ -528,6 +549,49 @@ func (s *Scenario) Validate() error {
 	}
 	s.Targets.validate(s, bad)
 	return errors.Join(errs...)
+}
+
+// maxUserLen bounds a workload's user, in bytes.
+const maxUserLen = 64
+
+// validToken reports whether v is a non-empty run of at most maxUserLen
+// printable ASCII bytes other than space, fit for a header value.
+func validToken(v string) bool {
+	if v == "" || len(v) > maxUserLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validateAloneUsers checks alone_users: each entry a user that some
+// workload names, of one team, named once.
+func (s *Scenario) validateAloneUsers(bad func(path, format string, args ...any)) {
+	seen := map[string]bool{}
+	for i, u := range s.AloneUsers {
+		p := fmt.Sprintf("alone_users[%d]", i)
+		if seen[u] {
+			bad(p, "duplicate user %q", u)
+			continue
+		}
+		seen[u] = true
+		var teams []string
+		for _, w := range s.Workloads {
+			if w.User == u && !slices.Contains(teams, w.Team) {
+				teams = append(teams, w.Team)
+			}
+		}
+		switch {
+		case len(teams) == 0:
+			bad(p, "unknown user %q: no workload names it", u)
+		case len(teams) > 1:
+			bad(p, "user %q is in teams %s: alone_users takes a user of one team", u, strings.Join(teams, ", "))
+		}
+	}
 }
 
 func (d LengthDist) validate() error {
@@ -600,6 +664,83 @@ func (s *Scenario) AloneScenario() *Scenario {
 	c.Name = s.Name + "-alone"
 	c.Saturated = nil
 	return &c
+}
+
+// TeamUser is one user within a team: a (team, user) pair that some
+// workload's requests carry.
+type TeamUser struct {
+	Team, User string
+}
+
+// HasUsers reports whether some workload of s names a user.
+func (s *Scenario) HasUsers() bool {
+	for _, w := range s.Workloads {
+		if w.User != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Users returns the (team, user) pairs of the workloads of s, by team in
+// configuration order, then by user name; none if no workload names a
+// user.
+func (s *Scenario) Users() []TeamUser {
+	var out []TeamUser
+	for _, t := range s.Teams {
+		var names []string
+		for _, w := range s.Workloads {
+			if w.Team == t.Name && w.User != "" && !slices.Contains(names, w.User) {
+				names = append(names, w.User)
+			}
+		}
+		slices.Sort(names)
+		for _, u := range names {
+			out = append(out, TeamUser{Team: t.Name, User: u})
+		}
+	}
+	return out
+}
+
+// UsersTeams returns the teams of s that have users (Users), in
+// configuration order.
+func (s *Scenario) UsersTeams() []string {
+	var out []string
+	for _, u := range s.Users() {
+		if !slices.Contains(out, u.Team) {
+			out = append(out, u.Team)
+		}
+	}
+	return out
+}
+
+// AloneUsersScenario returns a copy of s that keeps only the workloads of
+// the AloneUsers (for the users tables' "ratio to alone" column), each
+// drawing the requests it draws in s, or nil if s has no AloneUsers.
+func (s *Scenario) AloneUsersScenario() *Scenario {
+	if len(s.AloneUsers) == 0 {
+		return nil
+	}
+	c := *s
+	c.Workloads = nil
+	for i, w := range s.Workloads {
+		if w.User != "" && slices.Contains(s.AloneUsers, w.User) {
+			w.from = w.randIndex(i) + 1
+			c.Workloads = append(c.Workloads, w)
+		}
+	}
+	c.Name = s.Name + "-alone-users"
+	c.Saturated = nil
+	return &c
+}
+
+// randIndex is the index that seeds workload i's random streams: its
+// index in the scenario it was cut from, else i.
+func (w *WorkloadSpec) randIndex(i int) int {
+	if w.from > 0 {
+		return w.from - 1
+	}
+	return i
 }
 
 // Scaled returns a copy of s whose times (duration, warm-up, generator

@@ -38,9 +38,9 @@ type SuiteOptions struct {
 	Variants []Variant
 }
 
-// RunScenario runs s under every mode and policy (and its Alone run) and
-// returns the report. Runs go in parallel; the result does not depend on
-// their order.
+// RunScenario runs s under every mode and policy (and its Alone and
+// AloneUsers runs) and returns the report. Runs go in parallel; the
+// result does not depend on their order.
 func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 	modes := opt.Modes
 	if len(modes) == 0 {
@@ -89,6 +89,9 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 	if a := s.AloneScenario(); a != nil {
 		jobs = append(jobs, job{"alone", 0, a, NewFCFS})
 	}
+	if a := s.AloneUsersScenario(); a != nil {
+		jobs = append(jobs, job{"alone-users", 0, a, NewFCFS})
+	}
 	par := opt.Parallel
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
@@ -118,6 +121,8 @@ func RunScenario(s *Scenario, opt SuiteOptions) (*Report, error) {
 			switch {
 			case j.mode == "alone":
 				rep.Alone = res
+			case j.mode == "alone-users":
+				rep.AloneUsers = res
 			case ablation:
 				rep.Ablations[mode][j.i] = res
 			default:

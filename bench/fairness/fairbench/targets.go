@@ -82,6 +82,23 @@ type Targets struct {
 	// end plus the tokens it charged and the responses did not report (or
 	// the reverse) (at_most; needs "capacity_from_engines").
 	NothingLost *Bound `json:"nothing_lost,omitempty"`
+	// UsersLightP99VsAlone bounds, over the scenario's alone_users, the
+	// largest ratio of a user's interactive p99 TTFT to the same user's
+	// p99 in the alone-users run under FCFS (at_most; needs
+	// "alone_users"; the worst user is reported).
+	UsersLightP99VsAlone *Bound `json:"users_light_p99_vs_alone,omitempty"`
+	// UsersTeamShareVsFlat bounds, in points, the largest difference
+	// between a team's share of all the service (measured window) and its
+	// share in the flat column of the same gateway (FlatColumn: the same
+	// plugin configuration without user_header), over the teams that have
+	// users (at_most; needs a workload with "user").
+	UsersTeamShareVsFlat *Bound `json:"users_team_share_vs_flat_points,omitempty"`
+	// UsersNothingLost bounds what the plugin lost once the run is over:
+	// the requests it still counts in flight or waiting (beyond those
+	// still open) plus the tokens it charged that the responses did not
+	// report, or the reverse (Ledger.Lost; at_most; needs a workload with
+	// "user").
+	UsersNothingLost *Bound `json:"users_nothing_lost,omitempty"`
 }
 
 // Bound is the limit of one target. Exactly one of AtMost, AtLeast and
@@ -182,6 +199,9 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 		{"capacity_follow_s", ts.CapacityFollow, []string{atMost}, "capacity_from_engines"},
 		{"phase_share_error_points", ts.PhaseShareError, []string{atMost}, ""},
 		{"nothing_lost", ts.NothingLost, []string{atMost}, "capacity_from_engines"},
+		{"users_light_p99_vs_alone", ts.UsersLightP99VsAlone, []string{atMost}, "alone_users"},
+		{"users_team_share_vs_flat_points", ts.UsersTeamShareVsFlat, []string{atMost}, "users"},
+		{"users_nothing_lost", ts.UsersNothingLost, []string{atMost}, "users"},
 	} {
 		if k.b == nil {
 			continue
@@ -212,6 +232,10 @@ func (ts *Targets) validate(s *Scenario, bad func(path, format string, args ...a
 			bad(p, "needs the scenario's \"gateway_replicas\"")
 		case k.needs == "capacity_from_engines" && !s.CapacityFromEngines:
 			bad(p, "needs the scenario's \"capacity_from_engines\"")
+		case k.needs == "alone_users" && len(s.AloneUsers) == 0:
+			bad(p, "needs the scenario's \"alone_users\"")
+		case k.needs == "users" && !s.HasUsers():
+			bad(p, "needs a workload with a \"user\"")
 		}
 		if k.name == "replica_alone_p99_vs_one" && len(s.GatewayReplicas) == 0 {
 			bad(p, "needs the scenario's \"gateway_replicas\"")

@@ -98,7 +98,7 @@ func traceRequest(w *WorkloadSpec, q *trace.Request, r *rand.Rand) *Request {
 			class = Interactive
 		}
 	}
-	out := &Request{Team: w.Team, Class: class, Prompt: max(q.Prompt, 1), Output: max(q.Output, 1), MaxTokens: w.MaxTokens}
+	out := &Request{Team: w.Team, User: w.User, Class: class, Prompt: max(q.Prompt, 1), Output: max(q.Output, 1), MaxTokens: w.MaxTokens}
 	if out.MaxTokens > 0 && out.Output > out.MaxTokens {
 		out.Output = out.MaxTokens
 	}
@@ -130,7 +130,7 @@ func systemBlock(team string, j int) uint64 {
 // traceArrivals appends the requests of trace workload i of s.
 func traceArrivals(out []*Request, s *Scenario, i int, seed uint64, stop time.Duration) []*Request {
 	w := &s.Workloads[i]
-	r := streamRand(seed, "trace/"+w.Team, i)
+	r := streamRand(seed, "trace/"+w.Team, w.randIndex(i))
 	start := Sec(w.Start)
 	for k := range w.requests {
 		q := &w.requests[k]
@@ -139,7 +139,7 @@ func traceArrivals(out []*Request, s *Scenario, i int, seed uint64, stop time.Du
 			break
 		}
 		req := traceRequest(w, q, r)
-		req.Stream, req.User, req.Arrival = i, -1, at
+		req.Stream, req.Client, req.Arrival = i, -1, at
 		out = append(out, req)
 	}
 	return out

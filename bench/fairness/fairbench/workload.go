@@ -37,8 +37,11 @@ type Request struct {
 	Class Class
 	// Stream is the index of the workload that generated the request.
 	Stream int
-	// User is the closed-loop user that sent it (-1 for open loops).
-	User int
+	// Client is the closed-loop client that sent it (-1 for open loops).
+	Client int
+	// User is the user the request names in its x-user header (the
+	// workload's "user"; "" sends none): a user within its team.
+	User string
 	// Prompt and Output are the prompt and output lengths in tokens:
 	// Output is what the model will generate (drawn from the workload's
 	// distribution, at most MaxTokens), which no gateway knows in advance.
@@ -149,7 +152,7 @@ func drawRequest(w *WorkloadSpec, r *rand.Rand) *Request {
 	if r.Float64() < w.Interactive {
 		class = Interactive
 	}
-	q := &Request{Team: w.Team, Class: class, Prompt: w.Prompt.Sample(r), Output: w.Output.Sample(r), MaxTokens: w.MaxTokens}
+	q := &Request{Team: w.Team, User: w.User, Class: class, Prompt: w.Prompt.Sample(r), Output: w.Output.Sample(r), MaxTokens: w.MaxTokens}
 	if q.MaxTokens > 0 && q.Output > q.MaxTokens {
 		q.Output = q.MaxTokens
 	}
@@ -169,7 +172,7 @@ func OpenLoopArrivals(s *Scenario, seed uint64) []*Request {
 		if w.Stop > 0 && Sec(w.Stop) < stop {
 			stop = Sec(w.Stop)
 		}
-		r := streamRand(seed, "workload/"+w.Team, i)
+		r := streamRand(seed, "workload/"+w.Team, w.randIndex(i))
 		switch w.Kind {
 		case KindPoisson:
 			t := Sec(w.Start)
@@ -179,7 +182,7 @@ func OpenLoopArrivals(s *Scenario, seed uint64) []*Request {
 					break
 				}
 				q := drawRequest(w, r)
-				q.Stream, q.User, q.Arrival = i, -1, t
+				q.Stream, q.Client, q.Arrival = i, -1, t
 				out = append(out, q)
 			}
 		case KindTrace:
@@ -187,7 +190,7 @@ func OpenLoopArrivals(s *Scenario, seed uint64) []*Request {
 		case KindBurst:
 			for k := 0; k < w.Count; k++ {
 				q := drawRequest(w, r)
-				q.Stream, q.User, q.Arrival = i, -1, Sec(w.Start)
+				q.Stream, q.Client, q.Arrival = i, -1, Sec(w.Start)
 				out = append(out, q)
 			}
 		}
@@ -216,7 +219,7 @@ func (u *closedUser) next(t time.Duration) *Request {
 		return nil
 	}
 	q := drawRequest(u.w, u.rand)
-	q.Stream, q.User, q.Arrival = u.stream, u.user, t
+	q.Stream, q.Client, q.Arrival = u.stream, u.user, t
 	return q
 }
 
@@ -234,7 +237,7 @@ func closedUsers(s *Scenario, seed uint64) []*closedUser {
 			stop = Sec(w.Stop)
 		}
 		for k := 0; k < w.Concurrency; k++ {
-			out = append(out, &closedUser{w: w, stream: i, user: k, rand: streamRand(seed, "closed/"+w.Team, i*100003+k), stop: stop})
+			out = append(out, &closedUser{w: w, stream: i, user: k, rand: streamRand(seed, "closed/"+w.Team, w.randIndex(i)*100003+k), stop: stop})
 		}
 	}
 	return out
