@@ -28,9 +28,15 @@ import (
 func spillModel(pool string) string { return "m-" + pool }
 
 // SpillConfig returns the plugin configuration of spill scenario s: Config's
-// settings with flow (required) and one pool per scenario pool; withSpill
-// writes the pools' spill_to.
+// settings (user_header included) with flow (required) and one pool per
+// scenario pool; withSpill writes the pools' spill_to.
 func SpillConfig(s *fairbench.Scenario, flow *Flow, cost *fairbench.CostSpec, withSpill bool) ([]byte, error) {
+	return spillConfig(s, flow, cost, withSpill, true)
+}
+
+// spillConfig is SpillConfig, with user_header only if users
+// (Options.NoUsers).
+func spillConfig(s *fairbench.Scenario, flow *Flow, cost *fairbench.CostSpec, withSpill, users bool) ([]byte, error) {
 	if flow == nil {
 		return nil, fmt.Errorf("spill scenario %s needs flow control (hold_headers \"on\")", s.Name)
 	}
@@ -39,7 +45,7 @@ func SpillConfig(s *fairbench.Scenario, flow *Flow, cost *fairbench.CostSpec, wi
 		return nil, err
 	}
 	var b strings.Builder
-	configHead(&b, s, cost)
+	configHead(&b, s, cost, users)
 	fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,"hold_headers":"on","hold_headers_probe":"1m",`, flow.MaxQueueTime.String(), flow.tick().String())
 	if flow.BatchAging != "" {
 		fmt.Fprintf(&b, `"batch_aging":%q,`, flow.BatchAging)

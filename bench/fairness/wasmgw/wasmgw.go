@@ -46,6 +46,11 @@ import (
 // share the pool's state through shared data as Envoy's workers do.
 const DefaultVMs = 4
 
+// UserHeader is the header a request names its user within its team in
+// (fairbench.Request.User), the plugin's user_header in a scenario with
+// users.
+const UserHeader = "x-user"
+
 // Tick is the plugin's tick period in the benchmark's configuration.
 const Tick = time.Second
 
@@ -116,6 +121,10 @@ type Options struct {
 	// NoSpill leaves the pools' spill_to out of a spill scenario's
 	// configuration (spill.go): the no-spill column.
 	NoSpill bool
+	// NoUsers leaves user_header out of the configuration of a scenario
+	// with users within teams: the x-user header is sent and ignored, each
+	// team is flat (the fairbench.NoUsersColumn ablation).
+	NoUsers bool
 }
 
 // Gateway is the plugin policy on plugin.wasm. Create one per run with New.
@@ -174,9 +183,9 @@ func New(mod *host.Module, opt Options) fairbench.NewGateway {
 				cost = nil
 			}
 			if s.Spill != nil {
-				return SpillConfig(s, opt.Flow, cost, !opt.NoSpill)
+				return spillConfig(s, opt.Flow, cost, !opt.NoSpill, !opt.NoUsers)
 			}
-			return Config(s, c, opt.Flow, cost)
+			return config(s, c, opt.Flow, cost, !opt.NoUsers)
 		}
 		return g
 	}
@@ -208,10 +217,16 @@ func KVTokens(s *fairbench.Scenario, c int) (int, error) {
 // Config returns the plugin configuration of scenario s for capacity c: one
 // pool matching every model, with the scenario's teams, half-life and
 // entry penalty, and cost's weights (nil: the plugin's defaults, prompt 1,
-// cached prompt 1, completion 2); with flow, the flow-control fields too.
+// cached prompt 1, completion 2); with flow, the flow-control fields too;
+// user_header UserHeader if a workload of s names a user.
 func Config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec) ([]byte, error) {
+	return config(s, c, flow, cost, true)
+}
+
+// config is Config, with user_header only if users (Options.NoUsers).
+func config(s *fairbench.Scenario, c int, flow *Flow, cost *fairbench.CostSpec, users bool) ([]byte, error) {
 	var b strings.Builder
-	configHead(&b, s, cost)
+	configHead(&b, s, cost, users)
 	if flow != nil {
 		fmt.Fprintf(&b, `"max_queue_time":%q,"dispatch_tick":%q,`, flow.MaxQueueTime.String(), flow.tick().String())
 		if flow.BatchAging != "" {
@@ -402,10 +417,14 @@ func (g *Gateway) Arrive(r *fairbench.Request) {
 		s = g.h.NewStream(g.next % g.opt.VMs)
 		g.next++
 	}
-	s.RequestHeaders([][2]string{
+	hs := [][2]string{
 		{":method", "POST"}, {":path", "/v1/chat/completions"}, {":authority", "vllm"}, {":scheme", "http"},
 		{"content-type", "application/json"}, {"x-team", r.Team}, {"x-request-class", r.Class.String()},
-	}, false)
+	}
+	if r.User != "" {
+		hs = append(hs, [2]string{UserHeader, r.User})
+	}
+	s.RequestHeaders(hs, false)
 	model := "bench"
 	if sp := g.s.Spill; sp != nil {
 		model = spillModel(sp.Pools[sp.PoolOf(r.Team)].Name)
@@ -579,14 +598,18 @@ func (g *Gateway) Close() {
 }
 
 // configHead writes the opening of scenario s's plugin configuration to b:
-// its half-life, the entry penalty, the tick and cost's weights (nil: the
-// plugin's defaults), each field followed by a comma.
-func configHead(b *strings.Builder, s *fairbench.Scenario, cost *fairbench.CostSpec) {
+// its half-life, the entry penalty, the tick, user_header (if users and a
+// workload of s names a user) and cost's weights (nil: the plugin's
+// defaults), each field followed by a comma.
+func configHead(b *strings.Builder, s *fairbench.Scenario, cost *fairbench.CostSpec, users bool) {
 	hl := fairbench.DefaultHalfLife
 	if s.HalfLife > 0 {
 		hl = fairbench.Sec(s.HalfLife)
 	}
 	fmt.Fprintf(b, `{"half_life":%q,"entry_penalty":true,"tick":%q,`, hl.String(), Tick.String())
+	if users && s.HasUsers() {
+		fmt.Fprintf(b, `"user_header":%q,`, UserHeader)
+	}
 	if cost != nil {
 		p, cached, out := cost.Weights()
 		fmt.Fprintf(b, `"cost":{"prompt_token":%s,"cached_prompt_token":%s,"completion_token":%s},`,

@@ -274,3 +274,72 @@ func TestEngineOffOptions(t *testing.T) {
 		t.Errorf("default policy %q, want %q", p, fairbench.EnginePriority)
 	}
 }
+
+// TestUsersHeaderAndConfig: a request of a workload with a user carries
+// it in x-user (and one without carries none), through the host package's
+// hold filter; the configuration has user_header where a workload names a
+// user, except with NoUsers.
+func TestUsersHeaderAndConfig(t *testing.T) {
+	mod, err := host.Compile(context.Background(), wasmbuild.Module(t, "./hostcalls/host/testdata/holdguest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(mod, Options{Flow: &Flow{DispatchTick: time.Millisecond}})().(*Gateway)
+	g.config = func(*fairbench.Scenario, int) ([]byte, error) { return []byte("hold"), nil }
+	g.anyPriority = true
+	seen := map[string]map[string]int{} // team → x-user value ("" none) → requests
+	rec := &userRecord{Gateway: g, g: g, seen: seen}
+	s := holdScenario()
+	s.Workloads[0].User = "ann"
+	if _, err := fairbench.Run(s, rec, fairbench.RunOptions{Mode: fairbench.ModeVLLM}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen["a"]) != 1 || seen["a"]["ann"] < 20 || len(seen["b"]) != 1 || seen["b"][""] < 10 {
+		t.Errorf("x-user by team: %v, want every request of a with ann, every one of b with none", seen)
+	}
+	for _, c := range []struct {
+		name   string
+		users  bool
+		opt    Options
+		header string // "": absent
+	}{
+		{"users", true, Options{}, UserHeader},
+		{"users, flat", true, Options{NoUsers: true}, ""},
+		{"no users", false, Options{}, ""},
+	} {
+		s := &fairbench.Scenario{Name: "u", Engine: fairbench.EngineSpec{Preset: "demo"}, Teams: []fairbench.TeamSpec{{Name: "a", Share: 1}},
+			Workloads: []fairbench.WorkloadSpec{{Team: "a", Kind: fairbench.KindPoisson, Rate: 1}}}
+		if c.users {
+			s.Workloads[0].User = "ann"
+		}
+		cfg, err := New(nil, c.opt)().(*Gateway).config(s, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := gjson.GetBytes(cfg, "user_header"); h.String() != c.header || h.Exists() != (c.header != "") || !gjson.ValidBytes(cfg) {
+			t.Errorf("%s: user_header %s in %s, want %q", c.name, h.Raw, cfg, c.header)
+		}
+	}
+}
+
+// userRecord wraps a gateway and counts, per team, the x-user values of
+// the request headers of every finished request's stream.
+type userRecord struct {
+	fairbench.Gateway
+	g    *Gateway
+	seen map[string]map[string]int
+}
+
+func (r *userRecord) Finish(q *fairbench.Request) {
+	u := ""
+	for _, h := range r.g.open[q.ID].RequestHeaderMap() {
+		if h[0] == UserHeader {
+			u = h[1]
+		}
+	}
+	if r.seen[q.Team] == nil {
+		r.seen[q.Team] = map[string]int{}
+	}
+	r.seen[q.Team][u]++
+	r.g.Finish(q)
+}
