@@ -208,8 +208,10 @@ var flowKnownFailures = map[string]bool{
 
 // TestFlowControlAcceptance asserts the flow-control acceptance targets
 // (fairbench.FlowTargets) on the flow-control plugin column, every
-// synthetic scenario (S1–S7, S2b) at full length, both engine behaviours, as
-// `make fairness` measures them; the targets in flowKnownFailures must
+// synthetic scenario (S1–S7, S2b, S9, S10) at full length, both engine
+// behaviours, as `make fairness` measures them (with the flat column
+// plugin-nousers where a workload names a user, for S10's
+// users_team_share_vs_flat_points); the targets in flowKnownFailures must
 // still miss. The trace scenarios (several minutes each through
 // plugin.wasm) are measured by `make fairness` and their targets tabled
 // in docs/results/README.md and docs/fairness.md, not asserted here.
@@ -219,12 +221,14 @@ func TestFlowControlAcceptance(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies := append(fairbench.Baselines(), flowPlugin(t))
+	p, _, _ := flowOptions()
+	flat := []fairbench.Variant{noUsersVariant(mod, p)}
 	seen := map[string]bool{}
 	for _, s := range scenarios {
 		if len(s.TraceWindows()) > 0 || s.Spill != nil {
 			continue // spill scenarios: TestSpillAcceptance
 		}
-		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies})
+		rep, err := fairbench.RunScenario(s, fairbench.SuiteOptions{Policies: policies, Variants: flat})
 		if err != nil {
 			t.Fatal(err)
 		}

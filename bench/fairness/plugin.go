@@ -118,6 +118,32 @@ func seatsVariant(mod *host.Module, p wasmgw.Options) fairbench.Variant {
 		Skip: func(s *fairbench.Scenario) bool { return s.PluginThroughput == 0 }}
 }
 
+// noUsersNote says what the flat column (fairbench.NoUsersColumn) is.
+const noUsersNote = "the `plugin` column without `user_header`: the requests still carry `x-user`, which the plugin ignores, so every team is flat (run only where a workload names a user)"
+
+// noUsersVariant returns the fairbench.NoUsersColumn ablation: the plugin
+// column p without user_header, skipped where no workload names a user
+// (it would be the plugin column itself).
+func noUsersVariant(mod *host.Module, p wasmgw.Options) fairbench.Variant {
+	p.Name = fairbench.NoUsersColumn
+	p.NoUsers = true
+	return fairbench.Variant{New: wasmgw.New(mod, p), Note: noUsersNote,
+		Skip: func(s *fairbench.Scenario) bool { return !s.HasUsers() }}
+}
+
+// replicasNoUsersNote says what the flat column of the replicas column is.
+var replicasNoUsersNote = "`" + replicasColumn + "` without `user_header` (every team flat), run only where a workload names a user"
+
+// replicasNoUsersPlugin returns the flat column of the replicas column
+// (fairbench.FlatColumn): the replicas column without user_header.
+func replicasNoUsersPlugin(mod *host.Module, url string) fairbench.NewGateway {
+	p, _, _ := flowOptions()
+	p.Name = fairbench.FlatColumn(replicasColumn)
+	p.NoUsers = true
+	p.Cluster = &wasmgw.Cluster{Etcd: url, Bound: replicaBound}
+	return wasmgw.New(mod, p)
+}
+
 // replicasPlugin returns the replicas column: the flow-control plugin
 // column run as the scenario's gateway_replicas proxies of plugin.wasm,
 // each with the cluster block on the etcd at url.
@@ -230,14 +256,16 @@ func spillOptions() (spill, noSpill wasmgw.Options) {
 // builds ./cmd/plugin for wasip1 and runs it in the wazero host, "native"
 // runs package fairshare directly. With flow (wasm only) the plugin runs
 // with flow control and its ablations are plugin-noflow, plugin-nohold,
-// plugin-nokv, plugin-nolend and native-flow; without, the ablations are
-// the native flow-control forecasts (nativeFlowVariants). A prebuilt
-// module can be named by wasmFile or the FAIRSHARE_WASM environment
-// variable (as make test does). With flow and etcdURL, the ablations end
-// with the replicas columns (plugin-3x, plugin-noflow-3x, and the fleet
-// columns plugin-10x, plugin-50x where gateway_fleets lists them) on the
-// scenarios that set
-// gateway_replicas, its proxies syncing through the etcd at etcdURL. With
+// plugin-nokv, plugin-nolend, native-flow, plugin-cost1, plugin-seats and
+// plugin-nousers (each where the scenario calls for it); without, the
+// ablations are the native flow-control forecasts (nativeFlowVariants). A
+// prebuilt module can be named by wasmFile or the FAIRSHARE_WASM
+// environment variable (as make test does). With flow and etcdURL, the
+// ablations end with the replicas columns (plugin-3x, plugin-nousers-3x
+// where a workload names a user, plugin-noflow-3x, and the fleet columns
+// plugin-10x, plugin-50x where gateway_fleets lists them) on the
+// scenarios that set gateway_replicas, its proxies syncing through the
+// etcd at etcdURL. With
 // flow the last ablation is fairbench.EngineOffColumn (engine_priority
 // "off" in front of FCFS engines).
 func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench.NewGateway, []fairbench.Variant, string, []fairbench.NewGateway, error) {
@@ -279,10 +307,12 @@ func pluginGateways(kind, wasmFile string, flow bool, etcdURL string) (fairbench
 			vs = append(vs, v)
 		}
 		vs = append(vs, fairbench.AblationVariant(fairbench.AblationNativeFlow))
-		vs = append(vs, costVariant(mod, p), seatsVariant(mod, p))
+		vs = append(vs, costVariant(mod, p), seatsVariant(mod, p), noUsersVariant(mod, p))
 		if etcdURL != "" {
 			noReplicas := func(s *fairbench.Scenario) bool { return len(s.GatewayReplicas) == 0 }
 			vs = append(vs, fairbench.Variant{New: replicasPlugin(mod, etcdURL), Note: replicasNote, Skip: noReplicas},
+				fairbench.Variant{New: replicasNoUsersPlugin(mod, etcdURL), Note: replicasNoUsersNote,
+					Skip: func(s *fairbench.Scenario) bool { return noReplicas(s) || !s.HasUsers() }},
 				fairbench.Variant{New: replicasNoflowPlugin(mod, etcdURL), Note: replicasNoflowNote, Skip: noReplicas})
 			for _, n := range fleets {
 				vs = append(vs, fairbench.Variant{New: fleetPlugin(mod, etcdURL, n), Note: fleetNote(n),
