@@ -13,8 +13,8 @@ func TestScenarioFilesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ss) != 12 {
-		t.Errorf("LoadScenarios found %d scenarios, want 12", len(ss))
+	if len(ss) != 13 {
+		t.Errorf("LoadScenarios found %d scenarios, want 13", len(ss))
 	}
 	for _, s := range ss {
 		if _, err := EngineConfig(s, EnginePriority, Mode45561); err != nil {
