@@ -14,9 +14,10 @@ import (
 // the same plugin configuration without user_header, and the users
 // targets compare them:
 //
-//	             search (0.5 of C)               b (0.3)    c (0.2)
-//	 plugin:     script | ann | bob | cyd        flat       flat
-//	 flat:       one team: ann waits behind script's flood
+//	pool C = 16         search 0.5 (8)                    b 0.3    c 0.2
+//	plugin          script │ ann │ bob │ cyd               flat     flat
+//	                (the 8 divided among the active users)
+//	plugin-nousers  one team of 8: ann's request counts against script's flood
 //
 // With alone_users, the named users' workloads also run alone under
 // FCFS (Report.AloneUsers) for the "ratio to alone" column, replaying
