@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Users: Fair Tree's second level. With Config.Users every team is
@@ -740,3 +741,71 @@ func (p *Pool) releaseUser(i int, g *Grant, residual, consumed float64) {
 
 // user is the index of w's user in its team's users, -1 for none.
 func (w *waiter) user() int { return int(w.uplus) - 1 }
+
+// userKeySep separates the team from the user in a UserKey: a byte no
+// user name carries (the plugin admits printable ASCII only) and no team
+// name should.
+const userKeySep = "\x1f"
+
+// UserKey is the key of a user's usage in UserUsage and SetUserUsage's
+// callers' maps: the team, a unit separator (0x1f), the user.
+func UserKey(team, user string) string { return team + userKeySep + user }
+
+// SplitUserKey splits a UserKey into its team and user; ok is false for
+// a key that is not one (a team's name).
+func SplitUserKey(key string) (team, user string, ok bool) {
+	return strings.Cut(key, userKeySep)
+}
+
+// UserUsage returns the decayed usage (entry penalties included, as
+// Usage's) of every user of every team at now, keyed by UserKey: what a
+// replica adds up with the others' (plugin/cluster.go) so that users rank
+// on their usage across the pool. Empty without the user level. It
+// allocates the map. Cost: O(users).
+func (p *Pool) UserUsage(now time.Time) map[string]float64 {
+	t := now.UnixNano()
+	p.advance(t)
+	p.decayTo(t)
+	out := map[string]float64{}
+	for i := range p.teams {
+		e := &p.teams[i]
+		for k := range e.users {
+			out[UserKey(e.name, e.users[k].name)] = e.users[k].total()
+		}
+	}
+	return out
+}
+
+// SetUserUsage sets the usage of user of team, decayed to now, as
+// SetUsage sets a team's (penalties not settled yet kept up to it). A
+// user the team does not have is added only while the team has room for
+// it (MaxUsers), as an idle user last seen UserActive before now: a
+// remote user never evicts a local one. It does nothing without the user
+// level or for a team the pool does not list. Cost: O(log users), O(users)
+// when it adds one.
+func (p *Pool) SetUserUsage(now time.Time, team, user string, usage float64) {
+	t := now.UnixNano()
+	p.advance(t)
+	if !p.users {
+		return
+	}
+	i := p.find(team)
+	if i < 0 || !p.teams[i].configured {
+		return
+	}
+	p.decayTo(t)
+	e := &p.teams[i]
+	name := cleanUserName(user)
+	k := e.findUser(name)
+	if k < 0 {
+		if p.userEntries(e) >= p.maxUsers || name == UserOther {
+			return
+		}
+		k = p.userIndex(i, name, t-int64(p.userActive))
+		e = &p.teams[i]
+	}
+	u := &e.users[k]
+	x := sanitizeAmount(usage)
+	u.penalty = min(u.penalty, x)
+	u.usage = max(x-u.penalty, 0)
+}

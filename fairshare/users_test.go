@@ -659,3 +659,40 @@ func TestUserRecordSize(t *testing.T) {
 		}
 	}
 }
+
+// TestUserUsageSync: UserUsage reports every user's usage by UserKey and
+// SetUserUsage sets it (as a replica merging the others' does); a user
+// the team does not have is added idle while the team has room, never
+// by evicting one; without the user level both do nothing.
+func TestUserUsageSync(t *testing.T) {
+	p := usersPool(func(c *Config) { c.MaxUsers = 2 })
+	g := arriveOK(t, p, at(0), userReq(1, "search", "ann"))
+	p.Release(at(0), &g, 5)
+	u := p.UserUsage(at(0))
+	if len(u) != 1 || u[UserKey("search", "ann")] != 5 {
+		t.Fatalf("UserUsage = %v", u)
+	}
+	if team, user, ok := SplitUserKey(UserKey("search", "ann")); !ok || team != "search" || user != "ann" {
+		t.Fatalf("SplitUserKey = %q %q %v", team, user, ok)
+	}
+	if _, _, ok := SplitUserKey("search"); ok {
+		t.Fatal("a team's name split as a user key")
+	}
+	p.SetUserUsage(at(time.Second), "search", "ann", 50)
+	p.SetUserUsage(at(time.Second), "search", "bob", 7) // added, idle
+	p.SetUserUsage(at(time.Second), "search", "cyd", 9) // no room
+	p.SetUserUsage(at(time.Second), "nope", "ann", 9)   // no such team
+	verify(t, p)
+	u = p.UserUsage(at(time.Second))
+	if len(u) != 2 || u[UserKey("search", "ann")] != 50 || u[UserKey("search", "bob")] != 7 {
+		t.Fatalf("UserUsage = %v", u)
+	}
+	if s := userStat(t, p, at(time.Second), "search", "bob"); s.Active {
+		t.Fatalf("a user added by SetUserUsage is active: %+v", s)
+	}
+	off := usersPool(func(c *Config) { c.Users = false })
+	off.SetUserUsage(at(0), "search", "ann", 1)
+	if len(off.UserUsage(at(0))) != 0 {
+		t.Fatal("users without the user level")
+	}
+}

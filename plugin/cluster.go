@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -604,6 +605,10 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		// Usage: ours is what the record holds beyond the others' last
 		// merged; the record then holds ours plus the others' now.
 		cur, _ := p.Usage(now)
+		// Users' usage (fairshare.UserKey) is summed across replicas the
+		// same way, so that a team's users rank on their usage in the
+		// whole pool; within the same bound (MaxUsers per team).
+		maps.Copy(cur, p.UserUsage(now))
 		decay := 1.0
 		if dt := now.UnixNano() - sync.othersAt; hl > 0 && dt > 0 && sync.othersAt > 0 {
 			decay = math.Exp(-math.Ln2 * float64(dt) / float64(hl))
@@ -626,7 +631,11 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		for t, x := range cur {
 			own[t] = max(x+before[t]-sync.others[t]*decay-folded[t], 0)
 			if x := own[t] + newOthers[t]; x != cur[t] {
-				p.SetUsage(now, t, x)
+				if team, user, ok := fairshare.SplitUserKey(t); ok {
+					p.SetUserUsage(now, team, user, x)
+				} else {
+					p.SetUsage(now, t, x)
+				}
 			}
 		}
 		usage := appendUsage([]byte(`{"at":`+strconv.FormatInt(now.UnixNano(), 10)+`,"usage":`), own)

@@ -5,11 +5,13 @@ package plugin
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+	"github.com/tidwall/gjson"
 )
 
 func postEtcd(t *testing.T, base, path string, body []byte) []byte {
@@ -98,4 +100,25 @@ func TestMemberCodec(t *testing.T) {
 
 func fairshareSlice(c int, k int64, r []int, rt []int64) fairshare.Slice {
 	return fairshare.Slice{Capacity: c, KVTokens: k, Reserved: r, ReservedTokens: rt}
+}
+
+// TestUsageJSON: the usage object the cluster writes is JSON that the
+// plugin's parser reads back, whatever bytes its keys carry: a user's key
+// (fairshare.UserKey, with its 0x1f separator), quotes, backslashes,
+// control bytes and non-ASCII names.
+func TestUsageJSON(t *testing.T) {
+	in := map[string]float64{
+		"search":                             1.5,
+		fairshare.UserKey("search", "ann"):   0.25,
+		fairshare.UserKey("search", `a"b\c`): 3,
+		"tab\tteam\x00":                      4,
+		"équipe-😀":                           5e-300,
+	}
+	b := appendUsage(nil, in)
+	if !gjson.ValidBytes(b) {
+		t.Fatalf("usage %q is not JSON", b)
+	}
+	if out := parseUsage(gjson.ParseBytes(b)); !maps.Equal(in, out) {
+		t.Fatalf("parsed %v, want %v", out, in)
+	}
 }
