@@ -57,6 +57,15 @@ type Grant struct {
 	// queue (At − Arrived is its queue time).
 	Arrived int64
 
+	// User is the user the request is counted under within its team
+	// (users.go): the request's user, UserNone or UserOther; "" without
+	// the user level.
+	User string
+	// Over is set when the request took a reserved sequence of its team
+	// that its teammates left (users.go): counted as borrowing
+	// (Borrowing is set), at priority OverBase and up, never held.
+	Over bool
+
 	released bool
 	epoch    uint64 // the epoch of the team's entry
 }
@@ -92,9 +101,18 @@ func (g *Grant) demand() amounts {
 // within-share request, O(teams·log teams) for a borrower; no allocation
 // once the pool's buffers have grown.
 func (p *Pool) Acquire(now time.Time, holder uint32, team string, class Class, estimate float64) Grant {
+	return p.AcquireUser(now, holder, team, "", class, estimate)
+}
+
+// AcquireUser is Acquire for a request of user within its team (see
+// Request.User and users.go): with Config.Users the request is within
+// share when its user is below its portion of the team's reserved
+// sequences, over when it takes one its teammates leave (Grant.Over),
+// else it borrows. Without the user level it is Acquire.
+func (p *Pool) AcquireUser(now time.Time, holder uint32, team, user string, class Class, estimate float64) Grant {
 	t := now.UnixNano()
 	p.advance(t)
-	return p.acquire(t, holder, team, class, estimate, estimate)
+	return p.acquire(t, holder, team, user, class, estimate, estimate)
 }
 
 // TryAcquire is Acquire only when the pool has room (fewer than C requests
@@ -110,7 +128,7 @@ func (p *Pool) TryAcquire(now time.Time, holder uint32, team string, class Class
 		p.touch(holder, t, p.holderTimeout > 0)
 		return Grant{released: true}, false
 	}
-	return p.acquire(t, holder, team, class, estimate, estimate), true
+	return p.acquire(t, holder, team, "", class, estimate, estimate), true
 }
 
 // TakeSpill moves into this pool, as a fallback of another pool, a
@@ -144,45 +162,64 @@ func (p *Pool) TakeSpill(now time.Time, holder uint32, w Waiting) (Grant, bool) 
 	if w.Work <= 0 {
 		work = w.Estimate
 	}
-	g := p.acquire(t, holder, UnknownTeam, w.Class, w.Estimate, work)
+	g := p.acquire(t, holder, UnknownTeam, "", w.Class, w.Estimate, work)
 	g.ID, g.Arrived = w.ID, min(w.Arrived, g.At)
 	return g, true
 }
 
-// acquire is Acquire's decision for a request of the given estimate and
-// work (cost units, clamped here), after advance.
-func (p *Pool) acquire(t int64, holder uint32, team string, class Class, estimate, work float64) Grant {
+// acquire is Acquire's decision for a request of the given user,
+// estimate and work (cost units, clamped here), after advance.
+func (p *Pool) acquire(t int64, holder uint32, team, user string, class Class, estimate, work float64) Grant {
 	i := p.acquireEntry(team)
 	class = clampClass(class)
 	wk := p.work(work)
-	borrowing, rank := !p.withinFits(i, p.demand(0, wk)), 0
-	if borrowing {
+	k := p.arrivingUser(i, user, t)
+	d := p.demand(0, wk)
+	st := stBorrow
+	switch {
+	case k >= 0:
+		// No token demand: within share is never stWithinTok here.
+		if st = p.standingOf(p.usage(), i, k, d, t); st == stWithinTok {
+			st = stWithin
+		}
+	case p.withinFits(i, d):
+		st = stWithin
+	}
+	rank := 0
+	if st == stBorrow {
 		rank = p.rank(i)
 	}
-	return p.grant(t, holder, i, class, sanitizeAmount(estimate), 0, wk, borrowing, rank)
+	return p.grant(t, holder, i, k, class, sanitizeAmount(estimate), 0, wk, st, rank)
 }
 
-// grant counts a request of entry i (class clamped, estimate sanitized,
-// tok already clamped by p.tokens, work by p.work) as in flight with the
-// given standing and rank, charges its entry penalty and, within share,
-// its work to the team's debt, and returns its grant (ID and Arrived are
-// the caller's to set when the request waited).
-func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float64, tok, work int64, borrowing bool, rank int) Grant {
+// grant counts a request of entry i (user k, -1 for none; class clamped,
+// estimate sanitized, tok already clamped by p.tokens, work by p.work) as
+// in flight with standing st and, borrowing, the team's rank, charges its
+// entry penalty and, within share or over, its work to the team's debt,
+// and returns its grant (ID and Arrived are the caller's to set when the
+// request waited; a within-share request borrowing tokens gets its
+// borrower's priority from the caller).
+func (p *Pool) grant(t int64, holder uint32, i, k int, class Class, estimate float64, tok, work int64, st standing, rank int) Grant {
 	saturated := p.inFlight() >= p.Capacity()
 	e := &p.teams[i]
 	at := max(t, p.usageAt)
 	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at,
 		Tokens: tok, Arrived: at, epoch: e.epoch}
-	if !borrowing {
-		g.Priority = WithinShareBase + int(class)
-	} else {
+	borrowing := st <= stOver
+	switch st {
+	case stBorrow:
 		g.Borrowing = true
 		g.Priority = borrowPriority(rank, class)
+	case stOver:
+		g.Borrowing, g.Over = true, true
+		g.Priority = overPriority(p.userRank(i, k, t), class)
+	default:
+		g.Priority = WithinShareBase + int(class)
 	}
-	p.count(holder, t, i, p.window(at), g.Borrowing, p.demand(tok, 0))
+	p.count(holder, t, i, p.window(at), borrowing, p.demand(tok, 0))
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
-	if !borrowing && work > 0 {
+	if st != stBorrow && work > 0 {
 		// The debt is paid down to at before it grows (advance brought
 		// it to the latest time seen, at or after at).
 		p.decayTo(at)
@@ -196,6 +233,14 @@ func (p *Pool) grant(t int64, holder uint32, i int, class Class, estimate float6
 		e.penalty = min(e.penalty+estimate, maxUsage)
 		e.updated, e.lastUpdate = true, max(at, p.usageAt)
 		g.Penalty = estimate
+	}
+	if k >= 0 {
+		u := &p.teams[i].users[k]
+		g.User = u.name
+		p.countUser(i, k, st)
+		if g.Penalty > 0 {
+			u.penalty = min(u.penalty+g.Penalty, maxUsage)
+		}
 	}
 	return g
 }

@@ -13,7 +13,7 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 5 (uvarint as encoding/binary; u32le/i64le are fixed
+// Layout of version 6 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
 // float64, little endian). Every per-resource value is a list: one value
 // per declared kind (resources.go), in list order (sequences, KV tokens,
@@ -22,10 +22,10 @@ import (
 // holder counts and phantom groups carry the counted kinds only
 // (sequences and KV tokens), and a team's work use is its debt.
 //
-//	u8       version = 5
+//	u8       version = 6
 //	uvarint  length of the static section, then the static section:
 //	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice,
-//	           bit 3 loans
+//	           bit 3 loans, bit 4 users
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  u8       declared kinds: bit k for kind k (bit 0, sequences, always;
@@ -52,6 +52,7 @@ import (
 //	           its sequences, slice.go)
 //	  per configured entry, per declared kind:  (flag bit 3, with bit 2)
 //	           uvarint the loan (a replica's loans, lend.go)
+//	  the user level's bounds and user shares  (flag bit 4, usercodec.go)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
 //	per entry, in the order of the static section:
@@ -85,6 +86,10 @@ import (
 //	  per declared kind after sequences:      (flag 4: one is not 0)
 //	           uvarint demand (tokens ≤ K, work ≤ 2^40)
 //	  f64      estimate                       (flag 2)
+//	the users trailer                         (flag bit 4, usercodec.go)
+//
+// Version 6 is version 5 with the user level (users.go): a pool without
+// it writes version 5's bytes after the version byte.
 //
 // Version 4 wrote the same values with the two kinds spelt out: K under
 // the flow-control flag, the slice's K before the reservations, and a
@@ -103,7 +108,7 @@ import (
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
 //
-// Only version 5 is decoded: a record of any other version is refused
+// Only version 6 is decoded: a record of any other version is refused
 // with ErrUnknownVersion. No decoder of an older layout is kept, because
 // none could ever run: the plugin keeps the record's version in its
 // shared-data key ("<plugin>/fairshare/pool/<pool>/v<RecordVersion>",
@@ -144,7 +149,7 @@ import (
 // update it without losing its state, so when writers of different
 // versions may share a store (a rolling upgrade of the plugin), keep the
 // version in the record's key: each version then updates its own record.
-const RecordVersion = 5
+const RecordVersion = 6
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
@@ -193,7 +198,8 @@ const (
 	poolPenalty = 1
 	poolFlow    = 2
 	poolSliced  = 4
-	poolLent    = 8 // a replica's loans (lend.go), after the slice
+	poolLent    = 8  // a replica's loans (lend.go), after the slice
+	poolUsers   = 16 // the user level (users.go): its bounds, user shares and the users trailer
 
 	waitBatch    = 1
 	waitEstimate = 2
@@ -227,6 +233,9 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		if lent {
 			flags |= poolLent
 		}
+	}
+	if p.users {
+		flags |= poolUsers
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, p.fp)
@@ -299,6 +308,9 @@ func (p *Pool) appendStatic(b []byte) []byte {
 				b = appendAmounts(b, decl, &p.teams[i].lent)
 			}
 		}
+	}
+	if p.users {
+		b = p.appendUserStatic(b)
 	}
 	return b
 }
@@ -375,6 +387,9 @@ func (p *Pool) AppendBinary(b []byte) ([]byte, error) {
 		if f&waitEstimate != 0 {
 			b = le.AppendUint64(b, math.Float64bits(w.estimate))
 		}
+	}
+	if p.users {
+		b = p.appendUsers(b, st)
 	}
 	p.last = append(p.last[:0], b[start:]...)
 	p.lastOK = true
@@ -678,6 +693,7 @@ func (p *Pool) clear() {
 	p.burst = 0
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
+	p.users, p.maxUsers, p.userActive, p.userIdle = false, 0, 0, 0
 	p.queueLimit, p.teamQueueLimit, p.maxQueueTime = 0, 0, 0
 	p.waits = p.waits[:0]
 	p.now, p.usageAt, p.phantomMin, p.epochs = 0, 0, math.MaxInt64, 0
@@ -718,7 +734,7 @@ func (p *Pool) decode(data []byte) error {
 func (p *Pool) decodeStatic(data []byte) error {
 	d := decoder{b: data}
 	flags := d.byte()
-	if flags&^(poolPenalty|poolFlow|poolSliced|poolLent) != 0 || flags&poolLent != 0 && flags&poolSliced == 0 {
+	if flags&^(poolPenalty|poolFlow|poolSliced|poolLent|poolUsers) != 0 || flags&poolLent != 0 && flags&poolSliced == 0 {
 		return errCorrupt
 	}
 	p.entryPenalty = flags&poolPenalty != 0
@@ -833,6 +849,9 @@ func (p *Pool) decodeStatic(data []byte) error {
 		for i := 0; i < p.configured && d.err == nil; i++ {
 			d.amounts(decl, &p.teams[i].lent, &p.total)
 		}
+	}
+	if err := p.decodeUserStatic(&d, flags&poolUsers != 0); err != nil {
+		return err
 	}
 	if d.err != nil {
 		return d.err
@@ -994,6 +1013,9 @@ func (p *Pool) decodeDynamic(d *decoder) error {
 		}
 	}
 	if err := p.decodeWaits(d, st); err != nil {
+		return err
+	}
+	if err := p.decodeUsers(d, st); err != nil {
 		return err
 	}
 	return p.decodeEnd(d)

@@ -63,6 +63,11 @@ type TeamConfig struct {
 	// limit waits in the queue until the team's use drops (without a
 	// queue the limit is not enforced).
 	BorrowingLimit *float64
+	// Users lists the shares of the team's users that do not have the
+	// default share 1 (with Config.Users; see users.go). Entries without a
+	// name, and duplicates after the first, are ignored; names longer than
+	// MaxUserName are cut to it.
+	Users []UserShare
 }
 
 // Limit returns a pointer to f, for TeamConfig.LendingLimit and
@@ -168,6 +173,47 @@ type Config struct {
 	// the next request differently; no invariant depends on it. See
 	// SetBatchAging.
 	BatchAging time.Duration
+
+	// Users divides every team among its users (Request.User), Fair
+	// Tree's second level (users.go): the team's reserved sequences are
+	// apportioned among its active users by TeamConfig.Users, a user's
+	// request within its portion is within share, one above it takes what
+	// its teammates leave at priority OverBase and up, and the team's
+	// queue goes in the users' order. false (the zero value): teams are
+	// not divided, Request.User is ignored, and nothing of the user level
+	// is in the record.
+	Users bool
+	// MaxUsers bounds the user entries of a team (UserOther aside); 0
+	// means DefaultMaxUsers, values above 65,536 are clamped.
+	MaxUsers int
+	// UserActive is how long after its latest request a user with
+	// nothing in flight or waiting still counts in its team's division (0
+	// means DefaultUserActive).
+	UserActive time.Duration
+	// UserIdle is how long after its latest request a user with nothing
+	// in flight or waiting is dropped with its usage (0 means
+	// DefaultUserIdle; never below UserActive).
+	UserIdle time.Duration
+}
+
+// Defaults of the user level's durations.
+const (
+	// DefaultUserActive is Config.UserActive when 0.
+	DefaultUserActive = 30 * time.Second
+	// DefaultUserIdle is Config.UserIdle when 0.
+	DefaultUserIdle = 10 * time.Minute
+)
+
+// cleanUserTimes maps Config.UserActive and UserIdle onto the durations
+// the pool applies.
+func cleanUserTimes(active, idle time.Duration) (time.Duration, time.Duration) {
+	if active <= 0 {
+		active = DefaultUserActive
+	}
+	if idle <= 0 {
+		idle = DefaultUserIdle
+	}
+	return active, max(idle, active)
 }
 
 // cleanTokens clamps a token count into [0, 2^40].
@@ -237,6 +283,7 @@ func (c Config) teams() []TeamConfig {
 		if l := cleanLimit(t.BorrowingLimit); l < 1 {
 			tc.BorrowingLimit = &l
 		}
+		tc.Users = cleanUserShares(t.Users)
 		out = append(out, tc)
 	}
 	return out
@@ -249,6 +296,8 @@ const (
 	fpKV
 	fpQueue
 	fpWork
+	fpUsers
+	fpUserShares
 )
 
 // Fingerprint returns a stable 64-bit hash (FNV-1a) of the configuration
@@ -303,6 +352,17 @@ func (c Config) Fingerprint() uint64 {
 			word(fpBorrowing)
 			word(math.Float64bits(*t.BorrowingLimit))
 		}
+		if c.Users && len(t.Users) > 0 {
+			word(fpUserShares)
+			word(uint64(len(t.Users)))
+			for _, u := range t.Users {
+				word(uint64(len(u.Name)))
+				for i := 0; i < len(u.Name); i++ {
+					h = (h ^ uint64(u.Name[i])) * prime
+				}
+				word(math.Float64bits(u.Share))
+			}
+		}
 	}
 	// So are the flow-control fields.
 	if kv := cleanTokens(c.KVTokens); kv != 0 {
@@ -319,6 +379,13 @@ func (c Config) Fingerprint() uint64 {
 		word(uint64(q))
 		word(uint64(tq))
 		word(uint64(mq))
+	}
+	if c.Users {
+		active, idle := cleanUserTimes(c.UserActive, c.UserIdle)
+		word(fpUsers)
+		word(uint64(cleanMaxUsers(c.MaxUsers)))
+		word(uint64(active))
+		word(uint64(idle))
 	}
 	return h
 }

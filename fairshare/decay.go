@@ -36,8 +36,13 @@ func (p *Pool) decayTo(t int64) {
 	}
 	if f := p.decayFactor(t - p.usageAt); f != 1 {
 		for i := range p.teams {
-			p.teams[i].usage *= f
-			p.teams[i].penalty *= f
+			e := &p.teams[i]
+			e.usage *= f
+			e.penalty *= f
+			for k := range e.users {
+				e.users[k].usage *= f
+				e.users[k].penalty *= f
+			}
 		}
 	}
 	if p.total[kindWork] > 0 {

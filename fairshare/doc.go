@@ -244,6 +244,24 @@
 // A Pool is not safe for concurrent use: the shared-data record's CAS
 // serialises the VMs.
 //
+// # Users within teams
+//
+// With Config.Users each team is divided among its users (Request.User),
+// Fair Tree's second level, by the rule that divides the pool among its
+// teams: the team's reserved sequences are apportioned among its active
+// users by share (TeamConfig.Users, 1 by default); a request of a user
+// below its portion is within share (0/1); one of a user at its portion
+// that finds a reserved sequence its teammates leave takes it "over"
+// (Grant.Over: counted as borrowing, never held, priority
+// OverBase + min(user rank, MaxOverRank)·OverRankStep + class, 2 to 9),
+// so a light user's next request is within share at once and, on an
+// engine that preempts running requests for waiting ones, preempts the
+// flooder's over request first; beyond that the request borrows as its
+// team does. The team's queue goes in its users' level-fairshare order.
+// Across teams nothing changes: the team's usage is its users' sum. At
+// most Config.MaxUsers user entries per team are kept, idle ones dropped
+// after Config.UserIdle. users.go states the rules.
+//
 // # One pool across several proxies
 //
 // When R proxies front the same engines, each decides against a Slice of

@@ -60,6 +60,9 @@ func (p *Pool) config() Config {
 	if c.Throughput > 0 {
 		c.ThroughputBurst = p.burst
 	}
+	if p.users {
+		c.Users, c.MaxUsers, c.UserActive, c.UserIdle = true, p.maxUsers, p.userActive, p.userIdle
+	}
 	for _, e := range p.teams[:p.configured] {
 		tc := TeamConfig{Name: e.name, Share: e.share, Weight: e.weight}
 		if e.lend < 1 {
@@ -68,6 +71,7 @@ func (p *Pool) config() Config {
 		if e.borrowLim < 1 {
 			tc.BorrowingLimit = Limit(e.borrowLim)
 		}
+		tc.Users = e.ushares
 		c.Teams = append(c.Teams, tc)
 	}
 	return c

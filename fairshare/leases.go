@@ -173,6 +173,13 @@ func (p *Pool) advance(t int64) {
 	}
 	p.expireWaits(p.now)
 	p.compact()
+	if p.users {
+		p.healUsers()
+		if p.now-p.swept >= int64(p.userIdle/8) {
+			p.swept = p.now
+			p.sweepUsers(p.now)
+		}
+	}
 	if p.total[kindWork] > 0 {
 		// Every test of within share reads the debts at the latest time
 		// seen: a team whose debt paid down is within share again with

@@ -39,6 +39,11 @@ type Pool struct {
 	maxQueueTime   time.Duration
 	batchAging     time.Duration // see Config.BatchAging (0: class before arrival)
 	burst          time.Duration // B, the work buckets' depth (see Config.ThroughputBurst; 0 without work)
+	users          bool          // the user level (Config.Users, users.go)
+	maxUsers       int           // Config.MaxUsers as applied (users)
+	userActive     time.Duration // Config.UserActive as applied (users)
+	userIdle       time.Duration // Config.UserIdle as applied (users)
+	swept          int64         // when this VM last swept idle users (not encoded)
 
 	now        int64  // latest time seen (unix ns); the record's stamp
 	usageAt    int64  // every entry's usage is decayed to this time
@@ -62,6 +67,10 @@ type Pool struct {
 	ranks  []int     // scratch: every entry's dense LF rank (queue.go)
 	sorted []int     // scratch: ranks of the sorted LF values
 	first  []int     // scratch: each entry's first waiting request in team order (queue.go)
+	ufirst []int     // scratch: each user's first waiting request, by ubase (users.go)
+	ulf    []float64 // scratch: level fairshare per user of one entry (users.go)
+	ubase  []int     // scratch: every entry's first index in uranks and ufirst
+	uranks []int     // scratch: every user's rank in its team (users.go)
 }
 
 // entry is one team of the pool (configured, draining or UnknownTeam).
@@ -89,6 +98,8 @@ type entry struct {
 	updated    bool
 	lastUpdate int64 // unix ns of the last usage change, if updated
 	phantoms   []phantomGroup
+	users      []user      // the team's users, sorted by name (users.go; nil without users)
+	ushares    []UserShare // configured user shares, sorted by name (TeamConfig.Users)
 }
 
 // phantomGroup counts phantoms of one team that expire together.
@@ -211,6 +222,10 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		e.share, e.weight, e.configured = tc.Share, tc.Weight, true
 		e.lend, e.borrowLim = cleanLimit(tc.LendingLimit), cleanLimit(tc.BorrowingLimit)
+		e.ushares = nil
+		if cfg.Users {
+			e.ushares = tc.Users
+		}
 		next = append(next, e)
 	}
 	configured := len(next)
@@ -228,6 +243,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		}
 		e := old[i]
 		e.share, e.res, e.configured = 0, amounts{}, false
+		e.ushares = nil
 		e.lent = amounts{}
 		e.lend, e.borrowLim = 1, 1
 		remap[i] = len(next)
@@ -258,7 +274,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 			next = append(next, unknownTeamEntry(p.epochs))
 			p.epochs++
 		}
-		p.waits[k].team = u
+		p.waits[k].team, p.waits[k].uplus = u, 0
 	}
 	for i := range next {
 		next[i].waiting = 0
@@ -320,6 +336,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 		p.rewindow(rt)
 	}
 	p.entryPenalty = cfg.EntryPenalty
+	p.configureUsers(cfg)
 	p.fp = cfg.Fingerprint()
 	p.reapportion()
 	if p.sliced && p.declared().has(kindWork) {

@@ -5,6 +5,8 @@ package fairshare
 // running request with the largest (priority, arrival_time)).
 //
 //	within share:  WithinShareBase + class                     0, 1
+//	over (users):  OverBase + min(user rank, MaxOverRank)·OverRankStep + class
+//	               2 to 9: a reserved sequence a teammate leaves (users.go)
 //	borrowing:     BorrowBase + min(rank, MaxRank)·RankStep + class
 //	               rank 0: 10, 11; rank 1: 20, 21; ... rank 9: 100, 101
 const (

@@ -35,6 +35,7 @@ type waiter struct {
 	tokens   int64   // KV tokens demanded (already clamped by p.tokens)
 	work     int64   // work demanded, cost units (already clamped by p.work)
 	estimate float64 // cost units (sanitized)
+	uplus    int32   // 1 + the index in the team's users (users.go), 0 for none
 }
 
 // demand is what w demands in every kind: one sequence, its tokens and
@@ -86,6 +87,11 @@ type Request struct {
 	// negative values fall back to Estimate; it is rounded to an integer
 	// and clamped into [0, 2^40]. Ignored without a work resource.
 	Work float64
+	// User is the request's user within its team (Config.Users,
+	// users.go): "" counts as UserNone; a name longer than MaxUserName is
+	// cut to it. Ignored without the user level, and for a team the
+	// configuration does not list.
+	User string
 }
 
 // Outcome is what Arrive did with a request.
@@ -153,6 +159,12 @@ type Waiting struct {
 	// Within is set when the request would now be within its team's
 	// share (it then goes without room).
 	Within bool
+	// Over is set when the request would now take a reserved sequence its
+	// teammates leave (users.go; it then goes without room).
+	Over bool
+	// User is the user the request waits as (users.go; "" without the
+	// user level).
+	User string
 }
 
 // DispatchStatus is what Dispatch found at the head of the queue.
@@ -255,28 +267,40 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	// The arrival is the record's time: a VM whose clock lags queues in
 	// the order the record saw it, and never behind a deadline already
 	// passed.
-	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, work: wk, estimate: est}
+	k := p.arrivingUser(i, r.User, p.now)
+	w := waiter{arrival: p.now, holder: r.Holder, id: r.ID, team: i, class: class, tokens: tok, work: wk, estimate: est,
+		uplus: int32(k + 1)}
 	d := w.demand()
-	fits := p.withinFits(i, d)
-	if (fits || p.withinRoom(p.usage(), i, d)) && !p.waitsBefore(&w) {
-		if fits {
-			return p.grantArrived(t, r, i, class, est, tok, wk, false, 0), Waiting{}, Granted
+	var st standing
+	if k < 0 && p.withinFits(i, d) {
+		st = stWithin // the common case, without the pool's usage
+	} else {
+		st = p.standingOf(p.usage(), i, k, d, p.now)
+	}
+	if st >= stWithinTok && !p.waitsBefore(&w, k >= 0) {
+		rank := 0
+		if st == stWithinTok {
+			rank = p.rank(i) // before the grant charges its penalty
 		}
-		rank := p.rank(i)
-		g := p.grantArrived(t, r, i, class, est, tok, wk, false, 0)
-		g.BorrowsTokens, g.Priority = true, borrowPriority(rank, class)
+		g := p.grantArrived(t, r, i, k, class, est, tok, wk, stWithin, 0)
+		if st == stWithinTok {
+			g.BorrowsTokens, g.Priority = true, borrowPriority(rank, class)
+		}
 		return g, Waiting{}, Granted
 	}
+	if st == stOver && !p.waitsBefore(&w, false) {
+		return p.grantArrived(t, r, i, k, class, est, tok, wk, stOver, 0), Waiting{}, Granted
+	}
 	if p.queueLimit == 0 {
-		return p.grantArrived(t, r, i, class, est, tok, wk, true, p.rank(i)), Waiting{}, Granted
+		return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, p.rank(i)), Waiting{}, Granted
 	}
 	ranks := p.rankAll()
 	u := p.usage()
 	if p.mayBorrow(i, d) && p.hasRoom(u, i, d) {
 		// Granted unless a waiting request that could go stands better.
-		k, within := p.head(u, ranks)
-		if k < 0 || p.better(&w, false, ranks, &p.waits[k], within) {
-			return p.grantArrived(t, r, i, class, est, tok, wk, true, ranks[i]), Waiting{}, Granted
+		h, hst := p.head(u, ranks)
+		if h < 0 || p.better(&w, stBorrow, ranks, &p.waits[h], hst) {
+			return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, ranks[i]), Waiting{}, Granted
 		}
 	}
 	out := Queued
@@ -290,7 +314,7 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	}
 	if shadow {
 		// Forwarded all the same: counted as a borrower granted now.
-		return p.grantArrived(t, r, i, class, est, tok, wk, true, ranks[i]), Waiting{}, out
+		return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, ranks[i]), Waiting{}, out
 	}
 	if out != Queued {
 		p.touch(r.Holder, t, p.holderTimeout > 0)
@@ -299,6 +323,9 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	h := p.touch(r.Holder, t, true)
 	p.holders[h].waits++
 	p.teams[i].waiting++
+	if k >= 0 {
+		p.teams[i].users[k].waiting++
+	}
 	lo, hi := 0, len(p.waits)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -308,14 +335,13 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 			hi = m
 		}
 	}
-	k := lo
-	p.waits = slices.Insert(p.waits, k, w)
-	return Grant{released: true}, p.describe(&p.waits[k], false), Queued
+	p.waits = slices.Insert(p.waits, lo, w)
+	return Grant{released: true}, p.describe(&p.waits[lo], stBorrow), Queued
 }
 
 // grantArrived grants a request of entry i on arrival.
-func (p *Pool) grantArrived(t int64, r Request, i int, class Class, est float64, tok, work int64, borrowing bool, rank int) Grant {
-	g := p.grant(t, r.Holder, i, class, est, tok, work, borrowing, rank)
+func (p *Pool) grantArrived(t int64, r Request, i, k int, class Class, est float64, tok, work int64, st standing, rank int) Grant {
+	g := p.grant(t, r.Holder, i, k, class, est, tok, work, st, rank)
 	g.ID = r.ID
 	return g
 }
@@ -362,22 +388,25 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 	t := now.UnixNano()
 	p.advance(t)
 	p.touch(holder, t, p.holderTimeout > 0)
-	k, within, st := p.next()
+	k, hst, st := p.next()
 	if st == Empty {
 		return Grant{released: true}, Waiting{}, Empty
 	}
 	w := p.waits[k]
-	desc := p.describe(&w, within)
+	desc := p.describe(&w, hst)
 	if st == Blocked {
 		return Grant{released: true}, desc, Blocked
 	}
 	if w.holder != holder {
 		return Grant{released: true}, desc, Elsewhere
 	}
-	fits := p.withinFits(w.team, w.demand())
 	p.removeWait(k)
-	g := p.grant(t, holder, w.team, w.class, w.estimate, w.tokens, w.work, !within, p.ranks[w.team])
-	if within && !fits {
+	gst := hst
+	if gst == stWithinTok {
+		gst = stWithin
+	}
+	g := p.grant(t, holder, w.team, w.user(), w.class, w.estimate, w.tokens, w.work, gst, p.ranks[w.team])
+	if hst == stWithinTok {
 		g.BorrowsTokens, g.Priority = true, borrowPriority(p.ranks[w.team], w.class)
 	}
 	g.ID, g.Arrived = w.id, w.arrival
@@ -396,73 +425,138 @@ func (p *Pool) Dispatch(now time.Time, holder uint32) (Grant, Waiting, DispatchS
 // Cost: O(teams·log teams + waiting).
 func (p *Pool) Next(now time.Time) (Waiting, DispatchStatus) {
 	p.advance(now.UnixNano())
-	k, within, st := p.next()
+	k, hst, st := p.next()
 	if st == Empty {
 		return Waiting{}, Empty
 	}
-	return p.describe(&p.waits[k], within), st
+	return p.describe(&p.waits[k], hst), st
 }
 
-// next finds the head: its index, whether it is within share now, and
-// Blocked or Elsewhere (Empty with k = -1 when nothing waits). p.ranks
-// holds every entry's rank afterwards.
-func (p *Pool) next() (k int, within bool, st DispatchStatus) {
+// next finds the head: its index, its standing now (within share, over
+// or borrowing), and Blocked or Elsewhere (Empty with k = -1 when nothing
+// waits). p.ranks holds every entry's rank afterwards.
+func (p *Pool) next() (k int, hst standing, st DispatchStatus) {
 	if len(p.waits) == 0 {
-		return -1, false, Empty
+		return -1, stBorrow, Empty
 	}
 	ranks := p.rankAll()
 	u := p.usage()
-	k, within = p.head(u, ranks)
+	k, hst = p.head(u, ranks)
 	if k < 0 {
 		// Every waiting team is held by its borrowing limit: report the
 		// best of them as blocked.
 		k = 0
 		for j := 1; j < len(p.waits); j++ {
-			if p.better(&p.waits[j], false, ranks, &p.waits[k], false) {
+			if p.better(&p.waits[j], stBorrow, ranks, &p.waits[k], stBorrow) {
 				k = j
 			}
 		}
-		return k, false, Blocked
+		return k, stBorrow, Blocked
 	}
 	w := &p.waits[k]
-	if within || p.hasRoom(u, w.team, w.demand()) {
-		return k, within, Elsewhere
+	if hst >= stOver || p.hasRoom(u, w.team, w.demand()) {
+		return k, hst, Elsewhere
 	}
-	return k, within, Blocked
+	return k, hst, Blocked
 }
 
 // head returns the index of the waiting request with the best standing
-// among those that could go (within share now, or of a team that may
-// borrow them and to which the other teams' lending limits leave a
-// sequence), and whether it is within share (-1 if none could go), given
-// u = p.usage(). Cost: O(waiting).
-func (p *Pool) head(u usage, ranks []int) (int, bool) {
+// among those that could go (within share or over now, or of a team that
+// may borrow them and to which the other teams' lending limits leave a
+// sequence), and its standing (-1 if none could go), given
+// u = p.usage(). Cost: O(waiting), O(waiting + users·log users) with
+// users.
+func (p *Pool) head(u usage, ranks []int) (int, standing) {
+	if p.users {
+		p.userRanks(p.now)
+	}
 	first := p.firstOfTeams()
-	best, bestWithin := -1, false
+	ufirst := p.firstOfUsers()
+	best, bestSt := -1, stBorrow
 	for k := range p.waits {
 		w := &p.waits[k]
-		d := w.demand()
-		within := first[w.team] == k && p.withinRoom(u, w.team, d)
-		if !within && (!p.mayBorrow(w.team, d) || !p.mayEverFit(u, w.team)) {
+		st := p.waiterStanding(u, k, first, ufirst)
+		if st < stOver && (!p.mayBorrow(w.team, w.demand()) || !p.mayEverFit(u, w.team)) {
 			continue
 		}
-		if best < 0 || p.better(w, within, ranks, &p.waits[best], bestWithin) {
-			best, bestWithin = k, within
+		if best < 0 || p.better(w, st, ranks, &p.waits[best], bestSt) {
+			best, bestSt = k, st
 		}
 	}
-	return best, bestWithin
+	return best, bestSt
 }
 
-// better reports whether a (within share now if aw) stands strictly
-// better than b (bw): the order of Dispatch.
-func (p *Pool) better(a *waiter, aw bool, ranks []int, b *waiter, bw bool) bool {
-	if aw != bw {
-		return aw
+// waiterStanding is the standing waiting request k would be granted as
+// now (first: every team's first waiting request in the team's order;
+// ufirst: every user's): without users, within share only as its team's
+// first; with users, within share only as its user's first and over
+// only as its team's first.
+func (p *Pool) waiterStanding(u usage, k int, first, ufirst []int) standing {
+	w := &p.waits[k]
+	d := w.demand()
+	tf := first[w.team] == k
+	if !p.users || w.user() < 0 {
+		if tf {
+			switch {
+			case p.withinFits(w.team, d):
+				return stWithin
+			case p.withinRoom(u, w.team, d):
+				return stWithinTok
+			}
+		}
+		return stBorrow
+	}
+	uf := ufirst[p.ubase[w.team]+w.user()] == k
+	if !uf && !tf {
+		return stBorrow
+	}
+	st := p.standingOf(u, w.team, w.user(), d, p.now)
+	if st >= stWithinTok && !uf {
+		st = stBorrow
+		if p.overFits(w.team, d) {
+			st = stOver
+		}
+	}
+	if st == stOver && !tf {
+		st = stBorrow
+	}
+	return st
+}
+
+// class is the order of standings in the queue: within share (with or
+// without borrowed tokens) first, then over, then borrowing.
+func (s standing) class() int {
+	switch s {
+	case stWithin, stWithinTok:
+		return 2
+	case stOver:
+		return 1
+	}
+	return 0
+}
+
+// better reports whether a (of standing as now) stands strictly better
+// than b (bs): the order of Dispatch.
+func (p *Pool) better(a *waiter, as standing, ranks []int, b *waiter, bs standing) bool {
+	if ca, cb := as.class(), bs.class(); ca != cb {
+		return ca > cb
 	}
 	if ra, rb := ranks[a.team], ranks[b.team]; ra != rb {
 		return ra < rb
 	}
-	return p.compareInTeam(a, b) < 0
+	return p.compareTeamOrder(a, b) < 0
+}
+
+// compareTeamOrder is the team's order of its waiting requests: with
+// users, the user's rank first (p.uranks, userRanks), then compareInTeam.
+func (p *Pool) compareTeamOrder(a, b *waiter) int {
+	if p.users && a.team == b.team && a.uplus > 0 && b.uplus > 0 && a.uplus != b.uplus {
+		base := p.ubase[a.team]
+		if c := cmp.Compare(p.uranks[base+a.user()], p.uranks[base+b.user()]); c != 0 {
+			return c
+		}
+	}
+	return p.compareInTeam(a, b)
 }
 
 // compareInTeam orders waiting requests of one standing (steps 3 to 5 of
@@ -494,8 +588,9 @@ func (p *Pool) aged(w *waiter) int64 {
 }
 
 // firstOfTeams returns, for every entry, the index of its first waiting
-// request in the team's order (compareInTeam), -1 for none. Cost:
-// O(teams + waiting), no allocation once the scratch has grown.
+// request in the team's order (compareTeamOrder; with users p.uranks must
+// be current), -1 for none. Cost: O(teams + waiting), no allocation once
+// the scratch has grown.
 func (p *Pool) firstOfTeams() []int {
 	n := len(p.teams)
 	if cap(p.first) < n {
@@ -507,7 +602,7 @@ func (p *Pool) firstOfTeams() []int {
 	}
 	for k := range p.waits {
 		w := &p.waits[k]
-		if f := first[w.team]; f < 0 || p.compareInTeam(w, &p.waits[f]) < 0 {
+		if f := first[w.team]; f < 0 || p.compareTeamOrder(w, &p.waits[f]) < 0 {
 			first[w.team] = k
 		}
 	}
@@ -515,15 +610,54 @@ func (p *Pool) firstOfTeams() []int {
 	return first
 }
 
-// waitsBefore reports whether a request of w's team that stands before w
-// in the team's order waits (w itself is not in the queue). Cost: O(1)
-// when the team has nothing waiting, else O(waiting).
-func (p *Pool) waitsBefore(w *waiter) bool {
+// firstOfUsers returns, with users, for every user (by p.ubase, which
+// userRanks sets) the index of its first waiting request in its team's
+// order, -1 for none; nil without users. Cost: O(users + waiting).
+func (p *Pool) firstOfUsers() []int {
+	if !p.users {
+		return nil
+	}
+	n := p.ubase[len(p.teams)]
+	if cap(p.ufirst) < n {
+		p.ufirst = make([]int, n, n+16)
+	}
+	uf := p.ufirst[:n]
+	for i := range uf {
+		uf[i] = -1
+	}
+	for k := range p.waits {
+		w := &p.waits[k]
+		if w.uplus == 0 {
+			continue
+		}
+		x := p.ubase[w.team] + w.user()
+		if f := uf[x]; f < 0 || p.compareInTeam(w, &p.waits[f]) < 0 {
+			uf[x] = k
+		}
+	}
+	p.ufirst = uf
+	return uf
+}
+
+// waitsBefore reports whether a request that stands before w waits (w
+// itself is not in the queue): with user set, a request of w's user
+// before it in the team's order (a within-share request of a user waits
+// behind its own requests only); else a request of its team before it in
+// the team's order. Cost: O(1) when the team has nothing waiting, else
+// O(waiting), O(waiting + users·log users) with users.
+func (p *Pool) waitsBefore(w *waiter, user bool) bool {
 	if p.teams[w.team].waiting == 0 {
 		return false
 	}
+	if p.users {
+		p.userRanks(p.now)
+	}
 	for k := range p.waits {
-		if o := &p.waits[k]; o.team == w.team && p.compareInTeam(o, w) < 0 {
+		o := &p.waits[k]
+		if o.team != w.team || user && o.uplus != w.uplus {
+			continue
+		}
+		if p.compareTeamOrder(o, w) < 0 {
 			return true
 		}
 	}
@@ -553,9 +687,14 @@ func (p *Pool) rankAll() []int {
 }
 
 // describe returns the Waiting of w.
-func (p *Pool) describe(w *waiter, within bool) Waiting {
-	return Waiting{Holder: w.holder, ID: w.id, Team: p.teams[w.team].name, Class: w.class, Arrived: w.arrival,
-		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Work: w.work, Estimate: w.estimate, Within: within}
+func (p *Pool) describe(w *waiter, st standing) Waiting {
+	d := Waiting{Holder: w.holder, ID: w.id, Team: p.teams[w.team].name, Class: w.class, Arrived: w.arrival,
+		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Work: w.work, Estimate: w.estimate,
+		Within: st >= stWithinTok, Over: st == stOver}
+	if k := w.user(); k >= 0 && k < len(p.teams[w.team].users) {
+		d.User = p.teams[w.team].users[k].name
+	}
+	return d
 }
 
 // deadline returns the deadline of a request that arrived at a.
@@ -652,6 +791,7 @@ func (p *Pool) removeWait(k int) {
 	w := p.waits[k]
 	p.waits = slices.Delete(p.waits, k, k+1)
 	p.teams[w.team].waiting--
+	p.userUnwait(&w)
 	if h := p.findHolder(w.holder); h >= 0 {
 		p.holders[h].waits--
 		if p.holderTimeout == 0 && p.holders[h].idle() {
@@ -667,6 +807,7 @@ func (p *Pool) dropWaits(id uint32) {
 	for _, w := range p.waits {
 		if w.holder == id {
 			p.teams[w.team].waiting--
+			p.userUnwait(&w)
 			continue
 		}
 		kept = append(kept, w)
@@ -688,6 +829,7 @@ func (p *Pool) expireWaits(t int64) {
 	for n < len(p.waits) && p.deadline(p.waits[n].arrival) <= t {
 		w := &p.waits[n]
 		p.teams[w.team].waiting--
+		p.userUnwait(w)
 		if h := p.findHolder(w.holder); h >= 0 {
 			p.holders[h].waits--
 		}

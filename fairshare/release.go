@@ -87,6 +87,9 @@ func (p *Pool) Release(now time.Time, g *Grant, consumed float64) bool {
 	}
 	e.usage = min(e.usage+sanitizeAmount(consumed), maxUsage)
 	e.updated, e.lastUpdate = true, max(t, p.usageAt)
+	if current {
+		p.releaseUser(i, g, residual, sanitizeAmount(consumed))
+	}
 	if current && g.Work > 0 && p.total[kindWork] > 0 {
 		// The debt was paid down to now (decayTo above): it now owes
 		// what the request cost rather than its estimate.

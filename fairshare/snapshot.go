@@ -83,6 +83,15 @@ type TeamStat struct {
 	// OldestWait is how long the team's oldest waiting request has waited
 	// (0 when none waits).
 	OldestWait time.Duration
+	// Over counts the requests of Borrowing that took reserved sequences
+	// their teammates left (users.go; 0 without the user level).
+	Over int
+	// Users are the team's user entries by standing, best first (rank,
+	// then larger usage, then name), with Config.Users; nil without.
+	Users []UserStat
+	// ActiveUsers counts the users of Users that count in the team's
+	// division now.
+	ActiveUsers int
 }
 
 // Snapshot returns the state of every team entry at now, in a stable
@@ -133,6 +142,13 @@ func (p *Pool) Snapshot(now time.Time) []TeamStat {
 		}
 		if e.updated {
 			s.LastUpdate = time.Unix(0, e.lastUpdate)
+		}
+		s.Over = int(p.overOf(i))
+		s.Users = p.userStats(i, t)
+		for _, u := range s.Users {
+			if u.Active {
+				s.ActiveUsers++
+			}
 		}
 		out[i] = s
 	}

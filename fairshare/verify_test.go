@@ -257,6 +257,9 @@ func check(p *Pool) error {
 			return fmt.Errorf("holder %d: waits %d, queue has %d", h.id, h.waits, holderWaits[h.id])
 		}
 	}
+	if err := checkUsers(p); err != nil {
+		return err
+	}
 	// Rank order agrees with LF order.
 	lf := append([]float64(nil), p.levelFairshares()...)
 	for i := range lf {
@@ -312,7 +315,11 @@ func dump(p *Pool) string {
 		p.name, p.fp, p.total, p.live, p.sliced, p.halfLife, p.holderTimeout, p.requestTimeout,
 		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
 	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v burst=%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime, p.burst)
+	fmt.Fprintf(&b, "users=%v max=%d active=%v idle=%v\n", p.users, p.maxUsers, p.userActive, p.userIdle)
 	for _, e := range p.teams {
+		if len(e.users)+len(e.ushares) > 0 {
+			fmt.Fprintf(&b, "  %q ushares=%v users=%+v\n", e.name, e.ushares, e.users)
+		}
 		fmt.Fprintf(&b, "  %q epoch=%d share=%v w=%v conf=%v est=%v use=%v pen=%v debt=%v upd=%v@%d groups=%v\n",
 			e.name, e.epoch, e.share, e.weight, e.configured, e.estimate, e.usage, e.penalty, e.debt, e.updated, e.lastUpdate, e.phantoms)
 		fmt.Fprintf(&b, "    res=%v lent=%v lend=%v keep=%v borrowLim=%v lim=%v in=%v/%v ph=%v/%v waiting=%d\n",
@@ -325,4 +332,56 @@ func dump(p *Pool) string {
 		fmt.Fprintf(&b, "  wait %+v\n", w)
 	}
 	return b.String()
+}
+
+// checkUsers checks the invariants of the user level (users.go).
+func checkUsers(p *Pool) error {
+	for i := range p.teams {
+		e := &p.teams[i]
+		if !p.users && (len(e.users) > 0 || len(e.ushares) > 0) {
+			return fmt.Errorf("entry %q: users without the user level", e.name)
+		}
+		if len(e.users) > 0 && e.name == UnknownTeam {
+			return fmt.Errorf("UnknownTeam has users")
+		}
+		if p.users && p.userEntries(e) > p.maxUsers {
+			return fmt.Errorf("entry %q: %d users > %d", e.name, p.userEntries(e), p.maxUsers)
+		}
+		var within, out int64
+		for k := range e.users {
+			u := &e.users[k]
+			if k > 0 && u.name <= e.users[k-1].name {
+				return fmt.Errorf("entry %q: users out of order at %d", e.name, k)
+			}
+			if u.name == "" || len(u.name) > MaxUserName || u.within < 0 || u.over < 0 || u.borrow < 0 || u.waiting < 0 ||
+				!(u.usage >= 0 && u.usage <= maxUsage) || !(u.penalty >= 0 && u.penalty <= maxUsage) || u.seen > p.now {
+				return fmt.Errorf("entry %q: bad user %+v", e.name, *u)
+			}
+			if u.share != e.userShare(u.name) {
+				return fmt.Errorf("entry %q: user %q share %v, configured %v", e.name, u.name, u.share, e.userShare(u.name))
+			}
+			within += u.within
+			out += u.over + u.borrow
+			n := int64(0)
+			for _, w := range p.waits {
+				if w.team == i && w.user() == k {
+					n++
+				}
+			}
+			if n != u.waiting {
+				return fmt.Errorf("entry %q: user %q waiting %d, queue has %d", e.name, u.name, u.waiting, n)
+			}
+		}
+		// A user's counts are never more than its team's (healUsers).
+		if within > e.within[kindSeq]+e.pWithin[kindSeq] || out > e.borrowing[kindSeq]+e.pBorrowing[kindSeq] {
+			return fmt.Errorf("entry %q: users count %d within, %d over or borrowing; team %v+%v within, %v+%v borrowing",
+				e.name, within, out, e.within, e.pWithin, e.borrowing, e.pBorrowing)
+		}
+	}
+	for _, w := range p.waits {
+		if w.uplus < 0 || int(w.uplus) > len(p.teams[w.team].users) || !p.users && w.uplus != 0 {
+			return fmt.Errorf("waiting %+v: bad user", w)
+		}
+	}
+	return nil
 }

@@ -55,8 +55,9 @@ import (
 // none has a peak, the configured throughput. A counter that went down
 // (the engine restarted) gives no rate; a rate that is not a number,
 // negative or above 2^40 is ignored with one warning per engine. A read
-// never turns the work resource on (SetThroughput), and with the cluster
-// block X stays as configured (no agreement rule for it across the fleet
+// never turns the work resource on (SetThroughput). With the cluster
+// block a pool cannot declare throughput and capacity_from together
+// (checkFleet: no agreement rule for the work resource across the fleet
 // yet).
 //
 // An engine whose read fails counts for nothing from that round on (the

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestParseExample(t *testing.T) {
 		t.Fatalf("pool = %+v", p)
 	}
 	for i := range want {
-		if p.teams[i] != want[i] {
+		if !reflect.DeepEqual(p.teams[i], want[i]) {
 			t.Errorf("team %d = %+v, want %+v", i, p.teams[i], want[i])
 		}
 	}

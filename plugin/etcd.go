@@ -37,7 +37,25 @@ func prefixEnd(p string) string {
 }
 
 // appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte { return strconv.AppendQuote(b, s) }
+func appendJSONString(b []byte, s string) []byte {
+	// JSON's escapes, not Go's (strconv.Quote writes \x1f and \U0001f600,
+	// which JSON does not have): quote and backslash escaped, control
+	// bytes as \u00XX (a user's usage key carries 0x1f,
+	// fairshare.UserKey), every other byte as it is.
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
 
 func leaseGrantBody(ttlSeconds int64) []byte {
 	return []byte(`{"TTL":` + strconv.FormatInt(ttlSeconds, 10) + `}`)

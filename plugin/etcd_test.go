@@ -4,12 +4,15 @@ package plugin
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
+	"github.com/tidwall/gjson"
 )
 
 func postEtcd(t *testing.T, base, path string, body []byte) []byte {
@@ -98,4 +101,60 @@ func TestMemberCodec(t *testing.T) {
 
 func fairshareSlice(c int, k int64, r []int, rt []int64) fairshare.Slice {
 	return fairshare.Slice{Capacity: c, KVTokens: k, Reserved: r, ReservedTokens: rt}
+}
+
+// TestUsageJSON: the usage object the cluster writes is JSON that the
+// plugin's parser reads back, whatever bytes its keys carry: a user's key
+// (fairshare.UserKey, with its 0x1f separator), quotes, backslashes,
+// control bytes and non-ASCII names.
+func TestUsageJSON(t *testing.T) {
+	in := map[string]float64{
+		"search":                             1.5,
+		fairshare.UserKey("search", "ann"):   0.25,
+		fairshare.UserKey("search", `a"b\c`): 3,
+		"tab\tteam\x00":                      4,
+		"équipe-😀":                           5e-300,
+	}
+	b := appendUsage(nil, in)
+	if !gjson.ValidBytes(b) {
+		t.Fatalf("usage %q is not JSON", b)
+	}
+	if out := parseUsage(gjson.ParseBytes(b)); !maps.Equal(in, out) {
+		t.Fatalf("parsed %v, want %v", out, in)
+	}
+}
+
+// TestClusterUsersSynced: a replica publishes the syncedUsers heaviest
+// users of every team (ties to the smaller key), so the usage key it
+// writes at every sync stays bounded whatever the number of users: for
+// three teams of 256 users with 10-byte names, the 32 heaviest of each,
+// about 45 bytes per user.
+func TestClusterUsersSynced(t *testing.T) {
+	u := map[string]float64{"search": 100, "b": 5}
+	for _, team := range []string{"search", "b", "c"} {
+		for k := range 256 {
+			u[fairshare.UserKey(team, fmt.Sprintf("user-%05d", k))] = float64(k%100) + 0.123456789
+		}
+	}
+	top := topUsers(u, syncedUsers)
+	if len(top) != 3*syncedUsers {
+		t.Fatalf("%d users published, want %d", len(top), 3*syncedUsers)
+	}
+	for k, x := range top {
+		team, _, ok := fairshare.SplitUserKey(k)
+		if !ok {
+			t.Fatalf("team key %q published as a user", k)
+		}
+		// Every user left out of the team's is not heavier than one kept.
+		for k2, x2 := range u {
+			if t2, _, ok := fairshare.SplitUserKey(k2); ok && t2 == team && !hasKey(top, k2) && x2 > x {
+				t.Fatalf("%q (%v) kept over %q (%v)", k, x, k2, x2)
+			}
+		}
+	}
+	b := appendUsage(nil, top)
+	t.Logf("usage key of 3 × %d users: %d bytes (%.1f per user)", syncedUsers, len(b), float64(len(b))/float64(len(top)))
+	if len(b) > 45*len(top)+2 {
+		t.Fatalf("usage key of %d bytes, want at most 45 per user", len(b))
+	}
 }

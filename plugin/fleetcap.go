@@ -383,6 +383,14 @@ func checkFleet(ps *problems, c *config) {
 		if cf == nil {
 			continue
 		}
+		if c.pools[i].throughput > 0 {
+			// A fleet pool's record is configured with fleetCeilingC
+			// sequences, and a slice's work follows its sequences as a
+			// fraction of the record's (fairshare/slice.go): the work of
+			// every slice would round to nothing.
+			ps.add("pools["+strconv.Itoa(i)+"].throughput",
+				"cannot be declared with capacity_from under the cluster block: the replicas agree on the engines' sequences and KV tokens, not on a work reservation's slices (declare throughput without capacity_from, or drop throughput)")
+		}
 		if need := cf.interval + c.cluster.syncInterval; cf.expire < need {
 			ps.add("pools["+strconv.Itoa(i)+"].capacity_from.expire",
 				"must be at least interval + cluster.sync_interval (%s) with the cluster block: a replica's reading reaches the others one sync later, got %s (by default 3 × interval)", need, cf.expire)

@@ -194,4 +194,11 @@ func TestFleetConfig(t *testing.T) {
 			t.Errorf("parse(%s) = %v, want %q", s, err, want)
 		}
 	}
+	// A work reservation is not carried by the fleet's agreement: refused
+	// with its field path, not decided against a slice of no work.
+	s := strings.Replace(cfg(""), `"capacity": 4,`, `"capacity": 4, "throughput": 5000,`, 1)
+	want := "pools[0].throughput: cannot be declared with capacity_from under the cluster block"
+	if _, err := parse([]byte(s)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("parse(%s) = %v, want %q", s, err, want)
+	}
 }
