@@ -42,6 +42,17 @@ type CapacityReporter interface {
 	Ledger() (inFlight int, prompt, completion int64)
 }
 
+// UserCounter is a CapacityReporter that can divide its teams among
+// their users (the plugin's user_header): it also says what its user
+// entries still count once the run is over.
+type UserCounter interface {
+	// UserLedger returns the requests the gateway's user entries count
+	// in flight (within share, over, borrowing) or waiting, summed over
+	// every team's users, and whether the gateway divides its teams
+	// among users at all (false: the count means nothing).
+	UserLedger() (inFlight int, on bool)
+}
+
 // CapacitySample is the C a gateway decided against at a time, and the
 // C of the engines then.
 type CapacitySample struct {
@@ -60,13 +71,25 @@ type Ledger struct {
 	// finished requests' responses (prompt and completion).
 	ChargedPrompt, ChargedCompletion   int64
 	ReportedPrompt, ReportedCompletion int64
+	// Users reports whether the gateway divides its teams among users
+	// (a UserCounter with the user level on); UsersInFlight are then the
+	// requests its user entries count in flight or waiting at the end
+	// (every request counts at one user, UserNone for one naming none).
+	Users         bool
+	UsersInFlight int
 }
 
-// Lost is the requests counted in flight beyond those still open, plus the tokens charged and not
-// reported, or reported and not charged: 0 when nothing is lost.
+// Lost is the requests counted in flight beyond those still open (by
+// the teams, and by the users when the gateway has them), plus the
+// tokens charged and not reported, or reported and not charged: 0 when
+// nothing is lost.
 func (l *Ledger) Lost() int64 {
 	abs := func(x int64) int64 { return max(x, -x) }
-	return abs(int64(l.InFlight-l.Open)) + abs(l.ChargedPrompt-l.ReportedPrompt) + abs(l.ChargedCompletion-l.ReportedCompletion)
+	n := abs(int64(l.InFlight-l.Open)) + abs(l.ChargedPrompt-l.ReportedPrompt) + abs(l.ChargedCompletion-l.ReportedCompletion)
+	if l.Users {
+		n += abs(int64(l.UsersInFlight - l.Open))
+	}
+	return n
 }
 
 // EngineReplicas implements EngineView.
@@ -110,6 +133,9 @@ func (r *runner) ledger() *Ledger {
 	}
 	l := &Ledger{Open: r.open}
 	l.InFlight, l.ChargedPrompt, l.ChargedCompletion = cr.Ledger()
+	if uc, ok := r.gw.(UserCounter); ok {
+		l.UsersInFlight, l.Users = uc.UserLedger()
+	}
 	for _, q := range r.reqs {
 		if q.Finished > 0 {
 			l.ReportedPrompt += int64(q.Prompt)

@@ -220,9 +220,17 @@ func (rep *Report) writeUsers(b *strings.Builder, mode string, rs []*Result) {
 	}
 	b.WriteString("#### What the plugin counted at the end\n\n")
 	header(b, []string{"measure"}, ledgers)
-	fmt.Fprintf(b, "| requests left counted at the end |")
+	fmt.Fprintf(b, "| requests left counted at the end, by the teams |")
 	for _, r := range ledgers {
 		fmt.Fprintf(b, " %d |", r.Ledger.InFlight-r.Ledger.Open)
+	}
+	fmt.Fprintf(b, "\n| requests left counted at the end, by the users |")
+	for _, r := range ledgers {
+		if r.Ledger.Users {
+			fmt.Fprintf(b, " %d |", r.Ledger.UsersInFlight-r.Ledger.Open)
+		} else {
+			b.WriteString(" — (no users) |")
+		}
 	}
 	b.WriteString("\n| tokens charged − reported (prompt, completion) |")
 	for _, r := range ledgers {

@@ -204,7 +204,7 @@ func TestUsersTargets(t *testing.T) {
 	s := usersScenario()
 	s.Targets = Targets{UsersLightP99VsAlone: &Bound{AtMost: &one2}, UsersTeamShareVsFlat: &Bound{AtMost: &one}, UsersNothingLost: &Bound{AtMost: &zero}}
 	plug := usersResult("plugin", 0.50, 0.030, 0.050)
-	plug.Ledger = &Ledger{InFlight: 1, Open: 0, ChargedPrompt: 10, ReportedPrompt: 10, ChargedCompletion: 7, ReportedCompletion: 9}
+	plug.Ledger = &Ledger{InFlight: 1, Open: 0, ChargedPrompt: 10, ReportedPrompt: 10, ChargedCompletion: 7, ReportedCompletion: 9, Users: true, UsersInFlight: 2}
 	flat := usersResult(NoUsersColumn, 0.515, 2, 3)
 	alone := usersResult("fcfs", 1, 0.030, 0.040)
 	rep := &Report{Scenario: s, Modes: []string{ModeVLLM},
@@ -231,9 +231,9 @@ func TestUsersTargets(t *testing.T) {
 	check("plugin", UsersTargets(rep, ModeVLLM, "plugin"), map[string]want{
 		p99:   {1.25, false, "`a/bob`"}, // bob 50 ms / 40 ms beats ann's 1.0
 		share: {1.5, false, "`a`"},
-		lost:  {3, false, ""}, // one request left counted, two completion tokens not charged
+		lost:  {5, false, ""}, // one request left counted by team a, two by its users, two completion tokens not charged
 	})
-	plug.Ledger = &Ledger{ChargedPrompt: 10, ReportedPrompt: 10}
+	plug.Ledger = &Ledger{ChargedPrompt: 10, ReportedPrompt: 10, UsersInFlight: 4} // users off: their count means nothing
 	plug.Teams[0].ServiceShare = 0.51
 	plug.Users[1].Class[Interactive].TTFTp99 = 44 * time.Millisecond
 	check("plugin, within bounds", UsersTargets(rep, ModeVLLM, "plugin"), map[string]want{
@@ -259,9 +259,12 @@ func TestUsersTargets(t *testing.T) {
 func TestWriteUsers(t *testing.T) {
 	s := usersScenario()
 	plug := usersResult("plugin", 0.5, 0.030, 0.050)
-	plug.Ledger = &Ledger{InFlight: 2, Open: 1, ChargedPrompt: 12, ReportedPrompt: 10, ChargedCompletion: 9, ReportedCompletion: 9}
+	plug.Ledger = &Ledger{InFlight: 2, Open: 1, ChargedPrompt: 12, ReportedPrompt: 10, ChargedCompletion: 9, ReportedCompletion: 9, Users: true, UsersInFlight: 1}
+	flatLedger := *plug.Ledger
+	flatLedger.Users = false
 	plug.Users[0].TeamShare = 0.125
 	flat := usersResult(NoUsersColumn, 0.515, 2, 3)
+	flat.Ledger = &flatLedger
 	rep := &Report{Scenario: s, Modes: []string{ModeVLLM},
 		Results:    map[string][]*Result{ModeVLLM: {usersResult("fcfs", 0.4, 4, 5), plug}},
 		Ablations:  map[string][]*Result{ModeVLLM: {fakeResult("plugin-noflow", 100, 0, 1, 1), flat}},
@@ -275,8 +278,10 @@ func TestWriteUsers(t *testing.T) {
 		"| a | script | — | — | — | | |",
 		"| a | ann | 0.000 | 0.125 | 0.000 |",
 		"| a | (team, of all service) | 0.400 | 0.500 | 0.515 |",
-		"| requests left counted at the end | 1 |",
-		"| tokens charged − reported (prompt, completion) | 2, 0 |",
+		"| measure | plugin | plugin-nousers |",
+		"| requests left counted at the end, by the teams | 1 | 1 |",
+		"| requests left counted at the end, by the users | 0 | — (no users) |",
+		"| tokens charged − reported (prompt, completion) | 2, 0 | 2, 0 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("users tables:\n%s\nwant a line %q", out, want)

@@ -145,6 +145,46 @@ func (g *Gateway) Ledger() (inFlight int, prompt, completion int64) {
 	return hostLedger(g.h, g.clock.Now())
 }
 
+// UserLedger implements fairbench.UserCounter: the requests the
+// record's user entries count in flight or waiting, summed over the
+// teams (and the proxies), and whether the configuration has
+// user_header.
+func (g *Gateway) UserLedger() (inFlight int, on bool) {
+	on = !g.opt.NoUsers && g.s.HasUsers()
+	if g.cl != nil {
+		g.sync()
+		for i, h := range g.cl.hs {
+			inFlight += hostUsers(h, g.cl.clocks[i].Now())
+		}
+		return inFlight, on
+	}
+	if g.h == nil {
+		return 0, on
+	}
+	g.sync()
+	return hostUsers(g.h, g.clock.Now()), on
+}
+
+// hostUsers is what one host's user entries count in flight or waiting
+// at now, its clock's time.
+func hostUsers(h *host.Host, now time.Time) int {
+	v, _, ok := h.SharedData(recordKey())
+	if !ok {
+		return 0
+	}
+	p := new(fairshare.Pool)
+	if p.UnmarshalBinary(v) != nil {
+		return 0
+	}
+	n := 0
+	for _, st := range p.Snapshot(now) {
+		for _, u := range st.Users {
+			n += u.Within + u.Over + u.Borrowing + u.Waiting
+		}
+	}
+	return n
+}
+
 // hostLedger is one host's ledger (Gateway.Ledger) at now, its clock's
 // time.
 func hostLedger(h *host.Host, now time.Time) (inFlight int, prompt, completion int64) {
