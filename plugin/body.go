@@ -37,6 +37,10 @@ type request struct {
 	stream  bool
 	// includeUsage: the client asked for stream_options.include_usage.
 	includeUsage bool
+	// user is the span of the body's last top-level "user" member
+	// (userSet), read only with user_from_body (users.go).
+	user    span
+	userSet bool
 
 	// Where rewrite and strip edit, found by the same pass.
 	open       int   // index of the object's '{'
@@ -152,6 +156,8 @@ func inspect(body []byte, defaultMaxTokens int, pooling bool) (r request, ok boo
 		case "stream_options":
 			r.includeUsage = includeUsage(raw)
 			r.options.add(span{k, at, end})
+		case bodyUser:
+			r.user, r.userSet = span{k, at, end}, true
 		}
 	})
 	if !ok {

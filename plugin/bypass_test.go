@@ -96,6 +96,10 @@ type bypassCase struct {
 
 func team(t string) [][2]string { return [][2]string{{"x-team", t}} }
 
+// usersBypassConfig is bypassConfig's pool with the user level on.
+const usersBypassConfig = `{"user_header":"x-user","default_max_tokens":16,
+ "pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.5},"b":{"share":0.25}}}]}`
+
 func bypassCases() []bypassCase {
 	const chatBody = `{"model":"m","messages":[{"role":"user","content":"hi"}],"priority":-1000}`
 	big := strings.Repeat("x", 400_000)
@@ -178,6 +182,13 @@ func bypassCases() []bypassCase {
 		{name: "two team headers", path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-team", "b"}}, chunks: []string{chatBody}, want: refused, status: 400},
 		{name: "team header with two values", path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "b, a"}}, chunks: []string{chatBody}, want: refused, status: 400},
 		{name: "two class headers", path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-request-class", "batch"}, {"X-Request-Class", "interactive"}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "user header", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", "alice"}}, chunks: []string{chatBody}, want: decided, prio: 0},
+		{name: "two user headers", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", "alice"}, {"X-User", "bob"}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "user header with two values", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", "bob, alice"}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "user header too long", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", strings.Repeat("u", 65)}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "user header with a space", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", "al ice"}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "user header beyond ASCII", config: usersBypassConfig, path: "/v1/chat/completions", hdrs: [][2]string{{"x-team", "a"}, {"x-user", "é"}}, chunks: []string{chatBody}, want: refused, status: 400},
+		{name: "body user not opted in", config: usersBypassConfig, path: "/v1/chat/completions", chunks: []string{`{"model":"m","messages":[],"user":"` + strings.Repeat("u", 65) + `","priority":-1000}`}, want: decided, prio: 0},
 
 		// The body read as vLLM reads it.
 		{name: "duplicate priority keys", path: "/v1/chat/completions", chunks: []string{`{"priority":-1,"model":"m","messages":[],"priority":-1000}`}, want: decided, prio: 0},

@@ -64,6 +64,9 @@ func (c *config) summary() string {
 			}
 			fmt.Fprintf(&b, ", throughput %d cost units/s (burst %s)", p.throughput, burst)
 		}
+		if c.userHeader != "" {
+			fmt.Fprintf(&b, ", users max %d (active %s, idle %s)", p.maxUsers, p.userActive, p.userIdle)
+		}
 		b.WriteString(", teams ")
 		for j, t := range p.teams {
 			if j > 0 {
@@ -81,6 +84,12 @@ func (c *config) summary() string {
 		b.WriteString("; flow control off (queue_limit 0: borrowers go to the engine at once)")
 	} else {
 		b.WriteString("; flow control off (max_queue_time 0s: borrowers go to the engine at once)")
+	}
+	if c.userHeader != "" {
+		b.WriteString("; users within teams from " + c.userHeader)
+		if c.userFromBody {
+			b.WriteString(" (or the body's \"user\" without it)")
+		}
 	}
 	if c.shadow {
 		b.WriteString("; mode shadow: decided and reported, every request forwarded as sent (nothing held or refused for fairness)")

@@ -121,6 +121,27 @@ const (
 	// DefaultShadowStripPriority is shadow_strip_priority: in shadow mode
 	// a client's priority is left in the body unless the operator opts in.
 	DefaultShadowStripPriority = false
+	// DefaultUserHeader is user_header, the request header naming the
+	// user within its team: "" turns the user level off (users.go).
+	DefaultUserHeader = ""
+	// DefaultUserFromBody is user_from_body: without it a request that
+	// names no user in user_header counts as fairshare.UserNone, whatever
+	// its body's "user" says.
+	DefaultUserFromBody = false
+	// DefaultStatusUsers is status_users: the users per team the status
+	// endpoint lists, best standing first.
+	DefaultStatusUsers = 10
+	// DefaultMaxUsers bounds the user entries of a team (a pool's
+	// max_users; fairshare.Config.MaxUsers).
+	DefaultMaxUsers = fairshare.DefaultMaxUsers
+	// DefaultUserActive is a pool's user_active: how long after its
+	// latest request a user still counts in its team's division
+	// (fairshare.Config.UserActive).
+	DefaultUserActive = fairshare.DefaultUserActive
+	// DefaultUserIdle is a pool's user_idle: how long after its latest
+	// request an idle user is dropped with its usage
+	// (fairshare.Config.UserIdle).
+	DefaultUserIdle = fairshare.DefaultUserIdle
 )
 
 // The modes.
@@ -211,7 +232,14 @@ type config struct {
 	// cluster, when set, shares every pool with the other proxies that
 	// sync through the same etcd (cluster.go).
 	cluster *clusterConfig
-	pools   []poolConfig
+	// userHeader names the user within its team ("": the user level is
+	// off, users.go); userFromBody takes the body's "user" of a request
+	// without one; statusUsers is how many users per team the status
+	// lists.
+	userHeader   string
+	userFromBody bool
+	statusUsers  int
+	pools        []poolConfig
 }
 
 // costWeights are the cost units of one token of each kind.
@@ -239,6 +267,11 @@ type poolConfig struct {
 	capFrom *capacityFrom
 	// spillTo are the fallback pools (spill_to, spill.go), in order.
 	spillTo []string
+	// maxUsers, userActive and userIdle bound the user level
+	// (fairshare.Config.MaxUsers, UserActive, UserIdle; users.go).
+	maxUsers   int
+	userActive time.Duration
+	userIdle   time.Duration
 }
 
 // coreConfig is the fairshare configuration of pool p under c.
@@ -252,7 +285,7 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 			kv = fleetCeilingKV
 		}
 	}
-	return fairshare.Config{
+	cc := fairshare.Config{
 		Capacity:        capacity,
 		Teams:           p.teams,
 		HalfLife:        c.halfLife,
@@ -267,6 +300,12 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 		MaxQueueTime:    c.maxQueueTime,
 		BatchAging:      c.coreBatchAging(),
 	}
+	if c.userHeader != "" {
+		// Without the user level the core's configuration stays what it
+		// was: no field of it set (its fingerprint and record unchanged).
+		cc.Users, cc.MaxUsers, cc.UserActive, cc.UserIdle = true, p.maxUsers, p.userActive, p.userIdle
+	}
+	return cc
 }
 
 // coreBatchAging is the pool's batch aging: 0 when holding is off (no
@@ -392,6 +431,7 @@ func defaultConfig() config {
 		queueLimit:       DefaultQueueLimit,
 		dispatchTick:     DefaultDispatchTick,
 		holdHeadersProbe: DefaultHoldHeadersProbe,
+		statusUsers:      DefaultStatusUsers,
 	}
 }
 
@@ -414,6 +454,7 @@ func parse(data []byte) (config, error) {
 		return c, &configError{ps}
 	}
 	holderTimeoutSet := false
+	var userFields []string // the paths of the pools' user-level fields (checkUsers)
 	seen := members(&ps, "", root, func(key, _ string, v gjson.Result) bool {
 		switch key {
 		case "team_header":
@@ -551,8 +592,16 @@ func parse(data []byte) (config, error) {
 			}
 		case "shadow_strip_priority":
 			c.shadowStrip = boolean(&ps, key, v, c.shadowStrip)
+		case "user_header":
+			if v.Type != gjson.String || v.Str != "" { // "": the user level off
+				c.userHeader = headerName(&ps, key, v)
+			}
+		case "user_from_body":
+			c.userFromBody = boolean(&ps, key, v, c.userFromBody)
+		case "status_users":
+			c.statusUsers = integer(&ps, key, v, 0, maxUsersLimit, c.statusUsers)
 		case "pools":
-			c.pools = parsePools(&ps, key, v)
+			c.pools = parsePools(&ps, key, v, &userFields)
 		case "cluster":
 			c.cluster = parseCluster(&ps, key, v)
 		default:
@@ -584,6 +633,7 @@ func parse(data []byte) (config, error) {
 	checkEngineModes(&ps, &c)
 	checkFleet(&ps, &c)
 	checkSpill(&ps, &c)
+	checkUsers(&ps, &c, userFields)
 	if len(ps) > 0 {
 		return c, &configError{ps}
 	}
@@ -803,7 +853,10 @@ func parsePaths(ps *problems, path string, v gjson.Result) []string {
 	return out
 }
 
-func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
+// parsePools reads the pools at path; the paths of their user-level
+// fields (max_users, user_active, user_idle, a team's users) are appended
+// to userFields, for checkUsers.
+func parsePools(ps *problems, path string, v gjson.Result, userFields *[]string) []poolConfig {
 	if !v.IsArray() {
 		ps.add(path, "must be an array of pools, got %s", typeName(v))
 		return nil
@@ -819,7 +872,7 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 			ps.add(pp, "must be an object, got %s", typeName(pv))
 			return true
 		}
-		p := poolConfig{}
+		p := poolConfig{maxUsers: DefaultMaxUsers, userActive: DefaultUserActive, userIdle: DefaultUserIdle}
 		seen := members(ps, pp, pv, func(key, fp string, f gjson.Result) bool {
 			switch key {
 			case "name":
@@ -858,7 +911,16 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 					p.models = append(p.models, s)
 				})
 			case "teams":
-				p.teams = parseTeams(ps, fp, f)
+				p.teams = parseTeams(ps, fp, f, userFields)
+			case "max_users":
+				p.maxUsers = integer(ps, fp, f, 1, maxUsersLimit, p.maxUsers)
+				*userFields = append(*userFields, fp)
+			case "user_active":
+				p.userActive = duration(ps, fp, f, time.Second)
+				*userFields = append(*userFields, fp)
+			case "user_idle":
+				p.userIdle = duration(ps, fp, f, time.Second)
+				*userFields = append(*userFields, fp)
 			case "capacity_from":
 				p.capFrom = parseCapacityFrom(ps, fp, f)
 			case "spill_to":
@@ -889,6 +951,9 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 		if p.throughput > 0 && p.throughputBurst == 0 {
 			p.throughputBurst = fairshare.DefaultThroughputBurst
 		}
+		if p.userActive > 0 && p.userIdle > 0 && p.userIdle < p.userActive {
+			ps.add(pp+".user_idle", "must be at least user_active (%s), got %s: a user is dropped with its usage only once it no longer counts", p.userActive, p.userIdle)
+		}
 		if seen["throughput_burst"] && p.throughput == 0 {
 			ps.add(pp+".throughput_burst", "needs throughput > 0 (the pool's work capacity in cost units per second): a burst of a reservation that is not declared")
 		}
@@ -901,7 +966,9 @@ func parsePools(ps *problems, path string, v gjson.Result) []poolConfig {
 	return pools
 }
 
-func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfig {
+// parseTeams reads a pool's teams at path; the path of every team's
+// users field is appended to userFields (checkUsers).
+func parseTeams(ps *problems, path string, v gjson.Result, userFields *[]string) []fairshare.TeamConfig {
 	if !v.IsObject() {
 		ps.add(path, "must be an object of team name to {share, weight}, got %s", typeName(v))
 		return nil
@@ -960,6 +1027,9 @@ func parseTeams(ps *problems, path string, v gjson.Result) []fairshare.TeamConfi
 					}
 					t.BorrowingLimit = fairshare.Limit(f)
 				}
+			case "users":
+				t.Users = parseUserShares(ps, fp, fv)
+				*userFields = append(*userFields, fp)
 			default:
 				ps.add(fp, "unknown field")
 				ps.suggest(key, teamFields)

@@ -125,6 +125,27 @@ func TestParseProblems(t *testing.T) {
 			[]string{`pools[1].engine_priority: "off" needs flow control`}},
 		{"mode", `{"mode":"dry-run","shadow_strip_priority":"yes","pools":[` + pool + `]}`,
 			[]string{`mode: must be "enforce" or "shadow", got "dry-run"`, "shadow_strip_priority: must be true or false"}},
+		{"user header", `{"user_header":"x user","pools":[` + pool + `]}`, []string{`user_header: must be a header name, got "x user"`}},
+		{"user header is the team header", `{"user_header":"X-Team","pools":[` + pool + `]}`, []string{`user_header: must differ from team_header ("x-team")`}},
+		{"user header is the class header", `{"class_header":"x-class","user_header":"x-class","pools":[` + pool + `]}`, []string{`user_header: must differ from class_header ("x-class")`}},
+		{"user header the plugin removes", `{"user_header":"x-fairshare-user","pools":[` + pool + `]}`, []string{`user_header: must not start with "x-fairshare-"`}},
+		{"user fields without user_header", `{"user_from_body":true,"pools":[{"name":"p","capacity":4,"models":["m"],"max_users":8,"user_active":"5s","user_idle":"1m","teams":{"a":{"share":0.5,"users":{"u":2}}}}]}`,
+			[]string{"user_from_body: needs user_header", "pools[0].max_users: needs user_header", "pools[0].user_active: needs user_header",
+				"pools[0].user_idle: needs user_header", "pools[0].teams.a.users: needs user_header"}},
+		{"user shares", `{"user_header":"x-user","pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.5,"users":{"zero":0,"neg":-1,"word":"x","big":2e6,"ok":1.5}},"b":{"share":0.1,"users":[1]}}}]}`,
+			[]string{"pools[0].teams.a.users.zero: must be a share in (0, 1e6], got 0", "pools[0].teams.a.users.neg: must be a share in (0, 1e6], got -1",
+				"pools[0].teams.a.users.word: must be a number, got a string", "pools[0].teams.a.users.big: must be a share in (0, 1e6], got 2e6",
+				"pools[0].teams.b.users: must be an object of user name to share, got an array"}},
+		{"user names", `{"user_header":"x-user","pools":[{"name":"p","capacity":4,"models":["m"],"teams":{"a":{"share":0.5,"users":{"":1,"` + strings.Repeat("u", 65) + `":1,"a b":1,"caf\u00e9":1,"_none":1,"_other":1,"dup":1,"dup":2}}}}]}`,
+			[]string{"pools[0].teams.a.users.: a user name must not be empty",
+				"pools[0].teams.a.users." + strings.Repeat("u", 65) + ": a user name must be 1 to 64 bytes of printable ASCII without spaces (0x21-0x7e), got 65 bytes, more than 64",
+				"pools[0].teams.a.users.a b: a user name must be 1 to 64 bytes of printable ASCII without spaces (0x21-0x7e), got byte 0x20 at offset 1",
+				"pools[0].teams.a.users.café: a user name must be 1 to 64 bytes of printable ASCII without spaces (0x21-0x7e), got byte 0xc3 at offset 3",
+				`pools[0].teams.a.users._none: "_none" is reserved`, `pools[0].teams.a.users._other: "_other" is reserved`, "pools[0].teams.a.users.dup: duplicate field"}},
+		{"user bounds", `{"user_header":"x-user","status_users":-1,"pools":[{"name":"p","capacity":4,"models":["m"],"max_users":0},{"name":"q","capacity":4,"models":["n"],"max_users":65537,"user_active":"0s"},{"name":"r","capacity":4,"models":["o"],"max_users":1.5,"user_active":"1m","user_idle":"30s"},{"name":"s","capacity":4,"models":["k"],"user_idle":"10s"}]}`,
+			[]string{"status_users: must be an integer in [0, 65536], got -1", "pools[0].max_users: must be an integer in [1, 65536], got 0", "pools[1].max_users: must be an integer in [1, 65536], got 65537",
+				"pools[1].user_active: must be at least 1s", "pools[2].max_users: must be an integer in [1, 65536], got 1.5",
+				"pools[2].user_idle: must be at least user_active (1m0s), got 30s", "pools[3].user_idle: must be at least user_active (30s), got 10s"}},
 		{"engine priority off, queue limit 0", `{"max_queue_time":"10s","queue_limit":0,"pools":[{"name":"q","capacity":1,"models":["n"],"engine_priority":"off"}]}`,
 			[]string{`pools[0].engine_priority: "off" needs flow control`}},
 	}
@@ -156,6 +177,55 @@ func TestParseProblems(t *testing.T) {
 	}
 }
 
+// TestParseUsers: the user level's fields reach the core's configuration
+// (Users, the bounds, the teams' user shares), with their defaults; without
+// user_header the core's configuration is the one of a configuration that
+// never heard of users (same value, same fingerprint).
+func TestParseUsers(t *testing.T) {
+	c, err := parse([]byte(`{"user_header":"X-User","user_from_body":true,"status_users":3,"pools":[
+	  {"name":"p","capacity":8,"models":["m"],"max_users":16,"user_active":"5s","user_idle":"1m","teams":{"a":{"share":0.5,"users":{"alice":2,"bob":0.5}},"b":{"share":0.5}}},
+	  {"name":"q","capacity":8,"models":["n"],"teams":{"a":{"share":1}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.userHeader != "x-user" || !c.userFromBody || c.statusUsers != 3 {
+		t.Errorf("user_header %q, user_from_body %v, status_users %d; want x-user, true, 3", c.userHeader, c.userFromBody, c.statusUsers)
+	}
+	p := c.coreConfig(&c.pools[0])
+	if !p.Users || p.MaxUsers != 16 || p.UserActive != 5*time.Second || p.UserIdle != time.Minute {
+		t.Errorf("pool p core users %v max %d active %v idle %v; want true 16 5s 1m", p.Users, p.MaxUsers, p.UserActive, p.UserIdle)
+	}
+	if want := []fairshare.UserShare{{Name: "alice", Share: 2}, {Name: "bob", Share: 0.5}}; !reflect.DeepEqual(p.Teams[0].Users, want) || p.Teams[1].Users != nil {
+		t.Errorf("team users %+v, %+v; want %+v and none", p.Teams[0].Users, p.Teams[1].Users, want)
+	}
+	q := c.coreConfig(&c.pools[1])
+	if !q.Users || q.MaxUsers != DefaultMaxUsers || q.UserActive != DefaultUserActive || q.UserIdle != DefaultUserIdle {
+		t.Errorf("pool q core users %v max %d active %v idle %v; want the defaults", q.Users, q.MaxUsers, q.UserActive, q.UserIdle)
+	}
+	// Off: user_header absent or "" leaves the core's configuration, and
+	// so the record's fingerprint, as they were.
+	const pools = `"pools":[{"name":"p","capacity":8,"models":["m"],"teams":{"a":{"share":0.5}}}]}`
+	plain, err := parse([]byte(`{` + pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := parse([]byte(`{"user_header":"","status_users":4,` + pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := plain.coreConfig(&plain.pools[0]), off.coreConfig(&off.pools[0])
+	if !reflect.DeepEqual(a, b) || a.Users || a.MaxUsers != 0 || a.UserActive != 0 || a.UserIdle != 0 || a.Teams[0].Users != nil {
+		t.Errorf("users off: core config %+v, want %+v without any user field", b, a)
+	}
+	if plain.fingerprint() != off.fingerprint() {
+		t.Errorf("users off: fingerprint %x, want %x", off.fingerprint(), plain.fingerprint())
+	}
+	on, err := parse([]byte(`{"user_header":"x-user",` + pools))
+	if err != nil || on.fingerprint() == plain.fingerprint() {
+		t.Errorf("users on: fingerprint %x equals the one without users (%v)", on.fingerprint(), err)
+	}
+}
+
 func TestParseHeaderLowercase(t *testing.T) {
 	c, err := parse([]byte(`{"team_header":"X-Tenant","pools":[{"name":"p","capacity":1,"models":["*"]}]}`))
 	if err != nil || c.teamHeader != "x-tenant" {
@@ -168,6 +238,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"pools":[{"name":"p","capacity":4,"models":["*"],"teams":{"a":{"share":0.5}}}]}`))
 	f.Add([]byte(`{"pools":[{"name":"p","capacity":-4,"models":[1],"teams":{"a":{"share":"x"}}}],"tick":"0s"}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"user_header":"x-user","pools":[{"name":"p","capacity":4,"models":["*"],"max_users":2,"teams":{"a":{"share":0.5,"users":{"u":2}}}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parse(data)
 		if err != nil {
@@ -193,6 +264,16 @@ func FuzzParse(f *testing.F) {
 			}
 			if sum > 1+1e-9 {
 				t.Fatalf("accepted shares summing to %v", sum)
+			}
+			if (c.userHeader == "") != (c.coreConfig(&p).MaxUsers == 0) || p.maxUsers < 1 || p.userIdle < p.userActive {
+				t.Fatalf("accepted invalid user bounds %+v (user_header %q)", p, c.userHeader)
+			}
+			for _, tm := range p.teams {
+				for _, u := range tm.Users {
+					if c.userHeader == "" || u.Name == "" || badUser(u.Name) != "" || !(u.Share > 0) {
+						t.Fatalf("accepted invalid user %+v (user_header %q)", u, c.userHeader)
+					}
+				}
 			}
 		}
 	})

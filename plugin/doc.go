@@ -63,7 +63,8 @@
 // nothing of it passes before that.
 //
 // Errors are answered with OpenAI-style JSON bodies: 401 without a team,
-// 400 for a team or class header sent twice, 403 for an unknown team with
+// 400 for a team, class or user header sent twice, 400 for a user name
+// longer than 64 bytes or with a byte outside 0x21..0x7e, 403 for an unknown team with
 // unknown_team "reject", 400 for an unknown class, a body that is not one
 // UTF-8 JSON object or a request without a model (and no default_model),
 // 404 for a model no pool lists (unknown_model "reject"), 413 beyond
@@ -102,6 +103,8 @@
 //	response.go    on_response_headers, on_response_body, on_response_trailers, on_done:
 //	               usage read, finish (the release with usage or the best estimate)
 //	usage.go       usage parsing: JSON responses, SSE streams (the hidden usage chunk)
+//	users.go       users within teams: the user header and body member, its validation
+//	               (config and request), x-fairshare-user and -over
 //	status.go      the status endpoint: serveStatus, bearer, the JSON snapshot
 //	store.go       the pool records in shared data: records.update (read, decode,
 //	               change, encode, compare-and-swap, retry), updatePool (its one caller
@@ -156,6 +159,9 @@
 //	default_class      "interactive"       class without a class header
 //	default_team       ""                  team without a team header ("": 401)
 //	unknown_team       "borrow"            team missing from the pool: "borrow" (share 0) or "reject" (403)
+//	user_header        ""                  request header naming the user within its team ("": the
+//	                                       user level off; users.go); >64 bytes or outside 0x21..0x7e: 400
+//	user_from_body     false               with user_header: a request without it takes the body's "user"
 //	half_life          "168h"              usage half-life ("0s": no decay)
 //	entry_penalty      true                charge the estimate while the request runs
 //	cost               {1, 1, 2}           prompt_token, cached_prompt_token, completion_token weights
@@ -186,17 +192,24 @@
 //	failure_mode       "open"              record unavailable: "open" forwards at the lowest
 //	                                       borrowing priority, "closed" answers 503
 //	response_headers   true                add x-fairshare-team, -pool, -priority, -borrowing
+//	                                       (and -user, -over with user_header)
 //	status_path        "/fairshare/status" GET answers the JSON status ("": disabled)
 //	status_token       ""                  bearer token required by status_path
 //	                                       ("Authorization: Bearer <token>", scheme in any case)
 //	status_public      false               serve status_path without a token
+//	status_users       10                  with user_header: users listed per team in the status
 //	cluster            absent              share every pool with other proxies through etcd:
 //	                                       {etcd_cluster, authority, key_prefix, replica,
 //	                                       sync_interval, lease_ttl, timeout, authorization,
 //	                                       safe_fraction} (README: Configuration)
 //	pools              (required)          [{name, capacity, kv_tokens, throughput, throughput_burst,
 //	                                       models, engine_priority, spill_to, capacity_from,
-//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit}}}]
+//	                                       max_users, user_active, user_idle,
+//	                                       teams: {name: {share, weight, lending_limit, borrowing_limit,
+//	                                       users: {user: share}}}}]
+//	                                       max_users (256), user_active ("30s"), user_idle ("10m") and
+//	                                       users need user_header: each team's reserved sequences are
+//	                                       divided among its active users by share (users.go);
 //	                                       throughput (cost units/s, 0: none) reserves the work: a
 //	                                       team's request is within share while its work bucket
 //	                                       (share × throughput, throughput_burst deep, "10s") has room;
@@ -254,16 +267,34 @@
 //	    throughput (throughput)}
 //	fairshare.pool.<pool>.team.<team>.{reserved_work, work_debt}   (throughput: the team's
 //	    share of it in cost units/s, and the within-share work not yet paid for)
+//	fairshare.pool.<pool>.team.<team>.{users_active, over}   (user_header: the team's users that
+//	    count in its division, and its over requests in flight; no series per user)
 //	fairshare[.pool.<pool>.team.<team>].would_refuse_<reason>_total   (mode "shadow": where
 //	    rejected_<reason>_total is counted, a pool's reasons per team as well)
 //	fairshare.{unscheduled_total, stripped_priority_total, rejected_<reason>_total,
 //	    cluster_syncs_total, cluster_conflicts_total, cluster_failures_total}
-//	    reasons: no_team, bad_class, bad_body, body_too_large, no_model, unknown_model,
+//	    reasons: no_team, bad_class, bad_user, bad_body, body_too_large, no_model, unknown_model,
 //	    duplicate_header, client_priority, body_read, rewrite, status_auth, status_method
 //	    (body_read and rewrite count per pool once the request's pool is known)
 //
 // Teams missing from the configuration share one entry, named _unknown in
 // metrics, the status endpoint and the x-fairshare-team headers.
+//
+// # Users within teams
+//
+// With user_header each team is divided among its users, the core's
+// second level (fairshare's users.go): the team's reserved sequences are
+// apportioned among its active users by their shares (the team's users
+// object, 1 by default), a request of a user below its portion is within
+// share (0/1), one of a user at it that finds a reserved sequence its
+// teammates leave goes "over" (priority 2 to 9, counted as borrowing,
+// never held), else it borrows as its team does. The user comes from
+// user_header (or, with user_from_body, the body's "user"); a request
+// without one counts as _none. users.go has the request path's picture.
+// The response carries x-fairshare-user and x-fairshare-over; the
+// status lists each team's first status_users users by standing.
+// Without user_header nothing of this exists: the record, the status,
+// the metrics and the headers are those of a configuration without it.
 //
 // # Several proxies, one pool
 //

@@ -56,6 +56,8 @@ const (
 	mThroughput           = "throughput"                   // gauge, pool (throughput): X, the work capacity in cost units per second
 	mReservedWork         = "reserved_work"                // gauge, pool/team (throughput): the team's share of X (and loan), cost units per second
 	mWorkDebt             = "work_debt"                    // gauge, pool/team (throughput): within-share work granted and not yet paid for at reserved_work, cost units
+	mUsersActive          = "users_active"                 // gauge, pool/team (user_header): the team's users that count in its division now
+	mOver                 = "over"                         // gauge, pool/team (user_header): the team's over requests in flight (counted in borrowing too)
 	mCapacityEngines      = "capacity_engines"             // gauge, pool (capacity_from): engine cores whose readings make C and K; 0: the configured values
 	mCapacityReadFailures = "capacity_read_failures_total" // counter, pool (capacity_from): engine reads that failed
 	mCapacityAgreed       = "capacity_agreed"              // gauge, pool (capacity_from with cluster): the C the fleet last agreed on (fleetcap.go)
@@ -328,6 +330,17 @@ func (m *metrics) gauges(pool string, capacity int, throughput int64, stats []fa
 	m.set(int64(capacity))
 	m.buf = appendPoolMetric(m.buf[:0], pool, mWaiting)
 	m.set(int64(waiting))
+}
+
+// userGauges records the user level's gauges of one pool from a
+// snapshot: every team's users_active and over (two series per team; no
+// series per user).
+func (m *metrics) userGauges(pool string, stats []fairshare.TeamStat) {
+	for i := range stats {
+		s := &stats[i]
+		m.teamGauge(pool, s.Team, mUsersActive, int64(s.ActiveUsers))
+		m.teamGauge(pool, s.Team, mOver, int64(s.Over))
+	}
 }
 
 // poolGauge records v in fairshare.pool.<pool>.<metric>.

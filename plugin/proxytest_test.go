@@ -159,3 +159,56 @@ func hasHeader(h [][2]string, k, v string) bool {
 	}
 	return false
 }
+
+// TestProxytestUsers is TestWasmUsersLightUserBeforeFlooder's core in the
+// emulator: a flooding user's requests beyond its portion go over, a
+// teammate's within share, a malformed user is refused.
+func TestProxytestUsers(t *testing.T) {
+	h := startProxytest(t, usersConfig)
+	post := func(user string) uint32 {
+		id := h.InitializeHttpContext()
+		hd := [][2]string{{":method", "POST"}, {":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-team", "a"}, {"x-user", user}}
+		if h.CallOnRequestHeaders(id, hd, false) == types.ActionContinue {
+			h.CallOnRequestBody(id, []byte(chat("m", 4, "")), true)
+		}
+		return id
+	}
+	prio := func(id uint32) int64 {
+		p := gjson.GetBytes(h.GetCurrentRequestBody(id), "priority")
+		if !p.Exists() {
+			t.Fatalf("no priority forwarded: %s (local reply %+v)", h.GetCurrentRequestBody(id), h.GetSentLocalResponse(id))
+		}
+		return p.Int()
+	}
+	first := post("alice")
+	if p := prio(first); p != 0 {
+		t.Fatalf("alice's first request %d, want 0", p)
+	}
+	h.CompleteHttpContext(first)
+	// Each body is read before the next request: the emulator keeps a
+	// view of the plugin's body buffer, which the next rewrite reuses.
+	var ids []uint32
+	var prios []int64
+	for range 3 {
+		ids = append(ids, post("bulk"))
+		prios = append(prios, prio(ids[len(ids)-1]))
+	}
+	if prios[0] != 0 || prios[1] != 0 || prios[2] < 2 || prios[2] > 9 {
+		t.Errorf("bulk's requests %v; want 0, 0 and over (2 to 9)", prios)
+	}
+	light := post("alice")
+	if p := prio(light); p != 0 {
+		t.Errorf("alice's request beside the flooder %d, want 0", p)
+	}
+	h.CallOnResponseHeaders(ids[2], [][2]string{{":status", "200"}, {"content-type", "application/json"}}, false)
+	if v := h.GetCurrentResponseHeaders(ids[2]); !hasHeader(v, "x-fairshare-user", "bulk") || !hasHeader(v, "x-fairshare-over", "true") {
+		t.Errorf("over request's response headers %v", v)
+	}
+	bad := post("al ice")
+	if lr := h.GetSentLocalResponse(bad); lr == nil || lr.StatusCode != 400 || gjson.GetBytes(lr.Data, "error.param").Str != "x-user" {
+		t.Errorf("malformed user: local response %+v", lr)
+	}
+	for _, id := range append(ids, light, bad) {
+		h.CompleteHttpContext(id)
+	}
+}

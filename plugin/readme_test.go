@@ -196,6 +196,9 @@ func withField(t *testing.T, path, raw string) []byte {
 		from := map[string]any{"cluster": "vllm"}
 		pool["capacity_from"] = from
 		obj, key = from, strings.TrimPrefix(path, "pools[].capacity_from.")
+	case path == "pools[].max_users" || path == "pools[].user_active" || path == "pools[].user_idle":
+		root["user_header"] = "x-user" // the user level's bounds need it on
+		obj, key = pool, strings.TrimPrefix(path, "pools[].")
 	case path == "pools[].throughput_burst":
 		pool["throughput"] = 1000 // a burst needs the throughput it is of
 		obj, key = pool, "throughput_burst"

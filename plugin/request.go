@@ -61,8 +61,8 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 	if pc.cfg.shadow {
 		h.json = jsonContentType(ct) // for stripBody
 	}
-	var teams, classes int
-	var team, class string
+	var teams, classes, users int
+	var team, class, user string
 	for _, kv := range hdrs {
 		k := kv[0]
 		switch {
@@ -76,6 +76,9 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 		case strings.EqualFold(k, pc.cfg.classHeader):
 			classes++
 			class = kv[1]
+		case pc.cfg.userHeader != "" && strings.EqualFold(k, pc.cfg.userHeader):
+			users++
+			user = kv[1]
 		}
 	}
 	if teams > 1 || strings.IndexByte(team, ',') >= 0 {
@@ -99,6 +102,11 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) types.Action {
 			return h.refuse(badClassError(pc.cfg.classHeader, class), "")
 		}
 		h.class = cl
+	}
+	if pc.cfg.userHeader != "" {
+		if e, ok := h.requestUser(users, user); !ok {
+			return h.refuse(e, "")
+		}
 	}
 	h.pooling = pc.pooling(path)
 	if pc.cfg.shadow {
@@ -235,6 +243,9 @@ func (h *httpContext) decide(size int) types.Action {
 	if model == "" {
 		return h.refuse(errNoModel, "")
 	}
+	if e, ok := h.bodyUserOf(&req, body); !ok {
+		return h.refuse(e, "")
+	}
 	ps := pc.poolFor(model)
 	if ps == nil {
 		return h.unknownModel(&req, body, model)
@@ -249,7 +260,7 @@ func (h *httpContext) decide(size int) types.Action {
 	}
 	g, wait, outcome, retry, err := pc.arrive(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
-		Tokens: kv, Estimate: estimate, Work: h.work,
+		Tokens: kv, Estimate: estimate, Work: h.work, User: h.user,
 	})
 	h.pool = ps
 	h.hide = req.stream && !req.includeUsage
@@ -288,7 +299,8 @@ func (h *httpContext) decide(size int) types.Action {
 	return types.ActionContinue // held headers go with the body
 }
 
-// decisionHeaders adds x-fairshare-team, -pool and -priority to request
+// decisionHeaders adds x-fairshare-team, -pool, -priority (and, with
+// user_header, -user) to request
 // headers that are still held (hold_headers "on"), for the filters after
 // this one; headers already released can no longer change.
 func (h *httpContext) decisionHeaders() {
@@ -299,6 +311,9 @@ func (h *httpContext) decisionHeaders() {
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"team", h.teamName())
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"pool", h.pool.cfg.name)
 	_ = hostcalls.AddHttpRequestHeader(headerPrefix+"priority", strconv.Itoa(h.prio))
+	if h.pc.cfg.userHeader != "" {
+		_ = hostcalls.AddHttpRequestHeader(HeaderUser, h.userLabel())
+	}
 	h.spillHeader()
 }
 

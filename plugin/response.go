@@ -72,6 +72,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) types.Action {
 		if h.spilledFrom != nil {
 			_ = hostcalls.ReplaceHttpResponseHeader(HeaderSpilledFrom, h.spilledFrom.cfg.name)
 		}
+		h.userHeaders()
 		if pc.cfg.shadow {
 			h.shadowHeaders()
 		}

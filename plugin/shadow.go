@@ -134,7 +134,7 @@ func (h *httpContext) shadowDecide(now time.Time, ps *poolState, estimate float6
 	pc := h.pc
 	g, outcome, err := pc.arriveShadow(now, ps, fairshare.Request{
 		Holder: pc.holder, ID: pc.nextID, Team: h.team, Class: h.class,
-		Tokens: kv, Estimate: estimate, Work: h.work,
+		Tokens: kv, Estimate: estimate, Work: h.work, User: h.user,
 	})
 	h.pool = ps
 	slot := ps.slot(h.team)

@@ -57,6 +57,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 				}
 			}
 			st.teams = ps.rec.p.Snapshot(now)
+			st.users, st.listUsers = pc.cfg.userHeader != "", pc.cfg.statusUsers
 			for i := range st.teams {
 				st.inFlight += st.teams[i].InFlight + st.teams[i].Phantoms
 			}
@@ -112,6 +113,11 @@ type poolStatus struct {
 	// fleet, for a pool with capacity_from and the cluster block, is
 	// the totals the fleet last agreed on (nil: never synced).
 	fleet *fleetStatus
+	// users is the user level (user_header; false: no user field
+	// written), listUsers how many users of each team to list
+	// (status_users).
+	users     bool
+	listUsers int
 }
 
 // appendMode adds the plugin's mode to the status document b (which ends
@@ -146,6 +152,7 @@ func appendMode(b []byte, c *config) []byte {
 //	     "phantoms", "in_flight_estimate", "usage", "level_fairshare",
 //	     "rank", "waiting", "oldest_wait_seconds", "reserved_tokens"?,
 //	     "in_flight_tokens"?, "reserved_work"?, "work_debt"?, "work_burst"?,
+//	     "active_users"?, "over"?, "user_entries"?, "users"?,
 //	     "last_update"}]}]}
 //
 // pool_capacity is present when the proxy shares the pool with others
@@ -186,6 +193,15 @@ func appendMode(b []byte, c *config) []byte {
 // spill_to, spilled_to (requests moved to each fallback) and spilled_in
 // (requests moved here from other pools), counted on every VM of this
 // proxy, are present when the pool spills or is a fallback (spill.go).
+// active_users, over, user_entries and users are present with the user
+// level (user_header): the team's users that count in its division now,
+// its over requests in flight (counted in borrowing too), its user
+// entries, and the first status_users of them by standing (rank, then
+// larger usage, then name), each {"user", "share", "usage",
+// "level_fairshare" (null when infinite, 0 when inactive), "rank",
+// "active", "portion" (its part of the team's reserved sequences now),
+// "within", "over", "borrowing" (requests in flight of each standing),
+// "waiting", "last_seen"}.
 // reserved_tokens and in_flight_tokens are present when the pool has a KV
 // resource. level_fairshare is null when infinite (a team with a share and no usage);
 // last_update is null when the team's usage never changed. The shared entry
@@ -274,6 +290,9 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 				b = appendFloatField(b, "work_debt", t.WorkDebt)
 				b = appendFloatField(b, "work_burst", t.WorkBurst)
 			}
+			if p.users {
+				b = appendUsers(b, t, p.listUsers)
+			}
 			b = append(b, `,"last_update":`...)
 			if t.LastUpdate.IsZero() {
 				b = append(b, "null"...)
@@ -310,4 +329,36 @@ func appendFloatField(b []byte, name string, v float64) []byte {
 		return append(b, "null"...)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// appendUsers appends a team's user fields (see appendStatus): its counts
+// and its first n users by standing.
+func appendUsers(b []byte, t *fairshare.TeamStat, n int) []byte {
+	b = appendIntField(b, "active_users", t.ActiveUsers)
+	b = appendIntField(b, "over", t.Over)
+	b = appendIntField(b, "user_entries", len(t.Users))
+	b = append(b, `,"users":[`...)
+	for k := range t.Users[:min(max(n, 0), len(t.Users))] {
+		u := &t.Users[k]
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"user":`...)
+		b = gjson.AppendJSONString(b, u.User)
+		b = appendFloatField(b, "share", u.Share)
+		b = appendFloatField(b, "usage", u.Usage)
+		b = appendFloatField(b, "level_fairshare", u.LevelFairshare)
+		b = appendIntField(b, "rank", u.Rank)
+		b = append(b, `,"active":`...)
+		b = strconv.AppendBool(b, u.Active)
+		b = appendIntField(b, "portion", u.Portion)
+		b = appendIntField(b, "within", u.Within)
+		b = appendIntField(b, "over", u.Over)
+		b = appendIntField(b, "borrowing", u.Borrowing)
+		b = appendIntField(b, "waiting", u.Waiting)
+		b = append(b, `,"last_seen":`...)
+		b = appendTime(b, time.Unix(0, u.LastSeen))
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -311,6 +313,75 @@ func TestConcurrentVMs(t *testing.T) {
 		t.Errorf("usage sum = %v, want %v (no update lost)", sum, want)
 	}
 	t.Logf("%d VMs × %d requests: %d CAS retries", vms, reqs, totalRetries)
+}
+
+// TestConcurrentVMsUsers is TestConcurrentVMs with the user level: the
+// VMs' requests name users of both teams (several users per VM, some
+// shared between VMs) and the record ends with every user's counts at
+// zero and the users' usage summing to their team's.
+func TestConcurrentVMsUsers(t *testing.T) {
+	st := newEnvoyStore()
+	cfg := testCoreConfig(4)
+	cfg.Users = true
+	const vms, reqs = 4, 150
+	var wg sync.WaitGroup
+	for v := 0; v < vms; v++ {
+		wg.Add(1)
+		go func(v int) {
+			defer wg.Done()
+			rs, r := newVM(st, uint32(v+1), cfg)
+			rs.retries = 1000
+			team := []string{"a", "b"}[v%2]
+			var open []fairshare.Grant
+			for i := 0; i < reqs; i++ {
+				user := fmt.Sprintf("u%d", (v+i)%5)
+				var g fairshare.Grant
+				if _, err := rs.update(t0, r, func(p *fairshare.Pool) { g = p.AcquireUser(t0, rs.holder, team, user, fairshare.Interactive, 1) }); err != nil {
+					t.Error(err)
+					return
+				}
+				if g.User != user {
+					t.Errorf("grant counted as user %q, want %q", g.User, user)
+				}
+				// Up to three in flight per VM, so that users go over
+				// and borrow.
+				if open = append(open, g); len(open) < 3 {
+					continue
+				}
+				g, open = open[0], open[1:]
+				if _, err := rs.update(t0, r, func(p *fairshare.Pool) { gc := g; p.Release(t0, &gc, 1) }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			for _, g := range open {
+				if _, err := rs.update(t0, r, func(p *fairshare.Pool) { gc := g; p.Release(t0, &gc, 1) }); err != nil {
+					t.Error(err)
+				}
+			}
+		}(v)
+	}
+	wg.Wait()
+	v, _, _ := st.GetSharedData(recordKey("test", "p"))
+	var p fairshare.Pool
+	if err := p.UnmarshalBinary(v); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Snapshot(t0) {
+		usage := 0.0
+		for _, u := range s.Users {
+			if u.Within+u.Over+u.Borrowing+u.Waiting != 0 {
+				t.Errorf("team %s user %s counts %+v after every release", s.Team, u.User, u)
+			}
+			usage += u.Usage
+		}
+		if s.InFlight != 0 || s.Phantoms != 0 || math.Abs(usage-s.Usage) > 1e-6 {
+			t.Errorf("team %s in flight %d phantoms %d, users' usage %v of the team's %v", s.Team, s.InFlight, s.Phantoms, usage, s.Usage)
+		}
+		if s.Team != fairshare.UnknownTeam && s.Usage != float64(vms/2*reqs) {
+			t.Errorf("team %s usage %v, want %d (no update lost)", s.Team, s.Usage, vms/2*reqs)
+		}
+	}
 }
 
 // TestOldGenerationDoesNotRevert: while a configuration change rolls out,

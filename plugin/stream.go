@@ -41,6 +41,7 @@ type httpContext struct {
 	queued    time.Duration // time held at the gateway
 	state     streamState
 	team      string
+	user      string // the user within the team (users.go), "" for none
 	class     fairshare.Class
 	pool      *poolState
 	slot      *teamSlot // the pool's slot of the team (decide), nil until then

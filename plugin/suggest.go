@@ -13,13 +13,14 @@ var (
 		"paths", "request_timeout", "tick", "holder_timeout", "cas_retries", "failure_mode", "response_headers",
 		"status_path", "status_token", "max_queue_time", "queue_limit", "team_queue_limit", "dispatch_tick",
 		"hold_headers", "hold_headers_probe", "batch_aging", "status_public", "unscheduled", "default_model",
-		"unknown_model", "mode", "shadow_strip_priority", "pools", "cluster"}
+		"unknown_model", "mode", "shadow_strip_priority", "user_header", "user_from_body", "status_users", "pools", "cluster"}
 	costFields = []string{"prompt_token", "cached_prompt_token", "completion_token"}
-	poolFields = []string{"name", "capacity", "kv_tokens", "throughput", "throughput_burst", "models", "teams", "engine_priority", "capacity_from", "spill_to"}
+	poolFields = []string{"name", "capacity", "kv_tokens", "throughput", "throughput_burst", "models", "teams", "engine_priority", "capacity_from", "spill_to",
+		"max_users", "user_active", "user_idle"}
 	// capacityFromFields are a pool's capacity_from fields (capacity.go).
 	capacityFromFields = []string{"cluster", "engines", "addresses", "header", "path", "authority", "interval",
 		"timeout", "expire", "max_num_seqs"}
-	teamFields    = []string{"share", "weight", "lending_limit", "borrowing_limit"}
+	teamFields    = []string{"share", "weight", "lending_limit", "borrowing_limit", "users"}
 	clusterFields = []string{"etcd_cluster", "authority", "key_prefix", "authorization", "replica",
 		"sync_interval", "lease_ttl", "timeout", "safe_fraction"}
 )

@@ -269,6 +269,9 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	p := ps.rec.p
 	stats := p.Snapshot(now)
 	pc.met.gauges(ps.cfg.name, p.Capacity(), p.Throughput(), stats)
+	if pc.cfg.userHeader != "" {
+		pc.met.userGauges(ps.cfg.name, stats)
+	}
 	if k := p.KVTokens(); (k > 0 || ps.cfg.capFrom != nil) && !pc.cfg.fleetPool(ps.cfg) {
 		pc.met.poolGauge(ps.cfg.name, mKVTokens, k)
 	}

@@ -43,6 +43,13 @@ func TestCheck(t *testing.T) {
 		t.Errorf("-check shadow.json = %v, printed %q; want OK naming mode shadow", err, out.String())
 	}
 
+	// Users within teams: the header and every pool's bounds.
+	out.Reset()
+	if err := run(context.Background(), []string{"-check", "../../testdata/plugin/users.json"}, &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), "llama-8b capacity 16, users max 256 (active 30s, idle 10m0s), teams ") || !strings.Contains(out.String(), "; users within teams from x-user;") {
+		t.Errorf("-check users.json = %v, printed %q; want OK naming the user header and the bounds", err, out.String())
+	}
+
 	out.Reset()
 	err = run(context.Background(), []string{"-wasm", filepath.Join(dir, "absent.wasm"), "-check", bad}, &out, io.Discard)
 	if err == nil {

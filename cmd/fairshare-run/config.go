@@ -40,8 +40,11 @@ var demoConfigName = "embedded demo config (cmd/fairshare-run/demo.json: testdat
 // simulator, and to label the view. The plugin itself parses and validates
 // the configuration; this only reads it.
 type configView struct {
-	TeamHeader   string
-	ClassHeader  string
+	TeamHeader  string
+	ClassHeader string
+	// UserHeader is the plugin's user_header ("": the user level off):
+	// the demo's clients then name their user in it.
+	UserHeader   string
 	UnknownTeam  string // "borrow" or "reject"
 	HalfLife     string // as written, or the plugin's default
 	MaxBodyBytes int    // the largest max_body_bytes (top level or a pool's)
@@ -106,6 +109,9 @@ func readConfig(b []byte) (configView, error) {
 	}
 	if v := root.Get("class_header"); v.Type == gjson.String {
 		c.ClassHeader = strings.ToLower(v.Str)
+	}
+	if v := root.Get("user_header"); v.Type == gjson.String {
+		c.UserHeader = strings.ToLower(v.Str)
 	}
 	if v := root.Get("unknown_team"); v.Type == gjson.String {
 		c.UnknownTeam = v.Str

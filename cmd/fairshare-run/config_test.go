@@ -154,7 +154,7 @@ func TestReadConfigDefaultsAndErrors(t *testing.T) {
 
 func TestPlanTeams(t *testing.T) {
 	p := configPool{Teams: []configTeam{{"chat", 0.3, 0}, {"research", 0.2, 0}, {"search", 0.5, 0}}}
-	got := planTeams(p)
+	got := planTeams(p, false)
 	var names, classes []string
 	for _, d := range got {
 		names = append(names, d.Name)
@@ -169,7 +169,7 @@ func TestPlanTeams(t *testing.T) {
 	if got[2].Think != 0 || float64(got[2].Workers) <= p.Teams[1].Share*16 {
 		t.Errorf("the smallest team does not flood: %+v", got[2])
 	}
-	two := planTeams(configPool{Teams: []configTeam{{"a", 0.7, 0}, {"b", 0.3, 0}}})
+	two := planTeams(configPool{Teams: []configTeam{{"a", 0.7, 0}, {"b", 0.3, 0}}}, false)
 	if len(two) != 2 || two[0].Class != "interactive" || two[1].Class != "batch" {
 		t.Errorf("planTeams(two teams) = %+v, want a steady interactive team and a flooding one", two)
 	}

@@ -29,6 +29,52 @@ type demoTeam struct {
 	StartAt   float64       // fraction of the run before the team starts
 	MaxTokens int           // max_tokens of each request
 	Prompt    int           // approximate prompt length in tokens
+	// User is the user the team's clients name (the plugin's
+	// user_header), "" for none; Users, when set, replace the team's
+	// clients by each user's (usersOf).
+	User  string
+	Users []demoUser
+}
+
+// demoUser is the load of one user within a demo team (with the plugin's
+// user_header): Workers clients of the team's class, each thinking Think
+// on average between two requests of MaxTokens.
+type demoUser struct {
+	Name      string
+	Workers   int
+	Think     time.Duration
+	MaxTokens int
+}
+
+// demoUsers are the users of the demo's steady team when the
+// configuration divides teams among users: one user, bulk, floods (four
+// times the team's clients, no pause, long answers) while three light
+// teammates send a request now and then. Without the user level bulk's
+// flood would take the team's reservation and its teammates' requests
+// would borrow behind it; with it each light user's request is within
+// share while bulk's beyond its portion go over or borrow.
+func demoUsers(t demoTeam) []demoUser {
+	return []demoUser{
+		{Name: "bulk", Workers: 4 * t.Workers, Think: 0, MaxTokens: 4 * t.MaxTokens},
+		{Name: "alice", Workers: 1, Think: 2 * t.Think, MaxTokens: t.MaxTokens},
+		{Name: "bob", Workers: 1, Think: 2 * t.Think, MaxTokens: t.MaxTokens},
+		{Name: "carol", Workers: 1, Think: 2 * t.Think, MaxTokens: t.MaxTokens},
+	}
+}
+
+// clients returns the client groups of t: t itself, or one per user of
+// t.Users (each t with the user's name, clients, pause and lengths).
+func (t demoTeam) clients() []demoTeam {
+	if len(t.Users) == 0 {
+		return []demoTeam{t}
+	}
+	out := make([]demoTeam, 0, len(t.Users))
+	for _, u := range t.Users {
+		c := t
+		c.Users, c.User, c.Workers, c.Think, c.MaxTokens = nil, u.Name, u.Workers, u.Think, u.MaxTokens
+		out = append(out, c)
+	}
+	return out
 }
 
 // demoTeams returns the demo's three teams: search sends steady interactive
@@ -53,6 +99,7 @@ type requestShape struct {
 	Model       string
 	TeamHeader  string
 	ClassHeader string // empty: the class is not sent
+	UserHeader  string // empty: no user is sent
 }
 
 // loadGen drives the demo load through the proxies at bases, request i
@@ -63,6 +110,8 @@ type loadGen struct {
 	weights []int
 	shape   requestShape
 	stats   map[string]*teamStats
+	users   *userTallies // per user's figures (with the plugin's user_header); nil: none kept
+	pool    string       // the pool's name, for users' keys with several pools ("" with one)
 	wg      sync.WaitGroup
 	seq     int64
 	mu      sync.Mutex
@@ -72,11 +121,15 @@ type loadGen struct {
 // new requests when stop is done; the requests in flight run until reqCtx is
 // done. wait() returns when every client has stopped.
 func (g *loadGen) run(stop, reqCtx context.Context, teams []demoTeam, duration time.Duration) {
-	for ti, t := range teams {
-		for w := range t.Workers {
-			g.wg.Add(1)
-			seed := uint64(ti)*1000 + uint64(w)
-			go g.client1(stop, reqCtx, t, duration, rand.New(rand.NewPCG(seed, 0x5eed)))
+	for ti, team := range teams {
+		w := 0
+		for _, t := range team.clients() {
+			for range t.Workers {
+				g.wg.Add(1)
+				seed := uint64(ti)*1000 + uint64(w)
+				w++
+				go g.client1(stop, reqCtx, t, duration, rand.New(rand.NewPCG(seed, 0x5eed)))
+			}
 		}
 	}
 }
@@ -173,12 +226,17 @@ func (g *loadGen) one(ctx context.Context, t demoTeam, st *teamStats, rng *rand.
 		"stream":         true,
 		"stream_options": map[string]bool{"include_usage": true},
 	})
-	return g.send(ctx, id, t.Name, t.Class, body, st)
+	return g.sendAs(ctx, id, t.Name, t.User, t.Class, body, st)
 }
 
 // send sends request id's streaming chat body as team and class and
 // records its outcome in st. It reports false if the request failed.
 func (g *loadGen) send(ctx context.Context, id int64, team, class string, body []byte, st *teamStats) bool {
+	return g.sendAs(ctx, id, team, "", class, body, st)
+}
+
+// sendAs is send as a user of the team ("" for none).
+func (g *loadGen) sendAs(ctx context.Context, id int64, team, user, class string, body []byte, st *teamStats) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base(id)+g.shape.Path, bytes.NewReader(body))
 	if err != nil {
 		st.begin()
@@ -192,6 +250,9 @@ func (g *loadGen) send(ctx context.Context, id int64, team, class string, body [
 	if g.shape.ClassHeader != "" {
 		req.Header.Set(g.shape.ClassHeader, class) // the plugin's class names
 	}
+	if g.shape.UserHeader != "" && user != "" {
+		req.Header.Set(g.shape.UserHeader, user)
+	}
 	st.begin()
 	sent := time.Now()
 	r, gotHeaders := g.exchange(req, st, sent)
@@ -199,6 +260,11 @@ func (g *loadGen) send(ctx context.Context, id int64, team, class string, body [
 		r.Canceled = true
 	}
 	st.end(time.Now(), r, gotHeaders)
+	key := team
+	if g.pool != "" {
+		key = g.pool + "/" + team
+	}
+	g.users.add(key, user, r)
 	return r.Err == nil
 }
 
@@ -212,6 +278,7 @@ func (g *loadGen) exchange(req *http.Request, st *teamStats, sent time.Time) (re
 	}
 	defer resp.Body.Close()
 	r.Priority, r.Borrowing = parseStanding(resp.Header)
+	r.Over, _ = strconv.ParseBool(strings.TrimSpace(resp.Header.Get("x-fairshare-over")))
 	r.Held = parseHeld(resp.Header)
 	r.WouldHold = parseWouldHold(resp.Header)
 	st.headers(time.Now(), r.Priority, r.Borrowing, r.WouldHold)

@@ -147,7 +147,7 @@ func TestTwoPools(t *testing.T) {
 
 // TestBannerMatchesConfig: every field the banner prints is the parsed
 // configuration's (read here with encoding/json, independently of the
-// runner): the settings line, one line per pool with its capacity, models,
+// runner): the settings line (with the user header when one is set), one line per pool with its capacity, models,
 // teams, shares and weights, and the buffer limit.
 func TestBannerMatchesConfig(t *testing.T) {
 	type team struct {
@@ -163,13 +163,14 @@ func TestBannerMatchesConfig(t *testing.T) {
 	type config struct {
 		TeamHeader   string `json:"team_header"`
 		ClassHeader  string `json:"class_header"`
+		UserHeader   string `json:"user_header"`
 		UnknownTeam  string `json:"unknown_team"`
 		HalfLife     string `json:"half_life"`
 		MaxBodyBytes int    `json:"max_body_bytes"`
 		MaxQueueTime string `json:"max_queue_time"`
 		Pools        []pool `json:"pools"`
 	}
-	for _, file := range []string{"", "../../testdata/plugin/two-pools.json", "../../testdata/plugin/example.json"} {
+	for _, file := range []string{"", "../../testdata/plugin/two-pools.json", "../../testdata/plugin/example.json", "../../testdata/plugin/users.json"} {
 		raw := demoConfig
 		if file != "" {
 			b, err := os.ReadFile(file)
@@ -188,8 +189,12 @@ func TestBannerMatchesConfig(t *testing.T) {
 		if d, _ := time.ParseDuration(c.MaxQueueTime); d > 0 {
 			flow = "flow control on (max_queue_time " + d.String() + ")"
 		}
-		want = append(want, fmt.Sprintf("settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
-			c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, flow))
+		users := ""
+		if c.UserHeader != "" {
+			users = ", user header " + c.UserHeader
+		}
+		want = append(want, fmt.Sprintf("settings: team header %s, class header %s%s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
+			c.TeamHeader, c.ClassHeader, users, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, flow))
 		for _, p := range c.Pools {
 			var teams []string
 			gjson.ParseBytes(p.Teams).ForEach(func(k, v gjson.Result) bool {

@@ -41,6 +41,9 @@ type runner struct {
 	// lat is the plugin's first-byte samples, read from every proxy's
 	// host at each frame (latency.go).
 	lat *pluginLatency
+	// users are the demo's figures per user, with the plugin's
+	// user_header (nil without it).
+	users *userTallies
 }
 
 // poolPlan is the demo load of one pool: the model its requests name and
@@ -215,8 +218,12 @@ func (r *runner) banner(wasmSize int) {
 	c := r.cfg
 	fmt.Fprintf(r.out, "fairshare-run: plugin %s (%.1f MB) on %d VMs\n", r.opts.wasm, float64(wasmSize)/1e6, r.opts.vms)
 	fmt.Fprintf(r.out, "config:   %s\n", r.configName)
-	fmt.Fprintf(r.out, "settings: team header %s, class header %s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
-		c.TeamHeader, c.ClassHeader, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, c.Flow.header())
+	users := ""
+	if c.UserHeader != "" {
+		users = ", user header " + c.UserHeader
+	}
+	fmt.Fprintf(r.out, "settings: team header %s, class header %s%s, unknown teams %s, half_life %s, max_body_bytes %d, %s\n",
+		c.TeamHeader, c.ClassHeader, users, c.UnknownTeam, c.HalfLife, c.MaxBodyBytes, c.Flow.header())
 	for _, p := range c.Pools {
 		fmt.Fprintf(r.out, "pool:     %s\n", describePool(p))
 	}
@@ -290,8 +297,18 @@ func (r *runner) close() {
 // planTeams assigns the demo's roles to the pool's teams by decreasing share
 // (ties by configuration order): steady interactive, late interactive,
 // flooding batch. A pool of fewer teams gets the first roles; teams beyond
-// three send nothing.
-func planTeams(p configPool) []demoTeam {
+// three send nothing. With users (the plugin's user_header) the steady
+// team's load is its users' (demoUsers): one floods, three are light.
+func planTeams(p configPool, users bool) []demoTeam {
+	out := planRoles(p)
+	if users && len(out) > 0 {
+		out[0].Users = demoUsers(out[0])
+	}
+	return out
+}
+
+// planRoles is planTeams without users.
+func planRoles(p configPool) []demoTeam {
 	teams := slices.Clone(p.Teams)
 	slices.SortStableFunc(teams, func(a, b configTeam) int { return cmp.Compare(b.Share, a.Share) })
 	roles := demoTeams()
@@ -317,14 +334,14 @@ func planTeams(p configPool) []demoTeam {
 func planPools(c configView, model string) []poolPlan {
 	if model != "" {
 		p := c.poolOf(model)
-		return []poolPlan{{pool: p, model: model, teams: scaleTeams(planTeams(p), p.Capacity)}}
+		return []poolPlan{{pool: p, model: model, teams: scaleTeams(planTeams(p, c.UserHeader != ""), p.Capacity)}}
 	}
 	var plans []poolPlan
 	for _, p := range c.Pools {
 		if c.isFallback(p.Name) {
 			continue // idle but for what the others spill into it (spill.go)
 		}
-		plans = append(plans, poolPlan{pool: p, model: p.model(), teams: scaleTeams(planTeams(p), p.Capacity)})
+		plans = append(plans, poolPlan{pool: p, model: p.model(), teams: scaleTeams(planTeams(p, c.UserHeader != ""), p.Capacity)})
 	}
 	return plans
 }
@@ -338,8 +355,15 @@ const demoCapacity = 16
 // within their shares: workers × capacity / 16, rounded, at least 1.
 func scaleTeams(teams []demoTeam, capacity int) []demoTeam {
 	out := slices.Clone(teams)
+	scale := func(n int) int { return max(1, (n*capacity+demoCapacity/2)/demoCapacity) }
 	for i := range out {
-		out[i].Workers = max(1, (out[i].Workers*capacity+demoCapacity/2)/demoCapacity)
+		out[i].Workers = scale(out[i].Workers)
+		if len(out[i].Users) > 0 {
+			out[i].Users = slices.Clone(out[i].Users)
+			for k := range out[i].Users {
+				out[i].Users[k].Workers = scale(out[i].Users[k].Workers)
+			}
+		}
 	}
 	return out
 }
@@ -377,6 +401,9 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 	reqCtx, cancelReq := context.WithCancel(context.Background())
 	defer cancelReq()
 	var gens []*loadGen
+	if r.cfg.UserHeader != "" {
+		r.users = newUserTallies()
+	}
 	for _, p := range r.plans {
 		stats := map[string]*teamStats{}
 		for _, rw := range rows {
@@ -389,12 +416,17 @@ func (r *runner) demo(ctx context.Context, live bool) summary {
 			bases:   r.bases(),
 			weights: replicaWeights(len(r.proxies)),
 			stats:   stats,
+			users:   r.users,
 			shape: requestShape{
 				Path:        r.cfg.chatPath(),
 				Model:       p.model,
 				TeamHeader:  r.cfg.TeamHeader,
 				ClassHeader: r.cfg.ClassHeader,
+				UserHeader:  r.cfg.UserHeader,
 			},
+		}
+		if len(r.plans) > 1 {
+			g.pool = p.pool.Name
 		}
 		if r.trace != nil {
 			g.runTrace(stopLoad, reqCtx, r.trace)
@@ -476,6 +508,7 @@ func (r *runner) finish(start time.Time, duration time.Duration, rows []row, int
 		Interrupted:  interrupted,
 		UpstreamLine: r.upstream.simLine(),
 		LoadUnmet:    end.unmet,
+		UserLines:    r.users.lines(),
 	}
 	if r.trace != nil {
 		s.TraceLine = r.trace.summaryLine()
@@ -763,10 +796,21 @@ func describeLoad(teams []demoTeam, d time.Duration) string {
 	var parts []string
 	for _, t := range teams {
 		s := fmt.Sprintf("%s %d %s clients", t.Name, t.Workers, t.Class)
+		if len(t.Users) > 0 {
+			var us []string
+			for _, u := range t.Users {
+				w := fmt.Sprintf("%s %d", u.Name, u.Workers)
+				if u.Think == 0 {
+					w += " flooding"
+				}
+				us = append(us, w)
+			}
+			s = fmt.Sprintf("%s %s clients of users %s", t.Name, t.Class, strings.Join(us, ", "))
+		}
 		if t.StartAt > 0 {
 			s += " from " + time.Duration(t.StartAt*float64(d)).Round(100*time.Millisecond).String()
 		}
-		if t.Think == 0 {
+		if t.Think == 0 && len(t.Users) == 0 {
 			s += " (flooding)"
 		}
 		parts = append(parts, s)

@@ -118,6 +118,9 @@ type sample struct {
 type result struct {
 	// Priority is the x-fairshare-priority response header, -1 if absent.
 	Priority int
+	// Over is the x-fairshare-over response header: the request took a
+	// reserved slot its teammates left (the plugin's user level).
+	Over bool
 	// Borrowing is the x-fairshare-borrowing response header.
 	Borrowing bool
 	// Held is the x-fairshare-queue-time response header: how long the

@@ -35,6 +35,22 @@ type statusTeam struct {
 	// depth (cost units), in a pool with throughput (0 otherwise).
 	ReservedWork        int64
 	WorkDebt, WorkBurst float64
+	// ActiveUsers, Over and Users are the team's users (with the
+	// plugin's user_header): how many count in its division now, its
+	// over requests in flight, and the users the status lists, best
+	// standing first (nil without the user level).
+	ActiveUsers, Over int
+	Users             []statusUser
+}
+
+// statusUser is one user of a team in the plugin's status snapshot.
+type statusUser struct {
+	User    string
+	Active  bool
+	Portion int // its part of the team's reserved sequences now
+	// Within, Over, Borrowing: its requests in flight of each standing;
+	// Waiting: held at the gateway.
+	Within, Over, Borrowing, Waiting int
 }
 
 // statusPool is one pool of the plugin's status snapshot.
@@ -133,7 +149,15 @@ func parseStatus(b []byte) ([]statusPool, error) {
 			if !t.IsObject() {
 				return
 			}
+			var users []statusUser
+			for _, u := range t.Get("users").Array() {
+				users = append(users, statusUser{User: u.Get("user").String(), Active: u.Get("active").Bool(), Portion: int(u.Get("portion").Int()),
+					Within: int(u.Get("within").Int()), Over: int(u.Get("over").Int()), Borrowing: int(u.Get("borrowing").Int()), Waiting: int(u.Get("waiting").Int())})
+			}
 			p.Teams = append(p.Teams, statusTeam{
+				ActiveUsers:    int(t.Get("active_users").Int()),
+				Over:           int(t.Get("over").Int()),
+				Users:          users,
 				Team:           team,
 				Share:          t.Get("share").Float(),
 				Weight:         t.Get("weight").Float(),

@@ -242,6 +242,9 @@ func renderTable(b *strings.Builder, f frame) {
 			fmt.Fprintf(b, "%-10s %5s %4s %6d %6d %6d  %-10s %7.0f %8s %8s %6d %4d │ %4s %8s %7s %4s\n",
 				t.Name, share, rsv, n, within, borrow, t.Bands, t.TokPerSec,
 				ttftCell(t.P50, t), ttftCell(t.P99, t), t.Done, t.Errors, wait, usage, lf, rank)
+			if u := usersNote(t.Status); u != "" {
+				b.WriteString("  " + u + "\n")
+			}
 		}
 	}
 	renderReplicas(b, "", f.Replicas)
@@ -271,6 +274,52 @@ func workNote(p *statusPool) string {
 			left = max(0, 1-t.WorkDebt/t.WorkBurst)
 		}
 		fmt.Fprintf(&b, " %s %d %.0f%%", t.Team, t.ReservedWork, 100*left)
+	}
+	return b.String()
+}
+
+// viewUsers is how many of a team's users the view lists (the status's
+// first, by standing).
+const viewUsers = 4
+
+// userNone is the user the plugin counts a request under when it names
+// none (fairshare.UserNone).
+const userNone = "_none"
+
+// usersNote is the line under a team divided among its users (the
+// plugin's user_header): its active users and over requests, then its
+// first users by standing, each "within/portion" (its requests within
+// share in flight over its part of the team's reserved slots), then its
+// over requests (slots its teammates leave, priority 2 to 9), borrowers
+// and held requests; "" for a team without users.
+func usersNote(s *statusTeam) string {
+	if s == nil || !slices.ContainsFunc(s.Users, func(u statusUser) bool { return u.User != userNone }) {
+		return "" // not divided: no user, or only requests that named none
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "users: %d active, %d over (within/portion +over +borrowing, held):", s.ActiveUsers, s.Over)
+	for i, u := range s.Users {
+		if i == viewUsers {
+			fmt.Fprintf(&b, " · %d more", len(s.Users)-viewUsers)
+			break
+		}
+		sep := " "
+		if i > 0 {
+			sep = " · "
+		}
+		fmt.Fprintf(&b, "%s%s %d/%d", sep, u.User, u.Within, u.Portion)
+		if u.Over > 0 {
+			fmt.Fprintf(&b, " +%d over", u.Over)
+		}
+		if u.Borrowing > 0 {
+			fmt.Fprintf(&b, " +%d borrowing", u.Borrowing)
+		}
+		if u.Waiting > 0 {
+			fmt.Fprintf(&b, ", %d held", u.Waiting)
+		}
+		if !u.Active {
+			b.WriteString(" (idle)")
+		}
 	}
 	return b.String()
 }
@@ -364,6 +413,9 @@ func renderLines(b *strings.Builder, f frame) {
 				fmt.Fprintf(b, ", %d errors", t.Errors)
 			}
 			b.WriteString("\n")
+			if u := usersNote(t.Status); u != "" {
+				fmt.Fprintf(b, "%s   %s\n", at, u)
+			}
 		}
 	}
 	renderReplicas(b, at+" ", f.Replicas)
@@ -383,7 +435,10 @@ type summary struct {
 	UpstreamLine string   // the simulator's counters, or ""
 	PluginLogs   int      // warnings and errors the plugin logged
 	TraceLine    string   // -trace: what was replayed, or ""
-	Flow         flowControl
+	// UserLines are each divided team's users' figures (userTallies), nil
+	// without the plugin's user_header.
+	UserLines []string
+	Flow      flowControl
 	// Baseline is the same demo load without the plugin (baseline.go), by
 	// pool and team; nil when not computed (a real vLLM, a trace, -no-load).
 	Baseline map[string]map[string]baselineTeam
@@ -448,6 +503,12 @@ func renderSummary(b *strings.Builder, s summary) {
 	if s.Flow.Shadow {
 		b.WriteString("shadow mode: WITHIN, BORROWED and WOULD PRIO are what enforce mode would have decided; nothing was written or held,\n" +
 			"  so vLLM saw every request as the client sent it and served them in arrival order.\n")
+	}
+	for _, l := range s.UserLines {
+		b.WriteString(l + "\n")
+	}
+	if len(s.UserLines) > 0 {
+		b.WriteString("  (within: in the user's portion of its team's reservation; over: a reserved slot its teammates left, priority 2 to 9)\n")
 	}
 	renderLatency(b, s)
 	renderBaseline(b, s)

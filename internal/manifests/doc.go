@@ -20,10 +20,12 @@
 //     types with the CRD's enums, bounds and required fields, Istio kinds
 //     into metav1.ObjectMeta plus the istio.io/api spec, EnvoyFilter
 //     listener patches into Envoy's Listener, the proxy.istio.io/config
-//     annotation into Istio's ProxyConfig), and the objects agree: the plugin configuration is the example one, selectors
+//     annotation into Istio's ProxyConfig), and the objects agree: the plugin configuration is the example one
+//     but for the user header every kit sets, selectors
 //     reach the pods that run the plugin, the buffer limit covers
-//     max_body_bytes, the JWT rules write the team header and the
-//     authorization policy refuses requests without that claim, the image is
+//     max_body_bytes, the JWT rules write the team header and the user
+//     header (from another claim, so a client's copy is removed) and the
+//     authorization policy refuses requests without the team's claim, the image is
 //     pinned by digest with a pull secret for its registry, and the pool's
 //     capacity is one replica's max_num_seqs (sidecar) or the whole pool's
 //     C (gateway, whose replicas share it through the etcd the etcd kit's

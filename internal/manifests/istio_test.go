@@ -501,6 +501,11 @@ func checkKitCommon(t *testing.T, k *kit, host pluginHost, own kitOwn) map[strin
 		if line == "pluginConfig.pools[0].capacity_from: only in the first" {
 			continue
 		}
+		// Every kit turns the user level on (the example leaves it off);
+		// the JWT rules below must write the header it names.
+		if line == "pluginConfig.user_header: only in the first" {
+			continue
+		}
 		t.Errorf("%s pluginConfig differs from %s: %s", wpo.file, examplePath, line)
 	}
 	if js, err := json.Marshal(cfg); err != nil {
@@ -541,11 +546,16 @@ func checkKitCommon(t *testing.T, k *kit, host pluginHost, own kitOwn) map[strin
 		t.Fatalf("RequestAuthentication has no jwtRules")
 	}
 	var claim string
+	userHeader, _ := cfg["user_header"].(string)
+	if userHeader == "" {
+		t.Errorf("%s pluginConfig: no user_header: the kit's users are not divided", wpo.file)
+	}
 	for _, r := range ra.GetJwtRules() {
 		if r.GetIssuer() == "" || r.GetJwksUri() == "" && r.GetJwks() == "" {
 			t.Errorf("jwtRule %v: issuer and jwksUri (or jwks) must be set", r)
 		}
-		var n int
+		var n, nu int
+		var userClaim string
 		for _, h := range r.GetOutputClaimToHeaders() {
 			if strings.EqualFold(h.GetHeader(), teamHeader) {
 				n++
@@ -554,9 +564,19 @@ func checkKitCommon(t *testing.T, k *kit, host pluginHost, own kitOwn) map[strin
 				}
 				claim = h.GetClaim()
 			}
+			// The user header too is written from a claim, so that
+			// jwt_authn removes a client's copy first: else a client
+			// would pick its own user.
+			if userHeader != "" && strings.EqualFold(h.GetHeader(), userHeader) {
+				nu++
+				userClaim = h.GetClaim()
+			}
 		}
 		if n != 1 {
 			t.Errorf("jwtRule %s: %d outputClaimToHeaders write %s, want 1", r.GetIssuer(), n, teamHeader)
+		}
+		if userHeader != "" && (nu != 1 || userClaim == "" || userClaim == claim) {
+			t.Errorf("jwtRule %s: %d outputClaimToHeaders write %s (from %q), want 1, from a claim other than the team's %q", r.GetIssuer(), nu, userHeader, userClaim, claim)
 		}
 	}
 

@@ -200,8 +200,9 @@ func TestKindOverlay(t *testing.T) {
 		t.Errorf("jwtRules[0]: jwksUri %q, want none and the keys inline (jwks)", rule.GetJwksUri())
 	}
 	hdr := rule.GetOutputClaimToHeaders()
-	if len(hdr) != 1 || hdr[0].GetHeader() != cfg["team_header"] || hdr[0].GetClaim() != "team" {
-		t.Errorf("outputClaimToHeaders = %v, want %v from the claim team", hdr, cfg["team_header"])
+	if len(hdr) != 2 || hdr[0].GetHeader() != cfg["team_header"] || hdr[0].GetClaim() != "team" ||
+		hdr[1].GetHeader() != cfg["user_header"] || hdr[1].GetClaim() != "sub" {
+		t.Errorf("outputClaimToHeaders = %v, want %v from the claim team and %v from sub", hdr, cfg["team_header"], cfg["user_header"])
 	}
 	teams := pool["teams"].(map[string]any)
 	for _, name := range append(slices.Sorted(mapKeys(teams)), "no-team") {
@@ -216,6 +217,9 @@ func TestKindOverlay(t *testing.T) {
 		}
 		if claims["iss"] != rule.GetIssuer() || !slices.Contains(rule.GetAudiences(), fmt.Sprint(claims["aud"])) || claims["team"] != wantTeam {
 			t.Errorf("tokens/%s.jwt claims iss %v aud %v team %v, want iss %s, an aud of %v, team %v", name, claims["iss"], claims["aud"], claims["team"], rule.GetIssuer(), rule.GetAudiences(), wantTeam)
+		}
+		if sub, _ := claims["sub"].(string); sub == "" {
+			t.Errorf("tokens/%s.jwt has no sub claim: its requests would count as the user _none", name)
 		}
 		if exp, _ := claims["exp"].(float64); exp < kindFarFuture {
 			t.Errorf("tokens/%s.jwt exp %v, want one after 2099 (nobody can sign new ones)", name, claims["exp"])
@@ -287,8 +291,8 @@ func verifyKindToken(token []byte, jwks string) (map[string]any, error) {
 
 // TestKindSmokeScript: deploy/istio/kind/smoke.sh parses (bash -n), and the
 // names it uses are the overlay's (namespace, Deployments, Service and
-// port, image, pool, model, team header, teams and their tokens) and the
-// plugin's response headers, so that a rename fails here rather than on a
+// port, image, pool, model, team and user headers, teams and their tokens,
+// the within-share team's token's subject) and the plugin's response headers, so that a rename fails here rather than on a
 // laptop. Its borrower sends more requests than its reservation and fewer
 // than the pool's capacity, so some borrow and none is held.
 func TestKindSmokeScript(t *testing.T) {
@@ -332,13 +336,22 @@ func TestKindSmokeScript(t *testing.T) {
 		t.Errorf("smoke.sh MODEL=%q, not among the pool's models %v", vars["MODEL"], pool["models"])
 	}
 	eq("TEAM_HEADER", fmt.Sprint(cfg["team_header"]))
+	eq("USER_HEADER", fmt.Sprint(cfg["user_header"]))
+	eq("HEADER_USER", plugin.HeaderUser)
+	// The user the within-share check expects is its token's subject.
+	ra := k.get(t, "RequestAuthentication", "fairshare-team").obj.(*securityv1.RequestAuthentication)
+	if claims, err := verifyKindToken(readFile(t, kindDir+"/tokens/"+vars["WITHIN_TEAM"]+".jwt"), ra.GetJwtRules()[0].GetJwks()); err != nil {
+		t.Errorf("tokens/%s.jwt: %v", vars["WITHIN_TEAM"], err)
+	} else {
+		eq("WITHIN_USER", fmt.Sprint(claims["sub"]))
+	}
 	eq("HEADER_TEAM", plugin.HeaderTeam)
 	eq("HEADER_POOL", plugin.HeaderPool)
 	eq("HEADER_PRIORITY", plugin.HeaderPriority)
 	eq("HEADER_BORROWING", plugin.HeaderBorrowing)
 	eq("HEADER_QUEUE_TIME", plugin.HeaderQueueTime)
 	known := []string{plugin.HeaderTeam, plugin.HeaderPool, plugin.HeaderPriority, plugin.HeaderBorrowing, plugin.HeaderQueueTime,
-		plugin.HeaderMode, plugin.HeaderWouldHold, plugin.HeaderWouldRefuse, plugin.HeaderSpilledFrom}
+		plugin.HeaderMode, plugin.HeaderWouldHold, plugin.HeaderWouldRefuse, plugin.HeaderSpilledFrom, plugin.HeaderUser, plugin.HeaderOver}
 	for _, h := range regexp.MustCompile(`x-fairshare-[a-z-]+`).FindAllString(script, -1) {
 		if !slices.Contains(known, h) {
 			t.Errorf("smoke.sh names %s, not a header of the plugin", h)

@@ -165,6 +165,11 @@ func TestStatsTags(t *testing.T) {
 			`fairshare_in_flight{pool="llama-8b",team="chat"}`},
 		{"wasmcustom.fairshare.pool.llama-8b.team._unknown.borrowed_total",
 			`fairshare_borrowed_total{pool="llama-8b",team="_unknown"}`},
+		// The user level's gauges (user_header): per team, no user label.
+		{"wasmcustom.fairshare.pool.llama-8b.team.search.users_active",
+			`fairshare_users_active{pool="llama-8b",team="search"}`},
+		{"wasmcustom.fairshare.pool.llama-8b.team.search.over",
+			`fairshare_over{pool="llama-8b",team="search"}`},
 		// Spill-over: from pool, team and to pool.
 		{"wasmcustom.fairshare.pool.llama-8b.team.chat.to_pool.llama-8b-ondemand.spilled_total",
 			`fairshare_spilled_total{pool="llama-8b",team="chat",to_pool="llama-8b-ondemand"}`},

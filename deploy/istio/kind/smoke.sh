@@ -5,8 +5,9 @@
 # the simulator), waits for it, then sends chat completions through the
 # gateway (kubectl port-forward) with each team's token and checks what the
 # plugin answers: the x-fairshare-* response headers, a within-share request
-# at priority 0, and a team sending more than its share borrowing (priority
-# 10 or more). One PASS or FAIL line per check; exit status 1 if any failed.
+# at priority 0 counted as the token's user whatever x-user the client
+# sent, and a team sending more than its share borrowing (priority 10 or
+# more). One PASS or FAIL line per check; exit status 1 if any failed.
 #
 # It needs a cluster with Istio installed as docs/quickstart-kind.md says,
 # and docker, kind, kubectl, curl, make and go on the PATH. It is not run in
@@ -35,7 +36,9 @@ IMAGE=fairshare-kind:dev
 POOL=llama-8b
 MODEL=meta-llama/Llama-3.1-8B-Instruct
 TEAM_HEADER=x-team
+USER_HEADER=x-user
 WITHIN_TEAM=search
+WITHIN_USER=kind-search
 BORROWER=research
 BORROWER_REQUESTS=4
 HEADER_TEAM=x-fairshare-team
@@ -43,6 +46,7 @@ HEADER_POOL=x-fairshare-pool
 HEADER_PRIORITY=x-fairshare-priority
 HEADER_BORROWING=x-fairshare-borrowing
 HEADER_QUEUE_TIME=x-fairshare-queue-time
+HEADER_USER=x-fairshare-user
 
 CLUSTER=${CLUSTER:-fairshare}
 LOCAL_PORT=${LOCAL_PORT:-18080}
@@ -166,10 +170,11 @@ if [ "$s" = 403 ]; then pass "no token: 403"; else fail "no token: status $s, wa
 s=$(chat "$WORK/noteam" no-team 4)
 if [ "$s" = 403 ]; then pass "token without a team claim: 403"; else fail "token without a team claim: status $s, want 403"; fi
 
-# 2. A within-share request and its headers; the client's own team header
-# is replaced by the token's claim.
-s=$(chat "$WORK/within" "$WITHIN_TEAM" 8 -H "$TEAM_HEADER: $BORROWER")
+# 2. A within-share request and its headers; the client's own team and
+# user headers are replaced by the token's claims (team, sub).
+s=$(chat "$WORK/within" "$WITHIN_TEAM" 8 -H "$TEAM_HEADER: $BORROWER" -H "$USER_HEADER: mallory")
 team=$(header "$WORK/within.h" "$HEADER_TEAM")
+user=$(header "$WORK/within.h" "$HEADER_USER")
 pool=$(header "$WORK/within.h" "$HEADER_POOL")
 prio=$(header "$WORK/within.h" "$HEADER_PRIORITY")
 borrowing=$(header "$WORK/within.h" "$HEADER_BORROWING")
@@ -178,6 +183,11 @@ if [ "$s" = 200 ] && [ "$team" = "$WITHIN_TEAM" ] && [ "$pool" = "$POOL" ] && [ 
 	pass "$WITHIN_TEAM within share: $HEADER_TEAM $team, $HEADER_POOL $pool, $HEADER_PRIORITY $prio, $HEADER_BORROWING $borrowing, $HEADER_QUEUE_TIME $queued"
 else
 	fail "$WITHIN_TEAM within share: status $s, $HEADER_TEAM '$team' (want $WITHIN_TEAM, whatever $TEAM_HEADER the client sent), $HEADER_POOL '$pool' (want $POOL), $HEADER_PRIORITY '$prio' (want 0), $HEADER_BORROWING '$borrowing' (want false), $HEADER_QUEUE_TIME '$queued'"
+fi
+if [ "$user" = "$WITHIN_USER" ]; then
+	pass "$WITHIN_TEAM's user from the token: $HEADER_USER $user (the client sent $USER_HEADER: mallory)"
+else
+	fail "$WITHIN_TEAM's user: $HEADER_USER '$user', want $WITHIN_USER (the token's sub), whatever $USER_HEADER the client sent"
 fi
 
 # 3. Above its share: BORROWER_REQUESTS long requests of the borrower at once,
