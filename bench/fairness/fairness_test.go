@@ -290,6 +290,46 @@ func TestReplicasNoflowKeepReservations(t *testing.T) {
 	}
 }
 
+// TestUsersPutLightUsersFirst runs S10 at a third of its length, both
+// engine modes, through the flow-control plugin column (user_header
+// x-user) and its flat column plugin-nousers (the same configuration
+// without it): with users, the worst interactive p99 TTFT of search's
+// light users ann, bob and cyd is at most a third of theirs with the team
+// flat (where script's flood holds the team's seats and their requests
+// borrow behind it), and neither column loses anything (the team counts,
+// the users' counts and the tokens charged against the responses'). The
+// full-length targets against running alone are `make fairness`'s.
+func TestUsersPutLightUsersFirst(t *testing.T) {
+	s := reduced(t, "s10-users", 1.0/3)
+	newPlugin := flowPlugin(t)
+	p, _, _ := flowOptions()
+	flat := noUsersVariant(mod, p).New
+	worst := func(r *fairbench.Result) time.Duration {
+		var w time.Duration
+		for _, u := range s.AloneUsers {
+			c := r.User("search", u).Class[fairbench.Interactive]
+			if c.Requests < 15 || c.Unfinished > 0 {
+				t.Fatalf("%s: %s's interactive requests %d, unfinished %d: the run is too short to judge", r.Policy, u, c.Requests, c.Unfinished)
+			}
+			w = max(w, c.TTFTp99)
+		}
+		return w
+	}
+	for _, mode := range fairbench.Modes {
+		u, f := runOne(t, s, newPlugin(), mode), runOne(t, s, flat(), mode)
+		wu, wf := worst(u), worst(f)
+		if wu > wf/3 {
+			t.Errorf("%s: light users' worst interactive p99 TTFT %v with users, want <= a third of %v with the team flat", mode, wu, wf)
+		}
+		for _, r := range []*fairbench.Result{u, f} {
+			if r.Ledger == nil || r.Ledger.Lost() != 0 || r.Ledger.Users != (r == u) {
+				t.Errorf("%s/%s: ledger %+v, want nothing lost (users counted: %v)", mode, r.Policy, r.Ledger, r == u)
+			}
+		}
+		t.Logf("%s: light users' worst p99 %v with users, %v flat; search's share %.3f / %.3f", mode, wu, wf, u.Team("search").ServiceShare, f.Team("search").ServiceShare)
+	}
+}
+
 // TestNativeFlowAgesAsPlugin: the native flow ablation forecasts what
 // plugin.wasm decides, so it ages batch requests as the plugin does by
 // default (the plugin column runs with the default batch_aging).

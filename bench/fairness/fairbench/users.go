@@ -103,7 +103,7 @@ func UsersTargets(rep *Report, mode, policy string) []Target {
 				}
 			}
 			if team != "" {
-				add("team's service share with users − without (points)", worst, b, "%.1f", "`"+team+"`")
+				add("team's service share with users − without (points)", worst, b, "%.2f", "`"+team+"`")
 			}
 		}
 	}

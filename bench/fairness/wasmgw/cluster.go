@@ -66,7 +66,13 @@ type Cluster struct {
 	// team's within-share requests at most its reservation + Bound + the
 	// proxies times fairshare.MaxLoan (the loans' over-admission bound: per
 	// team and proxy), or the run fails. Without faults the plugin's
-	// stated bound is 0.
+	// stated bound is 0. With the user level on (user_header in a scenario
+	// with users) the within-share bound is reported, not checked: a user
+	// below its portion is within share even while its teammates still
+	// hold, as within share, the seats they took before it came (their
+	// portions were larger then), so a team passes its reservation for as
+	// long as those requests run (proxies.stats says by how much, and
+	// when).
 	Bound int
 	// Split, if set, is the weights of the proxies (their number and
 	// each one's part of the requests) instead of the scenario's
@@ -98,9 +104,15 @@ type proxies struct {
 	within    map[string]int
 	reserved  map[string]int
 	// excess is the most within-share requests of a team in flight
-	// beyond its reservation (the loans' over-admission), and its team.
+	// beyond its reservation (the loans' over-admission), its team and
+	// when.
 	excess     int
 	excessTeam string
+	excessAt   time.Duration
+	// users reports whether the proxies divide the teams among users
+	// (user_header on): the within-share bound is then reported only
+	// (Cluster.Bound).
+	users bool
 	// etcd counts the calls the proxies made to etcd and their bytes.
 	etcd *etcdCounter
 	// bound is the C the borrowers' bound is checked against: the
@@ -150,6 +162,7 @@ func (g *Gateway) startCluster() error {
 	p.start = now.Add(-3 * cl.syncInterval())
 	g.cl = p
 	p.within = map[string]int{}
+	p.users = !g.opt.NoUsers && g.s.HasUsers()
 	p.bound = g.c
 	p.reserve(g.c)
 	var originalDst map[string]string
@@ -252,9 +265,10 @@ func (p *proxies) newStream(id int64) *host.Stream {
 // event that raises them), the borrowers in flight at the engines exceed
 // C + the bound (with flow control), or a team's within-share requests
 // in flight exceed its reservation + the bound + the loans
-// (fairshare.MaxLoan per proxy); it keeps the most within-share requests of a team
+// (fairshare.MaxLoan per proxy; not with the user level on, see
+// Cluster.Bound); it keeps the most within-share requests of a team
 // beyond its reservation. On one proxy the same holds with bound 0 and
-// no loans;
+// no loans (without users);
 // within-share requests are never held, so the total in flight may pass
 // C by the within-share requests sent while the pool was full, on one
 // proxy as on several.
@@ -267,13 +281,13 @@ func (p *proxies) checkBound(r *fairbench.Request) {
 	b := p.g.opt.Cluster.Bound
 	p.drained()
 	if x := p.within[r.Team] - p.reserved[r.Team]; !r.Borrowing && x > p.excess {
-		p.excess, p.excessTeam = x, r.Team
+		p.excess, p.excessTeam, p.excessAt = x, r.Team, p.g.d.Now()
 	}
 	switch {
 	case p.holding() && p.borrowing > p.bound+b:
 		p.g.fail(fmt.Errorf("wasmgw: %d borrowers in flight at %v (request %d of team %s just sent), above C = %d + the bound %d; %s",
 			p.borrowing, p.g.d.Now(), r.ID, r.Team, p.bound, b, p.describe()))
-	case !r.Borrowing && p.within[r.Team] > p.reserved[r.Team]+b+fairshare.MaxLoan*len(p.hs):
+	case !r.Borrowing && !p.users && p.within[r.Team] > p.reserved[r.Team]+b+fairshare.MaxLoan*len(p.hs):
 		p.g.fail(fmt.Errorf("wasmgw: %d within-share requests of team %s in flight at %v (request %d just sent), above its reservation %d + the bound %d + the loans (%d per proxy); %s",
 			p.within[r.Team], r.Team, p.g.d.Now(), r.ID, p.reserved[r.Team], b, fairshare.MaxLoan, p.describe()))
 	}
@@ -468,7 +482,10 @@ func (p *proxies) stats() string {
 	}
 	over := "none"
 	if p.excess > 0 {
-		over = fmt.Sprintf("%d (`%s`; bound: the loans, %d per proxy, %d)", p.excess, p.excessTeam, fairshare.MaxLoan, fairshare.MaxLoan*len(p.hs))
+		over = fmt.Sprintf("%d (`%s` at %.2f s; bound: the loans, %d per proxy, %d)", p.excess, p.excessTeam, p.excessAt.Seconds(), fairshare.MaxLoan, fairshare.MaxLoan*len(p.hs))
+		if p.users {
+			over += ", not checked with users within teams (a user below its portion is within share while its teammates still hold the seats they took before it came)"
+		}
 	}
 	return fmt.Sprintf("%d proxies: %.2f etcd calls per proxy per second, %s bytes per sync (%d syncs), most within-share requests of a team beyond its reservation %s",
 		len(p.hs), float64(calls)/float64(len(p.hs))/secs, perSync, syncs, over)

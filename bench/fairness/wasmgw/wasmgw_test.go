@@ -343,3 +343,42 @@ func (r *userRecord) Finish(q *fairbench.Request) {
 	r.seen[q.Team][u]++
 	r.g.Finish(q)
 }
+
+// clock is a fairbench.Dispatcher that only tells the time.
+type clock time.Duration
+
+func (c clock) Now() time.Duration           { return time.Duration(c) }
+func (clock) Submit(*fairbench.Request, int) {}
+func (clock) InFlight() int                  { return 0 }
+func (clock) After(time.Duration, func())    {}
+
+// TestClusterWithinBound: a team's within-share requests past its
+// reservation fail a cluster run, except with the user level on, where
+// the excess is reported with its team and time; borrowers past C fail
+// it either way.
+func TestClusterWithinBound(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		users          bool
+		within, borrow int
+		fails          bool
+		excess         int
+	}{
+		{"within the reservation", false, 2, 0, false, 0},
+		{"one past the reservation", false, 3, 0, true, 1},
+		{"one past, users", true, 3, 0, false, 1},
+		{"borrowers past C, users", true, 0, 5, true, 0},
+	} {
+		g := &Gateway{opt: Options{Flow: &Flow{MaxQueueTime: time.Minute}, Cluster: &Cluster{}}, d: clock(1500 * time.Millisecond), c: 4}
+		p := &proxies{g: g, within: map[string]int{}, reserved: map[string]int{"a": 2}, bound: 4, users: c.users}
+		for i := range c.within + c.borrow {
+			p.checkBound(&fairbench.Request{ID: int64(i), Team: "a", Borrowing: i >= c.within})
+		}
+		if (g.err != nil) != c.fails || p.excess != c.excess {
+			t.Errorf("%s: err %v, excess %d; want failing %v, excess %d", c.name, g.err, p.excess, c.fails, c.excess)
+		}
+		if c.excess > 0 && (p.excessTeam != "a" || p.excessAt != 1500*time.Millisecond) {
+			t.Errorf("%s: excess of %q at %v, want a at 1.5s", c.name, p.excessTeam, p.excessAt)
+		}
+	}
+}
