@@ -204,6 +204,17 @@ var flowKnownFailures = map[string]bool{
 	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst": true,
 	"s5-reclaim/pr45561/max share error (points)":     true,
 	"s5-reclaim/pr45561/Jain":                         true,
+	// S10 (users within teams), measured at 37× and 35× of alone (worst
+	// user bob; 0.02-0.03 s alone, 0.6-1.0 s with users, about 9 s with
+	// the team flat): a light user's within-share request waits for a
+	// sequence behind a full engine under vLLM main, and in either mode a
+	// few of their requests arrive while their user is at its portion (2
+	// of search's 8) and wait at the gateway (up to about 1 s) before
+	// going as within share or over; and search's share moves by 1.03
+	// points with users on vLLM main (0.24 with PR 45561).
+	"s10-users/vllm/interactive p99 TTFT of a light user / alone, worst user":    true,
+	"s10-users/pr45561/interactive p99 TTFT of a light user / alone, worst user": true,
+	"s10-users/vllm/team's service share with users − without (points)":          true,
 }
 
 // TestFlowControlAcceptance asserts the flow-control acceptance targets

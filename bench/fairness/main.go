@@ -113,7 +113,7 @@ func run(dir, out string, seed uint64, quick bool, plugin, wasmFile, only string
 		if reps[0].Column(reps[0].Modes[0], fairbench.AblationNativeFlow) != nil {
 			cols = append(cols, fairbench.AblationNativeFlow)
 		}
-		fmt.Fprintf(&b, "### Flow-control acceptance targets\n\nEvery target of the scenario files (the flow-control targets for S1–S7 and S2b, the trace targets for t1 and t2) measured on the `plugin` column (%s) and, where run, on `%s` (the core's flow control run natively). ✓ holds, ✗ fails.\n\n",
+		fmt.Fprintf(&b, "### Flow-control acceptance targets\n\nEvery target of the scenario files (the flow-control targets for S1–S7 and S2b, the capacity targets for S9, the users targets for S10, the trace targets for t1 and t2) measured on the `plugin` column (%s) and, where run, on `%s` (the core's flow control run natively). ✓ holds, ✗ fails.\n\n",
 			path, fairbench.AblationNativeFlow)
 		if err := fairbench.WriteTargets(&b, reps, cols); err != nil {
 			return err

@@ -27,6 +27,13 @@
 // [RunSpillScenario] runs only the plugin, with and without spill_to,
 // reported by [WriteSpill].
 //
+// A workload with a "user" sends it in the x-user header (users within
+// teams, S10, users.go): the plugin column divides each team among its
+// users, [NoUsersColumn] runs it with the team flat, the report has a
+// table per (team, user), and [UsersTargets] compares the light users
+// with their alone-users run and the team's share with the flat
+// column's.
+//
 // [Run] drives one scenario with one gateway in virtual time and returns a
 // [Result]: per team and class, throughput, TTFT and end-to-end latency
 // percentiles, preemptions; for the pool, utilisation, Jain's index on
