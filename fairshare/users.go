@@ -777,21 +777,22 @@ func (p *Pool) UserUsage(now time.Time) map[string]float64 {
 }
 
 // SetUserUsage sets the usage of user of team, decayed to now, as
-// SetUsage sets a team's (penalties not settled yet kept up to it). A
-// user the team does not have is added only while the team has room for
-// it (MaxUsers), as an idle user last seen UserActive before now: a
-// remote user never evicts a local one. It does nothing without the user
-// level or for a team the pool does not list. Cost: O(log users), O(users)
-// when it adds one.
-func (p *Pool) SetUserUsage(now time.Time, team, user string, usage float64) {
+// SetUsage sets a team's (penalties not settled yet kept up to it), and
+// reports whether it did. A user the team does not have is added only
+// while the team has room for it (MaxUsers), as an idle user last seen
+// UserActive before now: a remote user never evicts a local one. It
+// does nothing (false) without the user level, for a team the pool does
+// not list, or for a user it has no room for. Cost: O(log users),
+// O(users) when it adds one.
+func (p *Pool) SetUserUsage(now time.Time, team, user string, usage float64) bool {
 	t := now.UnixNano()
 	p.advance(t)
 	if !p.users {
-		return
+		return false
 	}
 	i := p.find(team)
 	if i < 0 || !p.teams[i].configured {
-		return
+		return false
 	}
 	p.decayTo(t)
 	e := &p.teams[i]
@@ -799,7 +800,7 @@ func (p *Pool) SetUserUsage(now time.Time, team, user string, usage float64) {
 	k := e.findUser(name)
 	if k < 0 {
 		if p.userEntries(e) >= p.maxUsers || name == UserOther {
-			return
+			return false
 		}
 		k = p.userIndex(i, name, t-int64(p.userActive))
 		e = &p.teams[i]
@@ -808,4 +809,5 @@ func (p *Pool) SetUserUsage(now time.Time, team, user string, usage float64) {
 	x := sanitizeAmount(usage)
 	u.penalty = min(u.penalty, x)
 	u.usage = max(x-u.penalty, 0)
+	return true
 }

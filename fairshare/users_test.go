@@ -678,10 +678,20 @@ func TestUserUsageSync(t *testing.T) {
 	if _, _, ok := SplitUserKey("search"); ok {
 		t.Fatal("a team's name split as a user key")
 	}
-	p.SetUserUsage(at(time.Second), "search", "ann", 50)
-	p.SetUserUsage(at(time.Second), "search", "bob", 7) // added, idle
-	p.SetUserUsage(at(time.Second), "search", "cyd", 9) // no room
-	p.SetUserUsage(at(time.Second), "nope", "ann", 9)   // no such team
+	for _, c := range []struct {
+		team, user string
+		x          float64
+		want       bool
+	}{
+		{"search", "ann", 50, true},
+		{"search", "bob", 7, true},  // added, idle
+		{"search", "cyd", 9, false}, // no room
+		{"nope", "ann", 9, false},   // no such team
+	} {
+		if got := p.SetUserUsage(at(time.Second), c.team, c.user, c.x); got != c.want {
+			t.Errorf("SetUserUsage(%s, %s) = %v, want %v", c.team, c.user, got, c.want)
+		}
+	}
 	verify(t, p)
 	u = p.UserUsage(at(time.Second))
 	if len(u) != 2 || u[UserKey("search", "ann")] != 50 || u[UserKey("search", "bob")] != 7 {
@@ -691,8 +701,7 @@ func TestUserUsageSync(t *testing.T) {
 		t.Fatalf("a user added by SetUserUsage is active: %+v", s)
 	}
 	off := usersPool(func(c *Config) { c.Users = false })
-	off.SetUserUsage(at(0), "search", "ann", 1)
-	if len(off.UserUsage(at(0))) != 0 {
+	if off.SetUserUsage(at(0), "search", "ann", 1) || len(off.UserUsage(at(0))) != 0 {
 		t.Fatal("users without the user level")
 	}
 }

@@ -617,11 +617,6 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		}
 		clear(newOthers)
 		for t, x := range fairshare.SumUsage(now, hl, reports) {
-			if _, _, user := fairshare.SplitUserKey(t); user && !hasKey(cur, t) {
-				// Not in our record: the others' usage of that user is
-				// not merged into it, so it is not subtracted next time.
-				continue
-			}
 			newOthers[t] = x
 		}
 		// After a restart of this replica, its contribution from before
@@ -643,6 +638,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 				} else {
 					p.SetUsage(now, t, x)
 				}
+			}
+		}
+		// A user only the others have seen joins our record with their
+		// usage while its team has room; one that does not is not
+		// merged, so its usage is not subtracted from ours next time.
+		for t, x := range newOthers {
+			if team, user, ok := fairshare.SplitUserKey(t); ok && !hasKey(cur, t) && !p.SetUserUsage(now, team, user, x) {
+				delete(newOthers, t)
 			}
 		}
 		usage := appendUsage([]byte(`{"at":`+strconv.FormatInt(now.UnixNano(), 10)+`,"usage":`), own)

@@ -881,3 +881,72 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestWasmClusterUsers: with user_header, every proxy ranks a team's
+// users on their usage across the pool: ann's requests at r0 and bob's
+// at r1 and r2 are summed into every proxy's record, a proxy that never
+// saw a user included, so that every proxy ranks bob (less used) before
+// ann; the team's usage is its users' sum.
+func TestWasmClusterUsers(t *testing.T) {
+	url := etcdtest.Started(t).URL()
+	var hs []*host.Host
+	for _, r := range []string{"r0", "r1", "r2"} {
+		cfg := strings.Replace(clusterConfig(r), `"tick": "100ms",`, `"tick": "100ms", "user_header": "x-user",`, 1)
+		hs = append(hs, startReplicaConfig(t, url, r, 1, cfg))
+	}
+	eventually(t, "all registered", func() (bool, string) {
+		ss, seen := slicesOf(t, hs)
+		return whole(ss), seen
+	})
+	charge := func(h *host.Host, user string, n int) {
+		for range n {
+			respondJSON(request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}, {"x-user", user}}, chat("m", 10, "")), 100, 50)
+		}
+	}
+	// Each request costs 100 + 2 × 50: ann 3 × 200 at r0, bob 1 × 200 at
+	// r1 and 1 × 200 at r2. Usage decays (half-life 1h): the users'
+	// fractions of the team's are compared, 0.6 and 0.4.
+	charge(hs[0], "ann", 3)
+	charge(hs[1], "bob", 1)
+	charge(hs[2], "bob", 1)
+	want := map[string]float64{"ann": 0.6, "bob": 0.4}
+	eventually(t, "every proxy knows ann's and bob's usage in the pool", func() (bool, string) {
+		ok := true
+		var seen []string
+		for i, h := range hs {
+			s := teamStats(t, h, "small")["a"]
+			us := map[string]float64{}
+			rank := map[string]int{}
+			for _, u := range s.Users {
+				us[u.User] = u.Usage / s.Usage
+				rank[u.User] = u.Rank
+			}
+			seen = append(seen, fmt.Sprintf("r%d %v (team %v)", i, us, s.Usage))
+			for name, w := range want {
+				ok = ok && math.Abs(us[name]-w) <= 1e-6
+			}
+		}
+		return ok, strings.Join(seen, "; ")
+	})
+	// At r1, which never served ann, both become active: bob, who used
+	// less, ranks first; so does he at r0, which never served bob.
+	for _, h := range hs[:2] {
+		var open []*host.Stream
+		for _, u := range []string{"ann", "bob"} {
+			open = append(open, request(h, 0, "/v1/chat/completions", [][2]string{{"x-team", "a"}, {"x-user", u}}, chat("m", 10, "")))
+		}
+		rank := map[string]int{}
+		for _, u := range teamStats(t, h, "small")["a"].Users {
+			if !u.Active {
+				t.Errorf("%s inactive with a request in flight", u.User)
+			}
+			rank[u.User] = u.Rank
+		}
+		if rank["bob"] != 0 || rank["ann"] != 1 {
+			t.Errorf("ranks %v, want bob 0, ann 1", rank)
+		}
+		for _, s := range open {
+			respondJSON(s, 1, 0)
+		}
+	}
+}
