@@ -51,6 +51,19 @@ import (
 // team of one user behaves as without users (its portion is the whole
 // reservation; nothing can be over).
 //
+// The one bound the user level loosens: a team's within-share requests
+// may exceed its allowed sequences while a user who has just become
+// active is within share and teammates still hold more within-share
+// requests than their portions, which shrank when it came (they were
+// granted while it was inactive). The excess is at most those
+// teammates' requests beyond their new portions, so at most the team's
+// reservation, and it drains as they finish (their requests above
+// their portions are over or borrowing from then on). The alternative,
+// holding the newcomer until they drain, is the flood this level is
+// there to stop. A user stays active for UserActive after its latest
+// request, so a light user who sends one at least that often never
+// rejoins.
+//
 // A user's rank is its dense level-fairshare rank among the team's
 // active users: S = share / Σ active shares, U = decayed usage
 // (consumption plus entry penalties, as a team's) / Σ active usage,
