@@ -205,7 +205,7 @@ func (p *Pool) grant(t int64, holder uint32, i, k int, class Class, estimate flo
 	at := max(t, p.usageAt)
 	g := Grant{Team: e.name, Class: class, Saturated: saturated, Holder: holder, Estimate: estimate, At: at,
 		Tokens: tok, Arrived: at, epoch: e.epoch}
-	borrowing := st <= stOver
+	borrowing := st <= stTakes
 	switch st {
 	case stBorrow:
 		g.Borrowing = true
@@ -213,6 +213,9 @@ func (p *Pool) grant(t int64, holder uint32, i, k int, class Class, estimate flo
 	case stOver:
 		g.Borrowing, g.Over = true, true
 		g.Priority = overPriority(p.userRank(i, k, t), class)
+	case stTakes:
+		g.Borrowing, g.Over = true, true
+		g.Priority = WithinShareBase + int(class)
 	default:
 		g.Priority = WithinShareBase + int(class)
 	}

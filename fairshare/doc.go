@@ -253,7 +253,9 @@
 // below its portion is within share (0/1); one of a user at its portion
 // that finds a reserved sequence its teammates leave takes it "over"
 // (Grant.Over: counted as borrowing, never held, priority
-// OverBase + min(user rank, MaxOverRank)·OverRankStep + class, 2 to 9),
+// OverBase + min(user rank, MaxOverRank)·OverRankStep + class, 2 to 9;
+// 0/1 when, the team's sequences all taken, it takes the sequence of a
+// worse-ranked teammate's over request),
 // so a light user's next request is within share at once and, on an
 // engine that preempts running requests for waiting ones, preempts the
 // flooder's over request first; beyond that the request borrows as its

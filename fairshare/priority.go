@@ -6,7 +6,8 @@ package fairshare
 //
 //	within share:  WithinShareBase + class                     0, 1
 //	over (users):  OverBase + min(user rank, MaxOverRank)·OverRankStep + class
-//	               2 to 9: a reserved sequence a teammate leaves (users.go)
+//	               2 to 9: a reserved sequence a teammate leaves (users.go);
+//	               0, 1 when it takes a worse teammate's over sequence
 //	borrowing:     BorrowBase + min(rank, MaxRank)·RankStep + class
 //	               rank 0: 10, 11; rank 1: 20, 21; ... rank 9: 100, 101
 const (

@@ -288,8 +288,8 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 		}
 		return g, Waiting{}, Granted
 	}
-	if st == stOver && !p.waitsBefore(&w, false) {
-		return p.grantArrived(t, r, i, k, class, est, tok, wk, stOver, 0), Waiting{}, Granted
+	if (st == stOver || st == stTakes) && !p.waitsBefore(&w, false) {
+		return p.grantArrived(t, r, i, k, class, est, tok, wk, st, 0), Waiting{}, Granted
 	}
 	if p.queueLimit == 0 {
 		return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, p.rank(i)), Waiting{}, Granted
@@ -517,7 +517,7 @@ func (p *Pool) waiterStanding(u usage, k int, first, ufirst []int) standing {
 			st = stOver
 		}
 	}
-	if st == stOver && !tf {
+	if (st == stOver || st == stTakes) && !tf {
 		st = stBorrow
 	}
 	return st
@@ -529,7 +529,7 @@ func (s standing) class() int {
 	switch s {
 	case stWithin, stWithinTok:
 		return 2
-	case stOver:
+	case stOver, stTakes:
 		return 1
 	}
 	return 0
@@ -690,7 +690,7 @@ func (p *Pool) rankAll() []int {
 func (p *Pool) describe(w *waiter, st standing) Waiting {
 	d := Waiting{Holder: w.holder, ID: w.id, Team: p.teams[w.team].name, Class: w.class, Arrived: w.arrival,
 		Deadline: p.deadline(w.arrival), Tokens: w.tokens, Work: w.work, Estimate: w.estimate,
-		Within: st >= stWithinTok, Over: st == stOver}
+		Within: st >= stWithinTok, Over: st == stOver || st == stTakes}
 	if k := w.user(); k >= 0 && k < len(p.teams[w.team].users) {
 		d.User = p.teams[w.team].users[k].name
 	}

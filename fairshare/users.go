@@ -40,6 +40,18 @@ import (
 //     borrowers, the one vLLM preempts for a teammate's within-share
 //     request on an engine that preempts running requests for waiting
 //     ones.
+//   - When the team's reserved sequences are all taken, a request of a
+//     user at or above its portion may take the sequence of an over
+//     request of a worse-ranked teammate (overTakes: while the team's
+//     requests beyond its allowed sequences are fewer than those
+//     teammates' over requests): it is over (counted as borrowing, never
+//     held) at the within-share priority WithinShareBase + class, so vLLM
+//     runs it before that teammate's: an engine that preempts running
+//     requests for waiting ones preempts the teammate's over request (2
+//     to 9) for it, one that does not runs it when a sequence frees, among
+//     the within-share requests waiting. The team then has in flight
+//     beyond its reservation at most its worse-ranked users' over
+//     requests.
 //   - Otherwise the request borrows as its team does, at its team's rank.
 //
 // So a light user's request inside the team's reservation is decided
@@ -445,6 +457,7 @@ type standing uint8
 const (
 	stBorrow    standing = iota // above the team's reservation
 	stOver                      // a reserved sequence its teammates leave
+	stTakes                     // over, taking a worse teammate's over sequence (overTakes)
 	stWithinTok                 // within share, borrowing KV tokens
 	stWithin                    // within share
 )
@@ -475,7 +488,30 @@ func (p *Pool) standingOf(u usage, i, k int, d amounts, t int64) standing {
 	if p.overFits(i, d) {
 		return stOver
 	}
+	if p.restFits(i, d) && p.overTakes(i, k, t) {
+		return stTakes
+	}
 	return stBorrow
+}
+
+// overTakes reports whether user k of entry i, above its portion while
+// the team's reserved sequences are all taken, may take the sequence of
+// a worse-ranked teammate's over request: the team's requests beyond its
+// allowed sequences are fewer than those teammates' over requests.
+// Cost: O(users log users).
+func (p *Pool) overTakes(i, k int, t int64) bool {
+	e := &p.teams[i]
+	excess := e.within[kindSeq] + e.pWithin[kindSeq] + p.overOf(i) - int64(e.allowed())
+	p.userLFs(e, k, t)
+	lf := p.ulf
+	mine := lf[k]
+	var worse int64
+	for j := range e.users {
+		if j != k && e.users[j].over > 0 && lf[j] >= 0 && lf[j] < mine && !sameLF(mine, lf[j]) {
+			worse += e.users[j].over
+		}
+	}
+	return excess < worse
 }
 
 // overOf is the number of entry i's over requests in flight.
@@ -533,7 +569,7 @@ func (p *Pool) countUser(i, k int, st standing) {
 	switch st {
 	case stWithin, stWithinTok:
 		u.within++
-	case stOver:
+	case stOver, stTakes:
 		u.over++
 	default:
 		u.borrow++

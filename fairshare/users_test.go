@@ -271,17 +271,28 @@ func TestUsersOverRank(t *testing.T) {
 			t.Fatalf("%s: %+v, want over at %d", u, g, want)
 		}
 	}
-	// The team, and with it the pool, is full: cyd's next would borrow,
-	// and waits.
+	// The team, and with it the pool, is full, but eve (rank 4) holds an
+	// over request: cyd (rank 2) takes its sequence (overTakes), over at
+	// the within-share priority; cyd's next finds no worse over request
+	// left to take, and waits; eve, the worst, takes nobody's.
+	if g := arriveOK(t, p, at(2*time.Second), userReq(id, "search", "cyd")); !g.Over || !g.Borrowing || g.Priority != WithinShareBase {
+		t.Fatalf("cyd: %+v, want over at %d", g, WithinShareBase)
+	}
+	id++
 	if _, w, out := p.Arrive(at(2*time.Second), userReq(id, "search", "cyd")); out != Queued || w.Within || w.Over || w.User != "cyd" {
 		t.Fatalf("cyd: %v %+v, want queued as a borrower", out, w)
 	}
 	verify(t, p)
+	if _, _, out := p.Arrive(at(2*time.Second), userReq(id+1, "search", "eve")); out != Queued {
+		t.Fatalf("eve: %v, want queued", out)
+	}
 }
 
-// TestUsersQueueOrder: the team's waiting requests go in its users'
-// order: when a reserved sequence frees, a light user's waiting request
-// goes before a heavy teammate's that waited longer.
+// TestUsersQueueOrder: a light user above its portion takes the
+// sequences a heavier teammate holds over (overTakes), up to their
+// number; beyond, it waits, and the team's waiting requests go in its
+// users' order: a light user's waiting request goes before a heavy
+// teammate's that waited longer.
 func TestUsersQueueOrder(t *testing.T) {
 	p := usersPool(nil)
 	// b and c fill their reservations (8): the pool's other half.
@@ -316,33 +327,40 @@ func TestUsersQueueOrder(t *testing.T) {
 			t.Fatalf("ann within portion: %+v", g)
 		}
 	}
-	// ... and ann's fourth waits too, after script's.
-	if _, w, out := p.Arrive(at(4*time.Second), userReq(40, "search", "ann")); out != Queued || w.Within || w.Over {
-		t.Fatalf("ann's fourth: %v %+v, want queued", out, w)
-	}
-	// script's over requests finish: once within (5) and over requests
-	// leave a reserved sequence free, it goes to ann first, then to
-	// script's, one per release.
-	var order []string
-	for k := range over {
-		p.Release(at(5*time.Second), &over[k], 10)
-		verify(t, p)
-		step := ""
-		for {
-			g, _, st := p.Dispatch(at(5*time.Second), 1)
-			verify(t, p)
-			if st != Dispatched {
-				break
-			}
-			if !g.Over {
-				t.Fatalf("dispatched %+v, want over", g)
-			}
-			step += fmt.Sprint(g.ID)
+	// ... and, above her portion while script (worse) holds 6 over
+	// requests, ann's next three take their sequences (overTakes: the
+	// team's requests beyond its 8 stay fewer than script's over ones),
+	// at the within-share priority; her seventh waits, after script's two.
+	var anns []Grant
+	for id := uint64(40); id < 43; id++ {
+		g := arriveOK(t, p, at(4*time.Second), userReq(id, "search", "ann"))
+		if !g.Over || g.Priority != WithinShareBase {
+			t.Fatalf("ann's %d: %+v, want over at %d", id, g, WithinShareBase)
 		}
-		order = append(order, step)
+		anns = append(anns, g)
 	}
-	if fmt.Sprint(order) != "[   40 20 21]" {
-		t.Fatalf("dispatches per release %q, want ann's 40 at the fourth, then script's 20 and 21", order)
+	if _, w, out := p.Arrive(at(4*time.Second), userReq(43, "search", "ann")); out != Queued || w.Within || w.Over {
+		t.Fatalf("ann's seventh: %v %+v, want queued", out, w)
+	}
+	// One of ann's finishes: her waiting request goes first, before
+	// script's that waited longer (the team's order is its users' rank),
+	// and script's stay.
+	p.Release(at(5*time.Second), &anns[0], 1)
+	verify(t, p)
+	var order []uint64
+	for {
+		g, _, st := p.Dispatch(at(5*time.Second), 1)
+		verify(t, p)
+		if st != Dispatched {
+			break
+		}
+		order = append(order, g.ID)
+	}
+	if fmt.Sprint(order) != "[43]" {
+		t.Fatalf("dispatched %v, want ann's 43 alone", order)
+	}
+	if s := userStat(t, p, at(5*time.Second), "search", "script"); s.Waiting != 2 {
+		t.Fatalf("script %+v, want 2 waiting", s)
 	}
 }
 

@@ -288,7 +288,9 @@
 // object, 1 by default), a request of a user below its portion is within
 // share (0/1), one of a user at it that finds a reserved sequence its
 // teammates leave goes "over" (priority 2 to 9, counted as borrowing,
-// never held), else it borrows as its team does. The user comes from
+// never held), or, all of them taken, takes the sequence of a
+// worse-ranked teammate's over request (over at 0/1), else it borrows
+// as its team does. The user comes from
 // user_header (or, with user_from_body, the body's "user"); a request
 // without one counts as _none. users.go has the request path's picture.
 // The response carries x-fairshare-user and x-fairshare-over; the
