@@ -298,34 +298,17 @@ func (p *Pool) payDown(dt int64) {
 // is left of the team's reservation (and loan, lend.go) in every declared
 // kind: in work, its bucket (workFits). Cost: O(kinds).
 func (p *Pool) withinFits(i int, d amounts) bool {
-	e := &p.teams[i]
-	s := p.declared()
-	for k := range numKinds {
-		if !s.has(k) {
-			continue
-		}
-		if k == kindWork {
-			if !p.workFits(i, d[k]) {
-				return false
-			}
-			continue
-		}
-		// A team with nothing within share in flight in a kind may run
-		// one request within share whatever its demand there: a token
-		// demand estimated above the team's whole token reservation (a
-		// client's max_tokens before any completion was seen) would
-		// otherwise never be within share, and as the queue's head it
-		// would hold every borrower behind it while a saturated pool
-		// never has room for it. The cache can then be overcommitted by
-		// at most one request's excess per team; vLLM preempts the
-		// lowest priority (a borrower's) if it must. For sequences (a
-		// demand of one) the exception is the test itself.
-		used, allowed := e.within[k]+e.pWithin[k], e.res[k]+e.lent[k]
-		if used+d[k] > allowed && !(used == 0 && allowed > 0) {
-			return false
-		}
-	}
-	return true
+	// A team with nothing within share in flight in a kind may run one
+	// request within share whatever its demand there (kindFits): a token
+	// demand estimated above the team's whole token reservation (a
+	// client's max_tokens before any completion was seen) would otherwise
+	// never be within share, and as the queue's head it would hold every
+	// borrower behind it while a saturated pool never has room for it.
+	// The cache can then be overcommitted by at most one request's excess
+	// per team; vLLM preempts the lowest priority (a borrower's) if it
+	// must. For sequences (a demand of one) the exception is the test
+	// itself.
+	return p.kindFits(i, kindSeq, d[kindSeq]) && p.restFits(i, d)
 }
 
 // allowed is the within-share requests entry e may have in flight: its
@@ -352,6 +335,34 @@ func (p *Pool) withinRoom(u usage, i int, d amounts) bool {
 	if e.within[kindSeq]+e.pWithin[kindSeq] >= e.res[kindSeq]+e.lent[kindSeq] {
 		return false
 	}
+	return p.restRoom(u, i, d)
+}
+
+// restFits is withinFits in every declared kind but sequences: in work
+// the team's bucket (workFits), in every other kind kindFits.
+func (p *Pool) restFits(i int, d amounts) bool {
+	s := p.declared()
+	for k := kindSeq + 1; k < numKinds; k++ {
+		if !s.has(k) {
+			continue
+		}
+		if k == kindWork {
+			if !p.workFits(i, d[k]) {
+				return false
+			}
+			continue
+		}
+		if !p.kindFits(i, k, d[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// restRoom is withinRoom's test in every declared kind but sequences
+// (given u = p.usage()): work fits the team's bucket, every other kind
+// fits the team's reservation or the pool's room as a borrower's would.
+func (p *Pool) restRoom(u usage, i int, d amounts) bool {
 	s := p.declared()
 	if s.has(kindWork) && !p.workFits(i, d[kindWork]) {
 		return false

@@ -523,43 +523,6 @@ func (p *Pool) overOf(i int) int64 {
 	return n
 }
 
-// restFits is withinFits in every declared kind but sequences.
-func (p *Pool) restFits(i int, d amounts) bool {
-	s := p.declared()
-	for k := kindSeq + 1; k < numKinds; k++ {
-		if !s.has(k) {
-			continue
-		}
-		if k == kindWork {
-			if !p.workFits(i, d[k]) {
-				return false
-			}
-			continue
-		}
-		if !p.kindFits(i, k, d[k]) {
-			return false
-		}
-	}
-	return true
-}
-
-// restRoom is withinRoom's test in every declared kind but sequences:
-// work fits the team's bucket, every other kind fits the team's
-// reservation or the pool's room as a borrower's would.
-func (p *Pool) restRoom(u usage, i int, d amounts) bool {
-	s := p.declared()
-	if s.has(kindWork) && !p.workFits(i, d[kindWork]) {
-		return false
-	}
-	s &= counted
-	for k := kindSeq + 1; k < numKinds; k++ {
-		if s.has(k) && !p.kindFits(i, k, d[k]) && !p.kindRoom(u, i, k, d[k]) {
-			return false
-		}
-	}
-	return true
-}
-
 // countUser adds one request of standing st to user k of entry i.
 func (p *Pool) countUser(i, k int, st standing) {
 	if k < 0 {

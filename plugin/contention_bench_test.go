@@ -46,39 +46,51 @@ func BenchmarkCASRetries(b *testing.B) {
 			}
 			srv := httptest.NewServer(proxy.New(h, u))
 			defer func() { srv.Close(); h.Close(ctx) }()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients}}
 			counter := func() int64 { return h.Metrics()[metric].Value }
 			before := counter()
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for i := 0; i < c.clients; i++ {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					for next.Add(1) <= int64(b.N) {
-						req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", bytes.NewReader(body))
-						req.Header.Set("content-type", "application/json")
-						req.Header.Set("x-team", string(rune('a'+i%2)))
-						r, err := client.Do(req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						_, _ = io.Copy(io.Discard, r.Body)
-						r.Body.Close()
-						if r.StatusCode != 200 {
-							b.Errorf("status %d", r.StatusCode)
-							return
-						}
-					}
-				}(i)
-			}
-			wg.Wait()
-			b.StopTimer()
+			casLoad(b, srv.URL, c.clients, body, nil)
 			retries := float64(counter() - before)
 			b.ReportMetric(retries/float64(b.N), "retries/request")
 			b.ReportMetric(retries/float64(2*b.N), "retries/update")
 		})
 	}
+}
+
+// casLoad sends b.N copies of the chat request body to the proxy at url
+// from clients concurrent clients, client i as team a or b by its
+// parity and, when user is set, request k (1 to b.N) as user(k) in
+// x-user; the benchmark's timer runs for the load alone. A request that
+// fails or answers other than 200 fails the benchmark.
+func casLoad(b *testing.B, url string, clients int, body []byte, user func(k int64) string) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := next.Add(1); k <= int64(b.N); k = next.Add(1) {
+				req, _ := http.NewRequest("POST", url+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("content-type", "application/json")
+				req.Header.Set("x-team", string(rune('a'+i%2)))
+				if user != nil {
+					req.Header.Set("x-user", user(k))
+				}
+				r, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+				if r.StatusCode != 200 {
+					b.Errorf("status %d", r.StatusCode)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	b.StopTimer()
 }

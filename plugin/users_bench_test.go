@@ -1,15 +1,10 @@
 package plugin_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/fairshare-wasm/fairshare/fairshare"
@@ -47,39 +42,13 @@ func BenchmarkUserDecisions(b *testing.B) {
 			}
 			srv := httptest.NewServer(proxy.New(h, u))
 			defer func() { srv.Close(); h.Close(ctx) }()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 			counter := func() int64 { return h.Metrics()["fairshare.pool.p.cas_retries_total"].Value }
 			before := counter()
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for i := 0; i < clients; i++ {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					for k := next.Add(1); k <= int64(b.N); k = next.Add(1) {
-						req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", bytes.NewReader(body))
-						req.Header.Set("content-type", "application/json")
-						req.Header.Set("x-team", string(rune('a'+i%2)))
-						if n > 0 {
-							req.Header.Set("x-user", fmt.Sprintf("user-%05d", k%int64(n)))
-						}
-						r, err := client.Do(req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						_, _ = io.Copy(io.Discard, r.Body)
-						r.Body.Close()
-						if r.StatusCode != 200 {
-							b.Errorf("status %d", r.StatusCode)
-							return
-						}
-					}
-				}(i)
+			var user func(int64) string
+			if n > 0 {
+				user = func(k int64) string { return fmt.Sprintf("user-%05d", k%int64(n)) }
 			}
-			wg.Wait()
-			b.StopTimer()
+			casLoad(b, srv.URL, clients, body, user)
 			retries := float64(counter() - before)
 			rec, _, _ := h.SharedData(pluginName + "/fairshare/pool/p/v" + strconv.Itoa(fairshare.RecordVersion))
 			b.ReportMetric(float64(len(rec)), "record-bytes")
