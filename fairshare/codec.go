@@ -13,7 +13,7 @@ import (
 // The record codec: one pool's state as a compact, versioned byte string,
 // decoded and encoded by every worker on every request.
 //
-// Layout of version 6 (uvarint as encoding/binary; u32le/i64le are fixed
+// Layout of version 7 (uvarint as encoding/binary; u32le/i64le are fixed
 // width little endian; times are unix nanoseconds; f64 is an IEEE 754
 // float64, little endian). Every per-resource value is a list: one value
 // per declared kind (resources.go), in list order (sequences, KV tokens,
@@ -22,10 +22,10 @@ import (
 // holder counts and phantom groups carry the counted kinds only
 // (sequences and KV tokens), and a team's work use is its debt.
 //
-//	u8       version = 6
+//	u8       version = 7
 //	uvarint  length of the static section, then the static section:
 //	  u8       flags: bit 0 EntryPenalty, bit 1 flow control, bit 2 slice,
-//	           bit 3 loans, bit 4 users
+//	           bit 3 loans, bit 4 users, bit 5 the slice's totals
 //	  u64le    fingerprint of the configuration applied
 //	  uvarint  len(name), name bytes
 //	  u8       declared kinds: bit k for kind k (bit 0, sequences, always;
@@ -52,6 +52,10 @@ import (
 //	           its sequences, slice.go)
 //	  per configured entry, per declared kind:  (flag bit 3, with bit 2)
 //	           uvarint the loan (a replica's loans, lend.go)
+//	  uvarint  the capacity of the totals the     (flag bit 5, with bit 2)
+//	           slice was cut from (≤ C), then their
+//	           throughput (≤ X, work declared)
+//	           (SetSliceOf, slice.go)
 //	  the user level's bounds and user shares  (flag bit 4, usercodec.go)
 //	i64le    stamp: the latest time the pool has seen
 //	i64le    usage time
@@ -88,6 +92,13 @@ import (
 //	  f64      estimate                       (flag 2)
 //	the users trailer                         (flag bit 4, usercodec.go)
 //
+// Version 7 is version 6 with the totals a slice was cut from (flag bit
+// 5: SetSliceOf, for a slice whose work follows totals other than the
+// configured ones): a pool without them writes version 6's bytes after
+// the version byte, and a version-6 record decodes as the version-7
+// record of the same bytes (the one layout this decoder reads besides
+// its own: nothing to translate).
+//
 // Version 6 is version 5 with the user level (users.go): a pool without
 // it writes version 5's bytes after the version byte.
 //
@@ -108,8 +119,9 @@ import (
 //
 // The team's usage is the sum of the two floats (flags 4 and 128).
 //
-// Only version 6 is decoded: a record of any other version is refused
-// with ErrUnknownVersion. No decoder of an older layout is kept, because
+// Only versions 7 and 6 (its subset, read by the same code) are
+// decoded: a record of any other version is refused with
+// ErrUnknownVersion. No decoder of an older layout is kept, because
 // none could ever run: the plugin keeps the record's version in its
 // shared-data key ("<plugin>/fairshare/pool/<pool>/v<RecordVersion>",
 // plugin/store.go), so a VM only ever reads records of its own version.
@@ -149,10 +161,14 @@ import (
 // update it without losing its state, so when writers of different
 // versions may share a store (a rolling upgrade of the plugin), keep the
 // version in the record's key: each version then updates its own record.
-const RecordVersion = 6
+const RecordVersion = 7
 
 // recordVersion is RecordVersion, as the codec's internal name.
 const recordVersion = RecordVersion
+
+// recordVersion6 is the layout version 7 extends: its records decode as
+// version 7's of the same bytes (see above).
+const recordVersion6 = 6
 
 // ErrUnknownVersion is returned by UnmarshalBinary for a record written by
 // a version of the codec this package does not know (or an empty one):
@@ -200,6 +216,7 @@ const (
 	poolSliced  = 4
 	poolLent    = 8  // a replica's loans (lend.go), after the slice
 	poolUsers   = 16 // the user level (users.go): its bounds, user shares and the users trailer
+	poolWhole   = 32 // the totals the slice was cut from (SetSliceOf), after the loans
 
 	waitBatch    = 1
 	waitEstimate = 2
@@ -232,6 +249,9 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		}
 		if lent {
 			flags |= poolLent
+		}
+		if p.wholeSet {
+			flags |= poolWhole
 		}
 	}
 	if p.users {
@@ -306,6 +326,12 @@ func (p *Pool) appendStatic(b []byte) []byte {
 		if lent {
 			for i := range p.configured {
 				b = appendAmounts(b, decl, &p.teams[i].lent)
+			}
+		}
+		if p.wholeSet {
+			b = binary.AppendUvarint(b, uint64(p.whole[kindSeq]))
+			if decl.has(kindWork) {
+				b = binary.AppendUvarint(b, uint64(p.whole[kindWork]))
 			}
 		}
 	}
@@ -690,6 +716,7 @@ func (p *Pool) UnmarshalBinary(data []byte) error {
 func (p *Pool) clear() {
 	p.name, p.fp = "", 0
 	p.total, p.live = amounts{}, amounts{}
+	p.whole, p.wholeSet = amounts{}, false
 	p.burst = 0
 	p.halfLife, p.holderTimeout, p.requestTimeout = 0, 0, 0
 	p.entryPenalty = false
@@ -706,7 +733,7 @@ func (p *Pool) clear() {
 }
 
 func (p *Pool) decode(data []byte) error {
-	if len(data) == 0 || data[0] != recordVersion {
+	if len(data) == 0 || data[0] != recordVersion && data[0] != recordVersion6 {
 		return ErrUnknownVersion
 	}
 	d := decoder{b: data[1:]}
@@ -734,7 +761,7 @@ func (p *Pool) decode(data []byte) error {
 func (p *Pool) decodeStatic(data []byte) error {
 	d := decoder{b: data}
 	flags := d.byte()
-	if flags&^(poolPenalty|poolFlow|poolSliced|poolLent|poolUsers) != 0 || flags&poolLent != 0 && flags&poolSliced == 0 {
+	if flags&^(poolPenalty|poolFlow|poolSliced|poolLent|poolUsers|poolWhole) != 0 || flags&(poolLent|poolWhole) != 0 && flags&poolSliced == 0 {
 		return errCorrupt
 	}
 	p.entryPenalty = flags&poolPenalty != 0
@@ -848,6 +875,13 @@ func (p *Pool) decodeStatic(data []byte) error {
 	if flags&poolLent != 0 {
 		for i := 0; i < p.configured && d.err == nil; i++ {
 			d.amounts(decl, &p.teams[i].lent, &p.total)
+		}
+	}
+	p.whole, p.wholeSet = amounts{}, flags&poolWhole != 0
+	if p.wholeSet {
+		p.whole[kindSeq] = int64(d.bounded(uint64(p.total[kindSeq])))
+		if decl.has(kindWork) {
+			p.whole[kindWork] = int64(d.bounded(uint64(p.total[kindWork])))
 		}
 	}
 	if err := p.decodeUserStatic(&d, flags&poolUsers != 0); err != nil {

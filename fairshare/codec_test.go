@@ -73,7 +73,22 @@ func workPools() []*Pool {
 	}
 	s.SetSlice(&sl)
 	s.SetLoans([]int{1, 2}, nil)
-	return []*Pool{p, s}
+	// A slice of agreed totals on a record configured with a ceiling (a
+	// fleet pool's), its rates following them (SetSliceOf).
+	f := mk()
+	cfg := f.config()
+	cfg.Capacity, cfg.Throughput = 1<<20, 1<<40
+	f.Reconfigure(at(2*time.Second), cfg)
+	agreed := mk().Totals()
+	agreed.Throughput = 48000
+	fs := agreed.Whole
+	fs.Capacity /= 3
+	for i := range fs.Reserved {
+		fs.Reserved[i] /= 3
+	}
+	f.SetSliceOf(agreed, &fs)
+	f.SetLoans([]int{1, 2}, nil)
+	return []*Pool{p, s, f}
 }
 
 // TestRecordSize: a pool of 100 teams and 64 holders encodes under 8 KiB;
@@ -117,18 +132,38 @@ func TestRecordSize(t *testing.T) {
 	}
 }
 
-// TestUnknownVersion: a record of any version but RecordVersion is
-// refused, the earlier layouts' versions 1 to 5 included (the plugin keeps
-// the version in the record's key, so it never reads one; see codec.go).
+// TestUnknownVersion: a record of any version but RecordVersion and
+// version 6 (its subset) is refused, the earlier layouts' versions 1 to
+// 5 included (the plugin keeps the version in the record's key, so it
+// never reads one; see codec.go).
 func TestUnknownVersion(t *testing.T) {
 	good, _ := twoTeams(nil).AppendBinary(nil)
-	for _, data := range [][]byte{nil, {}, {0}, {7}, append([]byte{99}, good[1:]...),
+	for _, data := range [][]byte{nil, {}, {0}, {8}, append([]byte{99}, good[1:]...), append([]byte{8}, good[1:]...),
 		append([]byte{1}, good[1:]...), append([]byte{2}, good[1:]...), append([]byte{3}, good[1:]...),
 		append([]byte{4}, good[1:]...), append([]byte{5}, good[1:]...)} {
 		var p Pool
 		if err := p.UnmarshalBinary(data); !errors.Is(err, ErrUnknownVersion) {
 			t.Errorf("UnmarshalBinary(% x) = %v, want ErrUnknownVersion", data, err)
 		}
+	}
+}
+
+// TestDecodeVersion6: a record version 6 wrote (the bytes of version 7
+// without the slice's totals: version 7 writes them after its own
+// version byte) decodes to the same pool; with flag bit 5, which version
+// 6 never wrote, it still decodes, as version 7 reads it.
+func TestDecodeVersion6(t *testing.T) {
+	for _, p := range append(workPools(), twoTeams(nil), bigPool(8, 4)) {
+		rec, _ := p.AppendBinary(nil)
+		old := append([]byte{6}, rec[1:]...)
+		var q Pool
+		if err := q.UnmarshalBinary(old); err != nil {
+			t.Fatalf("version-6 record: %v", err)
+		}
+		if a, b := dump(p), dump(&q); a != b {
+			t.Errorf("version-6 record decodes to another pool:\n%s\n%s", a, b)
+		}
+		verify(t, &q)
 	}
 }
 

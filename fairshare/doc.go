@@ -269,7 +269,8 @@
 // When R proxies front the same engines, each decides against a Slice of
 // the pool (SetSlice: a part of the capacity, of the KV tokens and of
 // every team's reservation; the work rates follow the sequences, see
-// slice.go), kept in the record like the rest. The
+// slice.go; SetSliceOf for a slice of other totals than the configured
+// ones, whose rates follow those), kept in the record like the rest. The
 // slice rule (replicas.go) computes every replica's slice from every
 // replica's demand (Report);
 // Rebalance lets a replica grow only into what the others hold no more,

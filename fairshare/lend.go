@@ -144,7 +144,7 @@ func (p *Pool) SetLoans(seq []int, tok []int64) {
 	var whole []amounts
 	if p.sliced && p.declared().has(kindWork) {
 		p.decayTo(p.now) // the debts paid down at the old rates
-		_, whole = p.wholeRes()
+		_, whole = p.wholeRes(p.sliceWhole())
 	}
 	for i := range p.teams {
 		e := &p.teams[i]

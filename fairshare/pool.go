@@ -34,6 +34,11 @@ type Pool struct {
 	requestTimeout time.Duration
 	entryPenalty   bool
 	sliced         bool // reservations and capacities are a replica's slice (SetSlice)
+	// whole is the capacity and throughput of the totals the slice was
+	// cut from (SetSliceOf; wholeSet), which its work follows (slice.go);
+	// without it, the configured ones.
+	whole          amounts
+	wholeSet       bool
 	queueLimit     int
 	teamQueueLimit int
 	maxQueueTime   time.Duration
@@ -308,6 +313,7 @@ func (p *Pool) Reconfigure(now time.Time, cfg Config) {
 			p.live[k] = p.total[k]
 		}
 	}
+	p.clampWhole()
 	p.dropUndeclared()
 	p.halfLife = cleanDuration(cfg.HalfLife)
 	p.holderTimeout = cleanDuration(cfg.HolderTimeout)

@@ -104,12 +104,18 @@ type Slice struct {
 	ReservedTokens []int64
 }
 
-// Totals is what the slices of a pool divide: the pool as configured.
+// Totals is what the slices of a pool divide: the pool as configured,
+// or as the replicas agreed on it (Pool.SetSliceOf).
 type Totals struct {
 	// Teams names the configured teams, in configuration order.
 	Teams []string
 	// Whole is the pool's capacity, KV tokens and reservations.
 	Whole Slice
+	// Throughput is the pool's X, the work the slices' rates follow
+	// (cost units per second; 0: no work resource). Rebalance does not
+	// divide it: a slice's work is derived from its sequences as a part
+	// of Whole.Capacity (slice.go).
+	Throughput int64
 }
 
 // Member is one replica's report in the store.

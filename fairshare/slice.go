@@ -18,7 +18,15 @@ import "math/bits"
 // then cut, as the other kinds, until the reservations fit X_slice
 // (fitVec), and a replica's loan in work is ⌊W_t × loan_t,seq / R_t⌋
 // (lend.go). SetSlice and SetLoans derive them; the record carries them
-// as it carries every kind's slice and loans. The bound: across replicas
+// as it carries every kind's slice and loans.
+//
+// W_t, R_t, X and C are the configured totals' (apportion.go), unless
+// the slice was cut from other totals (SetSliceOf: the capacity and
+// throughput the replicas agreed on, when the record's configured totals
+// are only a ceiling, as a fleet pool's are in the plugin): then they
+// are those totals' capacity and throughput, apportioned by the same
+// shares, and the record keeps the two numbers with the slice, so that
+// SetLoans and Reconfigure derive from them too. The bound: across replicas
 // whose sequences do not exceed R_t, Σ res_t,work ≤ W_t, so the
 // within-share work rate a team is granted across the pool is at most
 // its reserved rate, plus its loans' (at most MaxLoan·⌊W_t/R_t⌋ per
@@ -26,10 +34,10 @@ import "math/bits"
 // overshoot bound, in proportion to their sequences.
 
 // wholeRes returns every configured team's reservation in every kind as
-// apportion.go gives it from the configured capacities (the reservations
-// Totals reports), and the teams' names. It allocates. Cost: O(kinds ·
-// teams · log teams).
-func (p *Pool) wholeRes() ([]string, []amounts) {
+// apportion.go gives it from the capacities total (the configured ones:
+// the reservations Totals reports; or sliceWhole), and the teams' names.
+// It allocates. Cost: O(kinds · teams · log teams).
+func (p *Pool) wholeRes(total amounts) ([]string, []amounts) {
 	n := p.configured
 	names := make([]string, n)
 	shares := make([]float64, n)
@@ -39,7 +47,7 @@ func (p *Pool) wholeRes() ([]string, []amounts) {
 	out := make([]int, n)
 	res := make([]amounts, n)
 	for k := range numKinds {
-		apportion(int(p.total[k]), names, shares, out)
+		apportion(int(total[k]), names, shares, out)
 		for i := range n {
 			res[i][k] = int64(out[i])
 		}
@@ -59,11 +67,34 @@ func workOf(whole amounts, seq int64) int64 {
 	return int64(q)
 }
 
+// sliceWhole is the totals a slice's work is derived from (see above):
+// the configured ones, with the capacity and throughput of the totals the
+// slice was cut from when SetSliceOf gave them.
+func (p *Pool) sliceWhole() amounts {
+	t := p.total
+	if p.sliced && p.wholeSet {
+		t[kindSeq], t[kindWork] = p.whole[kindSeq], p.whole[kindWork]
+	}
+	return t
+}
+
+// clampWhole keeps the totals a slice was cut from within the configured
+// ones, as the slice's own values are (SetSliceOf, Reconfigure).
+func (p *Pool) clampWhole() {
+	if !p.sliced {
+		p.whole, p.wholeSet = amounts{}, false
+	}
+	for k := range numKinds {
+		p.whole[k] = min(max(p.whole[k], 0), p.total[k])
+	}
+}
+
 // deriveWork sets a slice's work capacity and every configured team's work
 // reservation from its sequences (see above), then cuts them to fit.
 func (p *Pool) deriveWork() {
-	_, whole := p.wholeRes()
-	p.live[kindWork] = workOf(p.total, p.live[kindSeq])
+	total := p.sliceWhole()
+	_, whole := p.wholeRes(total)
+	p.live[kindWork] = workOf(total, p.live[kindSeq])
 	for i := range p.configured {
 		e := &p.teams[i]
 		e.res[kindWork] = workOf(whole[i], e.res[kindSeq])
@@ -74,13 +105,14 @@ func (p *Pool) deriveWork() {
 
 // Totals returns what the slices of the pool divide: the configured
 // teams in configuration order, the configured capacity and KV tokens,
-// and every team's reservation in both as apportion.go gives them (the
-// work, derived from the sequences, is not a budget of its own: see
-// above). It allocates. Cost: O(kinds · teams · log teams).
+// and every team's reservation in both as apportion.go gives them, and
+// the configured throughput (the work, derived from the sequences, is
+// not a budget of its own: see above). It allocates. Cost: O(kinds ·
+// teams · log teams).
 func (p *Pool) Totals() Totals {
 	n := p.configured
-	names, res := p.wholeRes()
-	t := Totals{Teams: names, Whole: makeSlice(n)}
+	names, res := p.wholeRes(p.total)
+	t := Totals{Teams: names, Whole: makeSlice(n), Throughput: p.total[kindWork]}
 	t.Whole.setCaps(p.total)
 	for i := range n {
 		t.Whole.setReserved(i, res[i])
@@ -127,8 +159,26 @@ func (p *Pool) Report() (demand []int, used Slice) {
 // the whole configuration (the live capacity becomes the configured
 // one) and clears the loans (SetLoans; a slice keeps them). The slice is kept in the record; Reconfigure keeps it, each
 // team's reservation with its team (a new team gets none until the next
-// slice). Cost: O(teams · kinds).
-func (p *Pool) SetSlice(s *Slice) {
+// slice). The slice's work follows the configured totals; see SetSliceOf
+// for a slice of other totals. Cost: O(teams · kinds).
+func (p *Pool) SetSlice(s *Slice) { p.setSlice(nil, s) }
+
+// SetSliceOf is SetSlice of a slice s cut from totals t other than the
+// configured ones (Rebalance's of t): with a work resource, the slice's
+// throughput and every team's reserved rate follow its sequences as a
+// part of t's capacity and throughput (t.Whole.Capacity, t.Throughput,
+// every team's part of both apportioned by its share; see above), not of
+// the configured totals. The two numbers are clamped into [0, the
+// configured totals] and kept with the slice in the record (SetLoans and
+// Reconfigure derive from them) until the next SetSlice or SetSliceOf;
+// t's teams and reservations are not read. A nil s is SetSlice(nil).
+// The plugin calls it for a pool whose replicas agree on its totals
+// (capacity_from with the cluster block), whose record is configured
+// with a ceiling. Cost: O(kinds · teams · log teams).
+func (p *Pool) SetSliceOf(t Totals, s *Slice) { p.setSlice(&t, s) }
+
+// setSlice is SetSlice (t nil) and SetSliceOf.
+func (p *Pool) setSlice(t *Totals, s *Slice) {
 	defer p.invalidate()
 	p.decayTo(p.now) // the debts paid down at the old rates
 	if s == nil {
@@ -137,10 +187,16 @@ func (p *Pool) SetSlice(s *Slice) {
 			p.teams[i].lent = amounts{}
 		}
 		p.live = p.total
+		p.clampWhole()
 		p.reapportion()
 		return
 	}
 	p.sliced = true
+	p.whole, p.wholeSet = amounts{}, t != nil
+	if t != nil {
+		p.whole[kindSeq], p.whole[kindWork] = int64(t.Whole.Capacity), t.Throughput
+	}
+	p.clampWhole()
 	caps := s.caps()
 	d := p.declared()
 	for k := range numKinds {

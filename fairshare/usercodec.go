@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The user level in the record (version 6; see codec.go for the rest).
+// The user level in the record (since version 6; see codec.go for the rest).
 // A pool without users (Config.Users false) writes version 5's bytes
 // after the version byte; with users the static section's flags carry
 // bit 4 and

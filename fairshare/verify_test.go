@@ -43,6 +43,16 @@ func check(p *Pool) error {
 			return fmt.Errorf("kind %d: slice %d beyond the pool's %d", k, p.live[k], p.total[k])
 		}
 	}
+	// The totals a slice was cut from: only with a slice, within the
+	// configured totals.
+	if p.wholeSet && !p.sliced || !p.wholeSet && p.whole != (amounts{}) {
+		return fmt.Errorf("slice's totals %v (set %v) on a pool sliced %v", p.whole, p.wholeSet, p.sliced)
+	}
+	for k := range numKinds {
+		if p.whole[k] < 0 || p.whole[k] > p.total[k] || k == kindTok && p.whole[k] != 0 {
+			return fmt.Errorf("kind %d: slice's totals %d beyond the pool's %d", k, p.whole[k], p.total[k])
+		}
+	}
 	// Work: the buckets' depth is set iff work is declared.
 	if decl.has(kindWork) != (p.burst > 0) || p.burst < 0 {
 		return fmt.Errorf("work declared %v with burst %v", decl.has(kindWork), p.burst)
@@ -314,7 +324,7 @@ func dump(p *Pool) string {
 	fmt.Fprintf(&b, "name=%q fp=%x total=%v live=%v sliced=%v hl=%v ht=%v rt=%v pen=%v now=%d usageAt=%d configured=%d epochs=%d\n",
 		p.name, p.fp, p.total, p.live, p.sliced, p.halfLife, p.holderTimeout, p.requestTimeout,
 		p.entryPenalty, p.now, p.usageAt, p.configured, p.epochs)
-	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v burst=%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime, p.burst)
+	fmt.Fprintf(&b, "queue=%d/%d maxQueueTime=%v burst=%v whole=%v/%v\n", p.queueLimit, p.teamQueueLimit, p.maxQueueTime, p.burst, p.whole, p.wholeSet)
 	fmt.Fprintf(&b, "users=%v max=%d active=%v idle=%v\n", p.users, p.maxUsers, p.userActive, p.userIdle)
 	for _, e := range p.teams {
 		if len(e.users)+len(e.ushares) > 0 {

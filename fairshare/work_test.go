@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -342,5 +343,132 @@ func TestKindsWorkConfig(t *testing.T) {
 	if fp(0, 0) == fp(10, 0) || fp(10, 0) == fp(10, time.Second) || fp(10, 0) != fp(10, DefaultThroughputBurst) ||
 		fp(10, -time.Second) != fp(10, 0) || fp(0, time.Second) != fp(0, 0) || fp(-5, 0) != fp(0, 0) {
 		t.Errorf("fingerprints do not follow the applied work settings")
+	}
+}
+
+// TestKindsWorkSliceOf: replicas whose records are configured with a
+// ceiling (2^20 sequences, 2^40 cost units/s: a fleet pool's in the
+// plugin) and that divide the totals they agreed on (C 16, X 6000) carry
+// rates that follow their sequences of the agreed totals (⌊W·s/R⌋ with
+// W and R the agreed ones), not of the ceiling: across the replicas a
+// team's rates sum to at most its reserved rate of the agreed X, every
+// replica where the team holds seats has a rate, the loans follow the
+// same totals, and the record, Reconfigure and a new agreement keep
+// them so.
+func TestKindsWorkSliceOf(t *testing.T) {
+	teams := []TeamConfig{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.25}}
+	ceiling := Config{Capacity: 1 << 20, Throughput: 1 << 40, Teams: teams}
+	agreedTotals := func(c int, x int64) (Totals, map[string][2]int64) {
+		q := NewPool("agreed", Config{Capacity: c, Throughput: x, Teams: teams}, base)
+		whole := map[string][2]int64{}
+		for _, s := range q.Snapshot(base) {
+			whole[s.Team] = [2]int64{int64(s.Reserved), s.ReservedWork}
+		}
+		return q.Totals(), whole
+	}
+	check := func(t *testing.T, c int, x int64, demand [][]int) {
+		tot, whole := agreedTotals(c, x)
+		if tot.Throughput != x {
+			t.Fatalf("Totals().Throughput = %d, want %d", tot.Throughput, x)
+		}
+		members := make([]Member, len(demand))
+		for r := range demand {
+			members[r] = Member{ID: string(rune('a' + r)), Demand: demand[r]}
+		}
+		var sum [2]int64
+		for r := range members {
+			_, next := Rebalance(tot, members, r)
+			members[r].Applied = next
+			p := NewPool("fleet", ceiling, base)
+			p.SetSliceOf(tot, &next)
+			verify(t, p) // the record round-trips the slice's totals
+			// ⌊W·s/R⌋ of the agreed totals, cut (in proportion) only where
+			// the rates exceed the slice's ⌊X·C_slice/C⌋.
+			wantLive := x * int64(next.Capacity) / int64(c)
+			if p.live[kindWork] != wantLive {
+				t.Errorf("C %d X %d, replica %d: slice throughput %d, want ⌊X·%d/C⌋ = %d", c, x, r, p.live[kindWork], next.Capacity, wantLive)
+			}
+			var want [2]int64
+			for i, team := range []string{"a", "b"} {
+				if w, R := whole[team][1], whole[team][0]; R > 0 {
+					want[i] = w * int64(next.Reserved[i]) / R
+				}
+			}
+			cut := want[0]+want[1] > wantLive
+			for i, team := range []string{"a", "b"} {
+				got := p.teams[i].res[kindWork]
+				if got > want[i] || !cut && got != want[i] {
+					t.Errorf("C %d X %d, replica %d, %s: rate %d for %d of %d sequences, want ⌊%d·%d/%d⌋ = %d (cut to fit %d: %v)",
+						c, x, r, team, got, next.Reserved[i], whole[team][0], whole[team][1], next.Reserved[i], whole[team][0], want[i], wantLive, cut)
+				}
+				if next.Reserved[i] > 0 && got == 0 {
+					t.Errorf("C %d X %d, replica %d, %s holds %d sequences and no rate", c, x, r, team, next.Reserved[i])
+				}
+				sum[i] += got
+			}
+		}
+		for i, team := range []string{"a", "b"} {
+			if sum[i] > whole[team][1] {
+				t.Errorf("C %d X %d: %s's rates sum to %d over the replicas, more than its %d", c, x, team, sum[i], whole[team][1])
+			}
+		}
+	}
+	t.Run("idle", func(t *testing.T) { check(t, 16, 6000, [][]int{nil, nil, nil}) })
+	t.Run("a at one replica", func(t *testing.T) { check(t, 16, 6000, [][]int{{8, 0}, {0, 1}, {0, 3}}) })
+	t.Run("random", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 200 {
+			n := 1 + rng.IntN(5)
+			c := n + rng.IntN(64)
+			x := int64(c) * int64(8+rng.IntN(4000)) // at least 8 units/s a sequence: every seat has a rate
+			demand := make([][]int, n)
+			for r := range demand {
+				demand[r] = []int{rng.IntN(c), rng.IntN(c)}
+			}
+			check(t, c, x, demand)
+		}
+	})
+
+	// One replica's record: the loans, the record, Reconfigure and a new
+	// agreement.
+	tot, whole := agreedTotals(16, 6000) // a: 8 sequences, 3000/s
+	p := NewPool("fleet", ceiling, base)
+	p.SetSliceOf(tot, &Slice{Capacity: 6, Reserved: []int{4, 1}})
+	p.SetLoans([]int{2, 0}, nil)
+	if p.teams[0].res[kindWork] != 1500 || p.teams[0].lent[kindWork] != 750 || p.live[kindWork] != 2250 {
+		t.Errorf("a: rate %d, loan %d, slice %d; want 1500 (4 of 8 sequences of 3000/s), 750 (2 of 8), 2250 (6 of 16 of 6000/s)",
+			p.teams[0].res[kindWork], p.teams[0].lent[kindWork], p.live[kindWork])
+	}
+	rec, _ := p.AppendBinary(nil)
+	var q Pool
+	if err := q.UnmarshalBinary(rec); err != nil || q.teams[0].res[kindWork] != 1500 || q.whole != p.whole {
+		t.Errorf("decoded: %v, rate %d, totals %v; want 1500, %v", err, q.teams[0].res[kindWork], q.whole, p.whole)
+	}
+	cfg := ceiling
+	cfg.HalfLife = time.Minute
+	q.Reconfigure(at(time.Second), cfg)
+	q.SetLoans([]int{2, 0}, nil)
+	if q.teams[0].res[kindWork] != 1500 || q.teams[0].lent[kindWork] != 750 {
+		t.Errorf("after Reconfigure: a's rate %d, loan %d; want 1500, 750 (the agreed totals kept)", q.teams[0].res[kindWork], q.teams[0].lent[kindWork])
+	}
+	verify(t, &q)
+	tot2, whole2 := agreedTotals(16, 12000) // the engines serve twice as much
+	q.SetSliceOf(tot2, &Slice{Capacity: 6, Reserved: []int{4, 1}})
+	if want := whole2["a"][1] * 4 / whole2["a"][0]; q.teams[0].res[kindWork] != want || want != 3000 {
+		t.Errorf("X 12000: a's rate %d, want %d (3000)", q.teams[0].res[kindWork], want)
+	}
+	// Agreed totals above the record's are clamped to it, as a slice is.
+	small := NewPool("small", Config{Capacity: 16, Throughput: 6000, Teams: teams}, base)
+	big := tot
+	big.Whole.Capacity, big.Throughput = 1<<30, 1<<50
+	small.SetSliceOf(big, &Slice{Capacity: 8, Reserved: []int{8, 0}})
+	verify(t, small)
+	if small.teams[0].res[kindWork] != whole["a"][1] {
+		t.Errorf("totals above the configured: a's rate %d, want %d (the configured totals')", small.teams[0].res[kindWork], whole["a"][1])
+	}
+	// SetSlice forgets them: the configured totals again.
+	small.SetSlice(&Slice{Capacity: 8, Reserved: []int{4, 0}})
+	if small.wholeSet || small.teams[0].res[kindWork] != 1500 {
+		t.Errorf("SetSlice after SetSliceOf: totals kept %v, a's rate %d; want the configured totals' 1500", small.wholeSet, small.teams[0].res[kindWork])
 	}
 }
