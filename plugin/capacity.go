@@ -56,9 +56,8 @@ import (
 // (the engine restarted) gives no rate; a rate that is not a number,
 // negative or above 2^40 is ignored with one warning per engine. A read
 // never turns the work resource on (SetThroughput). With the cluster
-// block a pool cannot declare throughput and capacity_from together
-// (checkFleet: no agreement rule for the work resource across the fleet
-// yet).
+// block the replicas agree on X from the peaks each publishes, as they
+// agree on C and K (fleetcap.go, agreeThroughput).
 //
 // An engine whose read fails counts for nothing from that round on (the
 // safe direction: C shrinks); its address is polled until it has been
@@ -658,8 +657,8 @@ func throughputSum(now time.Time, cf *capacityFrom, cfgX int64, s *engineSet) (x
 
 // apply makes the fresh readings (or the configuration) the pool's C and
 // K, and X for a pool that declares throughput; with the cluster block it
-// only records what this proxy read, which its next sync publishes (X
-// stays as configured).
+// only records what this proxy read, which its next sync publishes (the
+// fleet agrees on C, K and X there: fleetcap.go).
 func (cs *capacitySync) apply(now time.Time, ps *poolState) {
 	cf := ps.cfg.capFrom
 	var c, n, xn int
@@ -815,6 +814,9 @@ type capacityStatus struct {
 	cf   *capacityFrom
 	set  *engineSet // nil: never polled
 	work bool       // the pool declares throughput: X's source and the engines' peaks are shown
+	// fleetX, for a fleet pool, is what the fleet last agreed on (zero:
+	// never synced): X's source is the agreement's.
+	fleetX *agreed
 }
 
 // append appends ,"capacity_source":..,"engines":[...]: every engine with
@@ -833,9 +835,12 @@ func (cs *capacityStatus) append(b []byte, now time.Time) []byte {
 	b = append(b, `,"capacity_source":`...)
 	b = gjson.AppendJSONString(b, src)
 	if cs.work {
-		src = sourceConfig
-		if s.xn > 0 {
-			src = sourceEngines + " (" + strconv.Itoa(s.xn) + ")"
+		src, xn := sourceConfig, s.xn
+		if cs.fleetX != nil {
+			xn = cs.fleetX.xn
+		}
+		if xn > 0 {
+			src = sourceEngines + " (" + strconv.Itoa(xn) + ")"
 		}
 		b = append(b, `,"throughput_source":`...)
 		b = gjson.AppendJSONString(b, src)

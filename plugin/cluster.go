@@ -161,6 +161,15 @@ func (s *clusterState) encode() []byte {
 			b = append(b, ',')
 			b = strconv.AppendBool(b, ps.cap.stale)
 			b = append(b, ']')
+			if ps.cap.x > 0 {
+				// Apart from "cap", so that a VM that does not know it
+				// reads "cap" as before.
+				b = append(b, `,"work":[`...)
+				b = strconv.AppendInt(b, ps.cap.x, 10)
+				b = append(b, ',')
+				b = strconv.AppendInt(b, int64(ps.cap.xn), 10)
+				b = append(b, ']')
+			}
 		}
 		b = append(b, '}')
 	}
@@ -209,6 +218,9 @@ func decodeClusterState(b []byte) (*clusterState, bool) {
 			restored: v.Get("restored").Bool(), mine: parseUsage(v.Get("mine")), mineAt: v.Get("mine_at").Int()}
 		if c := v.Get("cap").Array(); len(c) == 5 {
 			ps.cap = agreed{c: int(c[0].Int()), kv: c[1].Int(), n: int(c[2].Int()), at: c[3].Int(), stale: c[4].Bool()}
+			if w := v.Get("work").Array(); len(w) == 2 {
+				ps.cap.x, ps.cap.xn = min(max(w[0].Int(), 0), maxThroughput), int(max(w[1].Int(), 0))
+			}
 		}
 		s.pools[k.String()] = ps
 		return true
@@ -453,7 +465,7 @@ func (cs *clusterSync) syncPool(i, attempt int) {
 			cs.fail("range "+pre, status, err)
 			return
 		}
-		next, puts, ok := cs.rebalance(ps, kvs)
+		tot, next, puts, ok := cs.rebalance(ps, kvs)
 		if !ok {
 			cs.syncPool(i+1, 0)
 			return
@@ -470,7 +482,7 @@ func (cs *clusterSync) syncPool(i, attempt int) {
 				if sync := st.pools[ps.cfg.name]; sync != nil {
 					sync.mine, sync.mineAt = sync.pending, sync.pendingAt
 				}
-				cs.apply(ps, next)
+				cs.apply(ps, tot, next)
 				cs.pc.met.pluginCounter(mClusterSyncs, 1)
 				cs.syncPool(i+1, 0)
 			case attempt+1 < maxTxnAttempts:
@@ -493,8 +505,9 @@ func (cs *clusterSync) syncPool(i, attempt int) {
 // rebalance computes this replica's slice of ps from the members read
 // (kvs), shrinks the record's slice at once where it must shrink, merges
 // the others' usage into the record, and returns the slice to apply once
-// the report is written, with the puts that write it.
-func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, []etcdPut, bool) {
+// the report is written and the totals it is a slice of, with the puts
+// that write it.
+func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Totals, fairshare.Slice, []etcdPut, bool) {
 	st := cs.st
 	now := cs.now()
 	pre := cs.poolPrefix(ps.cfg.name)
@@ -514,13 +527,13 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 	registered := false
 	newOthers := map[string]float64{}
 	fleet := cs.pc.cfg.fleetPool(ps.cfg)
-	var fleetTot fairshare.Totals
+	var fleetTot, tot fairshare.Totals
 	var readings fleetReport
 	if fleet {
 		fleetTot, readings = cs.agree(now, ps, sync, pre, kvs)
 	}
 	err := cs.pc.updatePool(now, ps, "cluster rebalance", func(p *fairshare.Pool) {
-		tot := fleetTot
+		tot = fleetTot
 		if !fleet {
 			tot = p.Totals()
 		}
@@ -594,7 +607,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		k := slices.IndexFunc(all, func(m fairshare.Member) bool { return m.ID == st.replica })
 		_, next = fairshare.Rebalance(tot, all, k)
 		shrunk := fairshare.MinSlice(applied, next, len(teams))
-		p.SetSlice(&shrunk)
+		cs.setSlice(ps, p, tot, &shrunk)
 		// The loans go into force at once: they add nothing another
 		// replica grows into (fairshare.Loans). None while our report is
 		// gone: we decide against the safe slice alone.
@@ -669,7 +682,7 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		}
 	})
 	if err != nil {
-		return next, nil, false
+		return tot, next, nil, false
 	}
 	sync.n = len(members) + 1
 	sync.others, sync.othersAt = newOthers, now.UnixNano()
@@ -680,13 +693,14 @@ func (cs *clusterSync) rebalance(ps *poolState, kvs []etcdKV) (fairshare.Slice, 
 		sync.mine, sync.mineAt = nil, 0
 	}
 	sync.restored = true
-	return next, put, true
+	return tot, next, put, true
 }
 
-// apply makes next the pool's slice (its report with next is written).
-func (cs *clusterSync) apply(ps *poolState, next fairshare.Slice) {
+// apply makes next, a slice of tot, the pool's slice (its report with
+// next is written).
+func (cs *clusterSync) apply(ps *poolState, tot fairshare.Totals, next fairshare.Slice) {
 	now := cs.now()
-	_ = cs.pc.updatePool(now, ps, "cluster apply slice", func(p *fairshare.Pool) { p.SetSlice(&next) })
+	_ = cs.pc.updatePool(now, ps, "cluster apply slice", func(p *fairshare.Pool) { cs.setSlice(ps, p, tot, &next) })
 }
 
 // shrinkAll shrinks every pool's slice to its safe slice.
@@ -700,7 +714,7 @@ func (cs *clusterSync) shrinkAll(now time.Time) {
 			applied, _ := p.Slice()
 			tot := cs.lastTotals(ps, p)
 			safe := fairshare.SafeSlice(tot, cs.cfg.safeFraction, n, applied)
-			p.SetSlice(&safe)
+			cs.setSlice(ps, p, tot, &safe)
 			p.SetLoans(nil, nil)
 		})
 	}

@@ -285,6 +285,10 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 			kv = fleetCeilingKV
 		}
 	}
+	throughput := p.throughput
+	if c.fleetPool(p) && throughput > 0 {
+		throughput = fleetCeilingX
+	}
 	cc := fairshare.Config{
 		Capacity:        capacity,
 		Teams:           p.teams,
@@ -293,7 +297,7 @@ func (c *config) coreConfig(p *poolConfig) fairshare.Config {
 		HolderTimeout:   c.holderTimeout,
 		RequestTimeout:  c.requestTimeout,
 		KVTokens:        kv,
-		Throughput:      p.throughput,
+		Throughput:      throughput,
 		ThroughputBurst: p.throughputBurst,
 		QueueLimit:      c.coreQueueLimit(),
 		TeamQueueLimit:  c.teamQueueLimit,

@@ -301,7 +301,8 @@
 // # Several proxies, one pool
 //
 // With the cluster block, every proxy decides against its slice of each
-// pool (fairshare.SetSlice), with every team's loan (fairshare.SetLoans:
+// pool (fairshare.SetSlice; fairshare.SetSliceOf for a pool with
+// capacity_from), with every team's loan (fairshare.SetLoans:
 // within share whichever proxy a request reaches while the team is
 // below its reservation across the pool), in its own shared data as
 // before; one VM per
@@ -310,9 +311,10 @@
 // Nothing on the request path waits for etcd. A pool with capacity_from
 // divides the C and K the proxies agree on from the engine readings
 // each publishes in its report (fleetcap.go has the picture and the
-// rule), so the slices follow the engines as one proxy's C does; its
-// throughput stays as configured (the fleet has no agreement rule for X
-// yet).
+// rule), so the slices follow the engines as one proxy's C does; with
+// throughput, X is agreed the same way from the engines' peaks each
+// publishes, and every slice's rates follow its sequences of the agreed
+// totals (fairshare.SetSliceOf).
 //
 // The package compiles natively too (hostcalls then reports
 // ErrorUnimplemented), so its pure parts are unit-tested natively; the

@@ -5,10 +5,15 @@ package plugin_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/fairshare-wasm/fairshare/fairshare"
 	"github.com/fairshare-wasm/fairshare/hostcalls/host"
 	"github.com/fairshare-wasm/fairshare/internal/etcdtest"
 	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
@@ -198,4 +203,173 @@ func TestWasmFleetEtcdLost(t *testing.T) {
 	if m := hs[2].Metrics()["fairshare.pool.small.capacity_stale"]; m.Value != 0 {
 		t.Errorf("r2's capacity_stale gauge %d after healing, want 0", m.Value)
 	}
+}
+
+// rateEngine is a vLLM server's /metrics (one engine core, 1,600 KV
+// tokens) with requests always waiting and a prompt-token counter that
+// advances at rate tokens a second of the time between reads: a
+// saturated engine serving rate cost units a second (prompt tokens at
+// weight 1), or, down, answering 503.
+type rateEngine struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	rate   float64
+	prompt float64
+	last   time.Time
+	down   bool
+}
+
+func newRateEngine(t *testing.T, rate float64) *rateEngine {
+	e := &rateEngine{rate: rate}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		now := time.Now()
+		if !e.last.IsZero() {
+			e.prompt += e.rate * now.Sub(e.last).Seconds()
+		}
+		e.last = now
+		fmt.Fprintf(w, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 4.0\n"+
+			"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"100\"} 1.0\n"+
+			"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
+			"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 0\n"+
+			"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 0\n",
+			e.prompt)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *rateEngine) set(rate float64, down bool) {
+	e.mu.Lock()
+	e.rate, e.down = rate, down
+	e.mu.Unlock()
+}
+
+// fleetWorkConfig is fleetConfig's pool declaring throughput 1200 (the
+// fallback), every token at weight 1, the engines read every second.
+func fleetWorkConfig(replica string, addrs []string) string {
+	c := strings.Replace(fleetConfig(replica, addrs), `"capacity": 4,`, `"capacity": 4, "throughput": 1200,`, 1)
+	c = strings.Replace(c, `"default_max_tokens": 16,`, `"default_max_tokens": 16, "cost": {"prompt_token": 1, "cached_prompt_token": 1, "completion_token": 1},`, 1)
+	return strings.Replace(c, `"interval": "200ms"`, `"interval": "1s"`, 1)
+}
+
+// workFollowed reports whether every proxy of hs decides against a
+// fleet throughput X in [lo, hi] from n engines (its status's
+// throughput, throughput_source, capacity_agreed and throughput gauge
+// all saying so), the proxies within 1% of each other, their slices
+// adding up to the agreed C (8 sequences an engine), and every team's
+// slice rates following its sequences of the agreed totals: at every
+// proxy at most ⌊W·s/R⌋ with W and R the team's reservations of that
+// proxy's X and C, more than 0 where the team holds seats, and summed
+// over the proxies at most W of the largest X.
+func workFollowed(t *testing.T, hs []*host.Host, c int, n int, lo, hi int64) (bool, string) {
+	var seen strings.Builder
+	teams := []fairshare.TeamConfig{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.25}}
+	whole := func(x int64) map[string]fairshare.TeamStat {
+		out := map[string]fairshare.TeamStat{}
+		for _, s := range fairshare.NewPool("agreed", fairshare.Config{Capacity: c, Throughput: x, Teams: teams}, time.Unix(0, 0)).Snapshot(time.Unix(0, 0)) {
+			out[s.Team] = s
+		}
+		return out
+	}
+	ok := true
+	var xs []int64
+	sum := map[string]int64{}
+	for i, h := range hs {
+		st := gjson.Get(statusBody(t, h), "pools.0")
+		x := st.Get("throughput").Int()
+		xs = append(xs, x)
+		s, sliced := pool(t, h, "small").Slice()
+		stats := teamStats(t, h, "small")
+		fmt.Fprintf(&seen, "[r%d: throughput %d from %s, agreed %s, slice %+v, work a %d b %d]", i, x, st.Get("throughput_source").String(),
+			st.Get("capacity_agreed").Raw, s, stats["a"].ReservedWork, stats["b"].ReservedWork)
+		if x < lo || x > hi || st.Get("throughput_source").String() != fmt.Sprintf("engines (%d)", n) ||
+			st.Get("capacity_agreed.throughput").Int() != x || st.Get("capacity_agreed.throughput_engines").Int() != int64(n) ||
+			st.Get("capacity_agreed.capacity").Int() != int64(c) || !sliced || len(s.Reserved) != 2 {
+			ok = false
+			continue
+		}
+		if m := h.Metrics()["fairshare.pool.small.throughput"]; m.Value != x {
+			fmt.Fprintf(&seen, "(throughput gauge %d)", m.Value)
+			ok = false
+		}
+		w := whole(x)
+		for k, team := range []string{"a", "b"} {
+			got, seats := stats[team].ReservedWork, int64(s.Reserved[k])
+			if max := w[team].ReservedWork * seats / int64(w[team].Reserved); got > max || seats > 0 && got == 0 {
+				fmt.Fprintf(&seen, "(r%d %s: %d for %d seats, want (0, %d])", i, team, got, seats, max)
+				ok = false
+			}
+			sum[team] += got
+		}
+	}
+	if !ok {
+		return false, seen.String()
+	}
+	xmin, xmax := slices.Min(xs), slices.Max(xs)
+	if xmax-xmin > xmax/100 {
+		return false, seen.String()
+	}
+	w := whole(xmax)
+	for _, team := range []string{"a", "b"} {
+		if sum[team] > w[team].ReservedWork {
+			fmt.Fprintf(&seen, "(%s's rates sum to %d over the proxies, more than its %d)", team, sum[team], w[team].ReservedWork)
+			return false, seen.String()
+		}
+	}
+	ss, _ := slicesOf(t, hs)
+	total := 0
+	for _, s := range ss {
+		total += s.Capacity
+	}
+	return total == c, seen.String()
+}
+
+// TestWasmFleetThroughputFollowsEngines: three proxies of a gateway
+// fleet read two saturated engines (4,000 cost units/s each) and agree
+// on X from the peaks each measured (about 8,000; the configured 1,200
+// is only the fallback); every proxy's slice carries a part of every
+// team's rate that follows its sequences of the agreed totals, above 0
+// where the team holds seats, the parts adding up to at most the team's
+// share of the agreed X. When one engine serves 40,000 a second the
+// fleet follows up (about 44,000); when that engine goes down, its peak
+// leaves with it (about 4,000, from the other engine alone).
+func TestWasmFleetThroughputFollowsEngines(t *testing.T) {
+	url := etcdtest.Started(t).URL()
+	e0, e1 := newRateEngine(t, 4000), newRateEngine(t, 4000)
+	addrs := []string{strings.TrimPrefix(e0.srv.URL, "http://"), strings.TrimPrefix(e1.srv.URL, "http://")}
+	var hs []*host.Host
+	for i := range 3 {
+		r := fmt.Sprint("r", i)
+		h, err := compiled(t).Start(context.Background(), host.Options{
+			Profile: hostProfile, VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), r, t),
+			PluginConfig: []byte(fleetWorkConfig(r, addrs)), Clusters: map[string]string{"etcd": url},
+			OriginalDst: map[string]string{"engines": ""},
+		})
+		if err != nil {
+			t.Fatalf("start %s: %v", r, err)
+		}
+		t.Cleanup(func() { h.Close(context.Background()) })
+		noHostErrors(t, h)
+		hs = append(hs, h)
+	}
+	// Timing of the reads against the engines' clock moves a measured
+	// rate by a few percent, and a peak keeps the highest: the bands are
+	// wide, and no two of them overlap.
+	eventually(t, "the fleet agrees on both engines' peaks (X about 8,000) and every slice carries its rates", func() (bool, string) {
+		return workFollowed(t, hs, 16, 2, 6000, 12000)
+	})
+	e0.set(40000, false)
+	eventually(t, "the fleet follows an engine serving more (X about 44,000)", func() (bool, string) {
+		return workFollowed(t, hs, 16, 2, 36000, 60000)
+	})
+	e0.set(40000, true)
+	eventually(t, "the engine down leaves with its peak (X about 4,000, C 8)", func() (bool, string) {
+		return workFollowed(t, hs, 8, 1, 3000, 6000)
+	})
 }

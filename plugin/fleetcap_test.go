@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairshare-wasm/fairshare/internal/vllmsim"
+	"github.com/tidwall/gjson"
 )
 
 // TestAgreeCapacity: the fleet's C and K from the members' readings, the
@@ -68,17 +70,40 @@ func TestAgreeCapacity(t *testing.T) {
 }
 
 // TestFleetReportRoundTrip: the readings a member report carries decode
-// as written, and a report without them (a proxy without capacity_from)
-// says so.
+// as written, peaks included; a report without them (a proxy without
+// capacity_from) says so; a report of a replica that does not publish
+// peaks reads as engines without one, and one that does reads, for a
+// replica that does not know them, as the engines alone.
 func TestFleetReportRoundTrip(t *testing.T) {
 	r := fleetReport{id: "r1", at: 42, engines: []engineObs{
-		{addr: "10.0.0.5:8000", read: 40, fail: 0, cores: 2, seqs: 256, kv: 1 << 20},
+		{addr: "10.0.0.5:8000", read: 40, fail: 0, cores: 2, seqs: 256, kv: 1 << 20, peak: 1234.5},
 		{addr: "local/r1", read: 0, fail: 41, cores: 0, seqs: 8, kv: 0},
 	}}
 	b := appendFleet([]byte(`{"teams":[]}`), r)
 	got, ok := decodeFleet("r1", b)
 	if !ok || !reflect.DeepEqual(got, r) {
 		t.Errorf("decodeFleet(appendFleet(%+v)) = %+v, %v (%s)", r, got, ok, b)
+	}
+	// The engines as a replica before peaks wrote and read them.
+	noPeaks := slices.Clone(r.engines)
+	for i := range noPeaks {
+		noPeaks[i].peak = 0
+	}
+	old := appendFleet([]byte(`{"teams":[]}`), fleetReport{id: "r1", at: 42, engines: noPeaks})
+	if bytes.Contains(old, []byte("peaks")) {
+		t.Errorf("a report of no peak carries them: %s", old)
+	}
+	if got, ok := decodeFleet("r1", old); !ok || !reflect.DeepEqual(got.engines, noPeaks) {
+		t.Errorf("report without peaks: %+v, want the engines without one", got)
+	}
+	if e := gjson.GetBytes(b, "engines").Array(); len(e) != 2 || len(e[0].Array()) != 6 {
+		t.Errorf("the engines of a report with peaks are not as before: %s", b)
+	}
+	for _, bad := range []string{`[-1, 5]`, `["x", 5]`, `[1e300]`} {
+		rb := []byte(strings.Replace(string(b), `"peaks":[1234.5,0]`, `"peaks":`+bad, 1))
+		if got, _ := decodeFleet("r1", rb); len(got.engines) != 2 || got.engines[0].peak != 0 {
+			t.Errorf("decodeFleet(%s) = %+v, want the first engine without a peak", rb, got)
+		}
 	}
 	if _, ok := decodeFleet("r1", []byte(`{"teams":[]}`)); ok {
 		t.Error("decodeFleet of a report without readings reports some")
@@ -194,11 +219,105 @@ func TestFleetConfig(t *testing.T) {
 			t.Errorf("parse(%s) = %v, want %q", s, err, want)
 		}
 	}
-	// A work reservation is not carried by the fleet's agreement: refused
-	// with its field path, not decided against a slice of no work.
+	// A work reservation with them: accepted, the record's X a ceiling
+	// as its C is (the fleet agrees on X, fleetcap.go).
 	s := strings.Replace(cfg(""), `"capacity": 4,`, `"capacity": 4, "throughput": 5000,`, 1)
-	want := "pools[0].throughput: cannot be declared with capacity_from under the cluster block"
-	if _, err := parse([]byte(s)); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("parse(%s) = %v, want %q", s, err, want)
+	c, err = parse([]byte(s))
+	if err != nil {
+		t.Fatalf("throughput with capacity_from under the cluster block: %v", err)
+	}
+	if cc := c.coreConfig(&c.pools[0]); cc.Throughput != fleetCeilingX || cc.Capacity != fleetCeilingC {
+		t.Errorf("core config throughput %d, capacity %d; want the ceilings %d, %d", cc.Throughput, cc.Capacity, int64(fleetCeilingX), fleetCeilingC)
+	}
+	if cc := c.coreConfig(&c.pools[0]); cc.Throughput == 0 {
+		t.Error("the work resource is not declared")
+	}
+}
+
+// TestAgreeThroughput: the fleet's X from the peaks the members publish,
+// the rule of fleetcap.go, one case per clause; every order of the
+// reports gives the same.
+func TestAgreeThroughput(t *testing.T) {
+	const s = int64(time.Second)
+	expire := 6 * time.Second
+	e := func(addr string, read, fail int64, cores int, peak float64) engineObs {
+		return engineObs{addr: addr, read: read, fail: fail, cores: cores, seqs: 8, kv: 1000, peak: peak}
+	}
+	// 10 minutes is the peaks' half-life.
+	const hl = int64(10 * time.Minute)
+	for _, tc := range []struct {
+		name    string
+		reports []fleetReport
+		x       int64
+		n       int
+	}{
+		{"no reports", nil, 0, 0},
+		{"no peak yet: the configuration", []fleetReport{{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 0), e("y", 9*s, 0, 1, 0)}}}, 0, 0},
+		{"two engines' peaks summed", []fleetReport{{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 1000), e("y", 9*s, 0, 1, 500)}}}, 1500, 2},
+		{"one engine measured of two: its peak alone, as on one proxy", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 1000), e("y", 9*s, 0, 1, 0)}}}, 1000, 1},
+		{"engines of several replicas summed", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("local/a", 9*s, 0, 1, 1000)}},
+			{id: "b", at: 10 * s, engines: []engineObs{e("local/b", 9*s, 0, 1, 2000)}},
+			{id: "c", at: 10 * s, engines: []engineObs{e("local/c", 9*s, 0, 1, 0)}}}, 3000, 2},
+		{"one engine read by two replicas counts once, at the higher peak", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 1200)}},
+			{id: "b", at: 10 * s, engines: []engineObs{e("x", 8*s, 0, 1, 1000)}}}, 1200, 1},
+		{"the higher peak counts though another replica read the engine later", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 7*s, 0, 1, 1000)}},
+			{id: "b", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 0)}}}, 1000, 1},
+		{"a later failure at another replica takes the engine and its peak out", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 8*s, 0, 1, 1000), e("y", 8*s, 0, 1, 700)}},
+			{id: "b", at: 10 * s, engines: []engineObs{e("x", 7*s, 9*s, 1, 0)}}}, 700, 1},
+		{"an engine whose cores all sleep counts for nothing", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 1000), e("y", 9*s, 0, 0, 900)}}}, 1000, 1},
+		{"a reading older than expire before the newest report is out", []fleetReport{
+			{id: "a", at: 20 * s, engines: []engineObs{e("x", 19*s, 0, 1, 1000)}},
+			{id: "b", at: 13 * s, engines: []engineObs{e("y", 13*s, 0, 1, 900)}}}, 1000, 1},
+		{"a peak decays from its report's time to the newest report's", []fleetReport{
+			{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 0)}},
+			{id: "b", at: 10*s - hl, engines: []engineObs{e("x", 0, 0, 0, 1000)}}}, 500, 1},
+		{"only the engines out: nothing", []fleetReport{{id: "a", at: 10 * s, engines: []engineObs{e("x", 0, 9*s, 1, 1000)}}}, 0, 0},
+		{"below one cost unit a second: the configuration", []fleetReport{{id: "a", at: 10 * s, engines: []engineObs{e("x", 9*s, 0, 1, 0.4)}}}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, n := agreeThroughput(expire, tc.reports)
+			if x != tc.x || n != tc.n {
+				t.Errorf("agreeThroughput = %d, %d; want %d, %d", x, n, tc.x, tc.n)
+			}
+			rev := slices.Clone(tc.reports)
+			slices.Reverse(rev)
+			for i := range rev {
+				rev[i].engines = slices.Clone(rev[i].engines)
+				slices.Reverse(rev[i].engines)
+			}
+			if x2, n2 := agreeThroughput(expire, rev); x2 != x || n2 != n {
+				t.Errorf("reversed reports: agreeThroughput = %d, %d; want %d, %d", x2, n2, x, n)
+			}
+		})
+	}
+}
+
+// TestOwnReportPeaks: a replica publishes every engine's peak decayed to
+// the report's time, and the fleet's X from two sidecars is the sum of
+// their engines' peaks, as one proxy's X is of its engines'.
+func TestOwnReportPeaks(t *testing.T) {
+	now := time.Unix(1000, 0)
+	cf := &capacityFrom{expire: 6 * time.Second, maxNumSeqs: 8}
+	at := now.UnixNano() - int64(throughputHalfLife)
+	set := func(peak float64) *engineSet {
+		return &engineSet{engines: map[string]*engineEntry{localEngine: {read: now.UnixNano() - 1, r: engineReading{cores: 1}, peak: peak, peakAt: at}}}
+	}
+	a, b := ownReport(now, "a", cf, set(2000)), ownReport(now, "b", cf, set(600))
+	if len(a.engines) != 1 || math.Abs(a.engines[0].peak-1000) > 1e-6 {
+		t.Fatalf("published peak %+v, want 2000 decayed over one half-life: 1000", a.engines)
+	}
+	if x, n := agreeThroughput(cf.expire, []fleetReport{a, b}); x != 1300 || n != 2 {
+		t.Errorf("two sidecars: agreeThroughput = %d, %d; want 1300, 2", x, n)
+	}
+	// One proxy's rule over the same engines gives the same.
+	one := &engineSet{engines: map[string]*engineEntry{"x": set(2000).engines[localEngine], "y": set(600).engines[localEngine]}}
+	if x, n := throughputSum(now, cf, 5, one); x != 1300 || n != 2 {
+		t.Errorf("one proxy: throughputSum = %d, %d; want 1300, 2", x, n)
 	}
 }

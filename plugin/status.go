@@ -41,7 +41,7 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		} else {
 			st.capacity = ps.rec.p.Capacity()
 			st.kv = ps.rec.p.KVTokens()
-			st.throughput = ps.rec.p.Throughput()
+			st.throughput = pc.throughput(ps)
 			if ps.rec.p.Sliced() {
 				st.whole = ps.cfg.capacity
 			}
@@ -64,6 +64,14 @@ func (h *httpContext) serveStatus(method string) types.Action {
 		}
 		if ps.cfg.capFrom != nil && pc.caps != nil {
 			st.caps = &capacityStatus{cf: ps.cfg.capFrom, set: pc.caps.loadEngines(ps), work: ps.cfg.throughput > 0}
+			if pc.cfg.fleetPool(ps.cfg) {
+				// X's source is the fleet's agreement, not this proxy's
+				// readings alone.
+				st.caps.fleetX = &agreed{}
+				if st.fleet != nil {
+					st.caps.fleetX = &st.fleet.a
+				}
+			}
 		}
 		pools = append(pools, st)
 	}
@@ -180,16 +188,19 @@ func appendMode(b []byte, c *config) []byte {
 // values); engines lists every engine the poller knows (capacityStatus).
 // throughput_source is present for a pool with capacity_from and
 // throughput: "engines (N)" when X is the sum of N engines' throughput
-// peaks, "config" while no engine has one (the configured throughput,
-// and always with the cluster block); each engine then carries its
-// throughput peak (cost units per second, decayed to now; 0: none yet).
+// peaks (with the cluster block, the peaks the replicas agreed on, N
+// engines across the fleet), "config" while no engine has one (the
+// configured throughput); each engine then carries its throughput peak
+// as this proxy measured it (cost units per second, decayed to now; 0:
+// none yet).
 // capacity_agreed is present for a pool with capacity_from and the
-// cluster block once this proxy synced: the capacity (and kv_tokens)
-// the fleet agreed on from every replica's readings, the engine cores
-// counted (0: the configured values), the age of the agreement, and
-// stale, true while the last sync could not reach etcd and the replica
-// keeps the last agreed totals; pool_capacity and kv_tokens are then
-// the agreed ones.
+// cluster block once this proxy synced: the capacity (and kv_tokens,
+// and with throughput the throughput and throughput_engines, the
+// engines whose peaks made it) the fleet agreed on from every replica's
+// readings, the engine cores counted (0: the configured values), the
+// age of the agreement, and stale, true while the last sync could not
+// reach etcd and the replica keeps the last agreed totals;
+// pool_capacity, kv_tokens and throughput are then the agreed ones.
 // spill_to, spilled_to (requests moved to each fallback) and spilled_in
 // (requests moved here from other pools), counted on every VM of this
 // proxy, are present when the pool spills or is a fallback (spill.go).
@@ -254,7 +265,7 @@ func appendStatus(b []byte, now time.Time, holder uint32, pools []poolStatus) []
 			b = p.caps.append(b, now)
 		}
 		if p.fleet != nil {
-			b = p.fleet.append(b, now, p.kv > 0)
+			b = p.fleet.append(b, now, p.kv > 0, p.throughput > 0)
 		}
 		b = append(b, `,"teams":[`...)
 		for j := range p.teams {

@@ -58,9 +58,13 @@ type record struct {
 	key  string
 	cfg  fairshare.Config
 	fp   uint64
-	p    *fairshare.Pool // decode target, reused
-	buf  []byte          // encode buffer, reused
-	rbuf []byte          // read buffer, reused (get)
+	// fleet, for a fleet pool (fleetcap.go), is the totals its slices
+	// divide until the fleet agrees on them: the configured capacity,
+	// kv_tokens and throughput (cfg is the ceiling); nil otherwise.
+	fleet *fairshare.Totals
+	p     *fairshare.Pool // decode target, reused
+	buf   []byte          // encode buffer, reused
+	rbuf  []byte          // read buffer, reused (get)
 }
 
 // get reads r's record, into r.rbuf's memory when the store can. The value
@@ -122,14 +126,22 @@ type records struct {
 func (rs *records) newPool(now time.Time, r *record) *fairshare.Pool {
 	p := fairshare.NewPool(r.name, r.cfg, now)
 	if rs.sliced {
-		joinSlice(p)
+		joinSlice(p, r.fleet)
 	}
 	return p
 }
 
 // joinSlice gives p what a replica decides against before its first
-// sync: an empty slice and the first loans (fairshare.FirstLoans).
-func joinSlice(p *fairshare.Pool) {
+// sync: an empty slice and the first loans (fairshare.FirstLoans), of
+// the totals fleet for a fleet pool (SetSliceOf: the loans' work follows
+// them, not the record's ceiling), else of the record's.
+func joinSlice(p *fairshare.Pool, fleet *fairshare.Totals) {
+	if fleet != nil {
+		p.SetSliceOf(*fleet, &fairshare.Slice{})
+		seq, tok := fairshare.FirstLoans(*fleet)
+		p.SetLoans(seq, tok)
+		return
+	}
 	p.SetSlice(&fairshare.Slice{})
 	seq, tok := fairshare.FirstLoans(p.Totals())
 	p.SetLoans(seq, tok)
@@ -152,7 +164,7 @@ func (rs *records) reconcile(now time.Time, r *record) {
 	}
 	if sliced {
 		if rs.sliced {
-			joinSlice(r.p)
+			joinSlice(r.p, r.fleet)
 		} else {
 			r.p.SetSlice(nil)
 		}

@@ -201,7 +201,12 @@ func (pc *pluginContext) OnPluginStart(int) types.OnPluginStartStatus {
 	pc.pools = pc.pools[:0]
 	for i := range cfg.pools {
 		p := &pc.cfg.pools[i]
-		pc.pools = append(pc.pools, &poolState{cfg: p, rec: newRecord(pc.name, p.name, cfg.coreConfig(p))})
+		rec := newRecord(pc.name, p.name, cfg.coreConfig(p))
+		if cfg.fleetPool(p) {
+			t := fleetTotalsOf(p.name, rec.cfg, p.capacity, p.kvTokens, p.throughput)
+			rec.fleet = &t
+		}
+		pc.pools = append(pc.pools, &poolState{cfg: p, rec: rec})
 	}
 	for _, ps := range pc.pools {
 		pc.startEngine(ps)
@@ -268,7 +273,7 @@ func (pc *pluginContext) heartbeat(now time.Time, ps *poolState) {
 	}
 	p := ps.rec.p
 	stats := p.Snapshot(now)
-	pc.met.gauges(ps.cfg.name, p.Capacity(), p.Throughput(), stats)
+	pc.met.gauges(ps.cfg.name, p.Capacity(), pc.throughput(ps), stats)
 	if pc.cfg.userHeader != "" {
 		pc.met.userGauges(ps.cfg.name, stats)
 	}
