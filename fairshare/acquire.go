@@ -185,6 +185,11 @@ func (p *Pool) acquire(t int64, holder uint32, team, user string, class Class, e
 	case p.withinFits(i, d):
 		st = stWithin
 	}
+	if st == stWorkBorrow {
+		// Nothing is held without a queue: a borrower's order does not
+		// arise, and its work is not the team's.
+		st = stBorrow
+	}
 	rank := 0
 	if st == stBorrow {
 		rank = p.rank(i)
@@ -207,7 +212,7 @@ func (p *Pool) grant(t int64, holder uint32, i, k int, class Class, estimate flo
 		Tokens: tok, Arrived: at, epoch: e.epoch}
 	borrowing := st <= stTakes
 	switch st {
-	case stBorrow:
+	case stBorrow, stWorkBorrow:
 		g.Borrowing = true
 		g.Priority = borrowPriority(rank, class)
 	case stOver:
@@ -223,6 +228,8 @@ func (p *Pool) grant(t int64, holder uint32, i, k int, class Class, estimate flo
 	e = &p.teams[i]
 	e.estimate = min(e.estimate+estimate, maxUsage)
 	if st != stBorrow && work > 0 {
+		// Within share, over, or a borrower inside its team's work
+		// reservation (stWorkBorrow): the work is the team's.
 		// The debt is paid down to at before it grows (advance brought
 		// it to the latest time seen, at or after at).
 		p.decayTo(at)

@@ -172,9 +172,14 @@
 // when D = 0 (one request whatever its size, as for tokens); within
 // share takes every resource, work included. A within-share grant adds d
 // to D (Grant.Work), and Release settles it to what the request cost
-// (D += consumed − d, at least 0). Borrowers take no work: they are not
-// charged, their room is sequences and tokens as without it, and a
-// request that has its team's seat may borrow tokens but never work. So
+// (D += consumed − d, at least 0). Nothing borrows work: a borrower's
+// room is sequences and tokens as without it, and a request that has its
+// team's seat may borrow tokens but never work. A held borrower whose
+// work fits its team's bucket (the team is above its reservation in
+// seats or tokens only) is charged as a within-share request is and goes
+// before the borrowers whose team's bucket is empty, whatever the ranks:
+// it borrows a seat to do work its team has reserved, they borrow work.
+// Other borrowers are not charged. So
 // equal shares divide the work the engines do, not only their seats: a
 // team whose requests are long takes its share of the service and no
 // more within share, and borrows the rest at its rank, while a team of

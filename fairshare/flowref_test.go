@@ -146,7 +146,7 @@ func refEverFits(p *Pool, i int) bool {
 // refKey is a waiting request's standing, compared lexicographically:
 // within share, rank, then the team's order (refOrder).
 type refKey struct {
-	notWithin int
+	notWithin int // 0 within share, 1 a borrower inside its team's work reservation, 2 any other borrower
 	rank      int
 	order     [5]int64
 }
@@ -224,7 +224,10 @@ func refHead(p *Pool) (k int, within, ready bool) {
 		if !in && (!refMayBorrow(p, w.team, w.tokens) || !refEverFits(p, w.team)) {
 			continue
 		}
-		key := refKey{boolInt(!in), ranks[w.team], refWaitOrder(p, w)}
+		key := refKey{2 * boolInt(!in), ranks[w.team], refWaitOrder(p, w)}
+		if !in && refWorkBorrow(p, w.team, w.work) && refFirst(p, j) {
+			key.notWithin = 1
+		}
 		if k < 0 || key.less(best) {
 			k, best, within = j, key, in
 		}
@@ -236,6 +239,18 @@ func refHead(p *Pool) (k int, within, ready bool) {
 }
 
 // refArrivalKey is the standing of a borrowing request arriving now.
-func refArrivalKey(p *Pool, i int, class Class, holder uint32, id uint64, t int64) refKey {
-	return refKey{1, refRanks(p)[i], refOrder(p, class, t, holder, id)}
+func refArrivalKey(p *Pool, i int, class Class, holder uint32, id uint64, t int64, work int64) refKey {
+	o := refOrder(p, class, t, holder, id)
+	key := refKey{2, refRanks(p)[i], o}
+	if refWorkBorrow(p, i, work) && !refBefore(p, i, o) {
+		key.notWithin = 1
+	}
+	return key
+}
+
+// refWorkBorrow reports whether a borrower of entry i demanding work
+// stands inside its team's work reservation: the pool declares work and
+// the work fits the team's bucket.
+func refWorkBorrow(p *Pool, i int, work int64) bool {
+	return p.total[kindWork] != 0 && refWorkFits(p, i, work)
 }

@@ -417,9 +417,19 @@ func runOps(t testing.TB, s source, mode opsMode) {
 			room := refRoom(p, i, ctok) && refMayBorrow(p, i, ctok)
 			hk, hw, _ := refHead(p)
 			better := hk < 0
+			workBorrow := false
 			if hk >= 0 {
 				w := p.waits[hk]
-				better = refArrivalKey(p, i, class, holder, reqID, now).less(refKey{boolInt(!hw), refRanks(p)[w.team], refWaitOrder(p, w)})
+				hkey := refKey{2 * boolInt(!hw), refRanks(p)[w.team], refWaitOrder(p, w)}
+				if !hw && refWorkBorrow(p, w.team, w.work) && refFirst(p, hk) {
+					hkey.notWithin = 1
+				}
+				akey := refArrivalKey(p, i, class, holder, reqID, now, cwork)
+				better = akey.less(hkey)
+				workBorrow = akey.notWithin == 1
+			}
+			if hk < 0 {
+				workBorrow = refArrivalKey(p, i, class, holder, reqID, now, cwork).notWithin == 1
 			}
 			dup := p.findWait(holder, reqID) >= 0
 			nWait, nTeam := len(p.waits), p.teams[i].waiting
@@ -450,8 +460,12 @@ func runOps(t testing.TB, s source, mode opsMode) {
 				if g.Borrowing == within || g.BorrowsTokens != kvBorrow || g.Priority != wantPrio || g.Tokens != ctok || g.ID != reqID || g.released {
 					t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d tokens %d", what, !within, kvBorrow, wantPrio, ctok)
 				}
-				if within && g.Work != float64(cwork) || !within && g.Work != 0 {
-					t.Fatalf("%s: work charged %v, want %d within share, 0 borrowing", what, g.Work, cwork)
+				// A borrower inside its team's work reservation is
+				// charged as a within-share request is; without a queue
+				// no borrower is.
+				charge := within || workBorrow && p.queueLimit > 0
+				if charge && g.Work != float64(cwork) || !charge && g.Work != 0 {
+					t.Fatalf("%s: work charged %v, want %d within share or inside the work reservation, 0 borrowing", what, g.Work, cwork)
 				}
 				charged[g.Team] += g.Work
 				if g.Penalty > 0 {
@@ -476,9 +490,10 @@ func runOps(t testing.TB, s source, mode opsMode) {
 			if hk >= 0 {
 				w = p.waits[hk]
 			}
-			rank, tokFits := 0, false
+			rank, tokFits, workBorrow := 0, false, false
 			if hk >= 0 {
 				rank, tokFits = p.rank(w.team), refTokFits(p, w.team, w.tokens)
+				workBorrow = !hw && refWorkBorrow(p, w.team, w.work) && refFirst(p, hk)
 			}
 			n := len(p.waits)
 			// Next sees the same head, and tells the same story but for
@@ -523,8 +538,9 @@ func runOps(t testing.TB, s source, mode opsMode) {
 				g.Estimate != w.estimate || len(p.waits) != n-1 || p.findWait(w.holder, w.id) >= 0 {
 				t.Fatalf("%s: want borrowing %v tokens borrowed %v priority %d from %+v", what, !hw, kvBorrow, wantPrio, w)
 			}
-			if hw && g.Work != float64(w.work) || !hw && g.Work != 0 {
-				t.Fatalf("%s: work charged %v, want %d within share, 0 borrowing", what, g.Work, w.work)
+			charge := hw || workBorrow
+			if charge && g.Work != float64(w.work) || !charge && g.Work != 0 {
+				t.Fatalf("%s: work charged %v, want %d within share or inside the work reservation, 0 borrowing", what, g.Work, w.work)
 			}
 			charged[g.Team] += g.Work
 			if g.Penalty > 0 {

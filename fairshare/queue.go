@@ -294,13 +294,19 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	if p.queueLimit == 0 {
 		return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, p.rank(i)), Waiting{}, Granted
 	}
+	// A borrower inside its team's work reservation stands so only as
+	// the team's first, as a waiting one does (waiterStanding).
+	bst := stBorrow
+	if st == stWorkBorrow && !p.waitsBefore(&w, false) {
+		bst = st
+	}
 	ranks := p.rankAll()
 	u := p.usage()
 	if p.mayBorrow(i, d) && p.hasRoom(u, i, d) {
 		// Granted unless a waiting request that could go stands better.
 		h, hst := p.head(u, ranks)
-		if h < 0 || p.better(&w, stBorrow, ranks, &p.waits[h], hst) {
-			return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, ranks[i]), Waiting{}, Granted
+		if h < 0 || p.better(&w, bst, ranks, &p.waits[h], hst) {
+			return p.grantArrived(t, r, i, k, class, est, tok, wk, bst, ranks[i]), Waiting{}, Granted
 		}
 	}
 	out := Queued
@@ -314,7 +320,7 @@ func (p *Pool) arrive(now time.Time, r Request, shadow bool) (Grant, Waiting, Ou
 	}
 	if shadow {
 		// Forwarded all the same: counted as a borrower granted now.
-		return p.grantArrived(t, r, i, k, class, est, tok, wk, stBorrow, ranks[i]), Waiting{}, out
+		return p.grantArrived(t, r, i, k, class, est, tok, wk, bst, ranks[i]), Waiting{}, out
 	}
 	if out != Queued {
 		p.touch(r.Holder, t, p.holderTimeout > 0)
@@ -503,6 +509,7 @@ func (p *Pool) waiterStanding(u usage, k int, first, ufirst []int) standing {
 			case p.withinRoom(u, w.team, d):
 				return stWithinTok
 			}
+			return p.borrowStanding(w.team, d)
 		}
 		return stBorrow
 	}
@@ -517,7 +524,7 @@ func (p *Pool) waiterStanding(u usage, k int, first, ufirst []int) standing {
 			st = stOver
 		}
 	}
-	if (st == stOver || st == stTakes) && !tf {
+	if (st == stOver || st == stTakes || st == stWorkBorrow) && !tf {
 		st = stBorrow
 	}
 	return st
@@ -535,10 +542,22 @@ func (s standing) class() int {
 	return 0
 }
 
+// borrowClass orders borrowers: one inside its team's work reservation
+// (stWorkBorrow) before one whose team's bucket is empty.
+func (s standing) borrowClass() int {
+	if s == stWorkBorrow {
+		return 1
+	}
+	return 0
+}
+
 // better reports whether a (of standing as now) stands strictly better
 // than b (bs): the order of Dispatch.
 func (p *Pool) better(a *waiter, as standing, ranks []int, b *waiter, bs standing) bool {
 	if ca, cb := as.class(), bs.class(); ca != cb {
+		return ca > cb
+	}
+	if ca, cb := as.borrowClass(), bs.borrowClass(); ca != cb {
 		return ca > cb
 	}
 	if ra, rb := ranks[a.team], ranks[b.team]; ra != rb {

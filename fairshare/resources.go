@@ -64,9 +64,20 @@ import "math"
 // team whose share of X rounds to 0 reserves no work: its requests of any
 // work borrow (X is meant to be large against the number of teams: cost
 // units, not requests, per second).
-// Work is the one kind a borrower does not take: a borrower is not
-// charged, and the room, borrowing and lending tests leave work out
-// (borrowers are bounded by sequences and tokens, ordered by standing).
+// Work is the one kind nothing borrows: the room, borrowing and lending
+// tests leave work out (borrowers are bounded by sequences and tokens,
+// ordered by standing). A borrower whose work still fits its team's
+// bucket (stWorkBorrow: the team is above its reservation in sequences
+// or tokens, not in work) is charged its work as a within-share request
+// is, and, held, goes before every borrower whose team's bucket is
+// empty, whatever their ranks (Pool.better): it borrows seats or tokens
+// to do work its team has reserved, while the other borrows work that
+// is not its team's. Without that a team of long requests, which holds
+// its seats and tokens for little work, got less than its share of the
+// work while a better-ranked team over its rate took every seat that
+// freed (S5 in the benchmark). Other borrowers are not charged. Without
+// a queue (Acquire, QueueLimit 0) nothing is held, so no borrower is
+// charged either.
 // Nor may a request that has its team's seat borrow work (withinRoom):
 // a team whose bucket is empty borrows, whatever its seats, and its
 // requests become within share again as the debt pays down, with no

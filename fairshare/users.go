@@ -455,11 +455,12 @@ func overPriority(rank int, c Class) int {
 type standing uint8
 
 const (
-	stBorrow    standing = iota // above the team's reservation
-	stOver                      // a reserved sequence its teammates leave
-	stTakes                     // over, taking a worse teammate's over sequence (overTakes)
-	stWithinTok                 // within share, borrowing KV tokens
-	stWithin                    // within share
+	stBorrow     standing = iota // above the team's reservation
+	stWorkBorrow                 // above it in seats or tokens, inside it in work (borrowStanding)
+	stOver                       // a reserved sequence its teammates leave
+	stTakes                      // over, taking a worse teammate's over sequence (overTakes)
+	stWithinTok                  // within share, borrowing KV tokens
+	stWithin                     // within share
 )
 
 // standingOf is the standing of a request of entry i (user k, -1 without
@@ -475,7 +476,7 @@ func (p *Pool) standingOf(u usage, i, k int, d amounts, t int64) standing {
 		case p.withinRoom(u, i, d):
 			return stWithinTok
 		}
-		return stBorrow
+		return p.borrowStanding(i, d)
 	}
 	if p.teams[i].users[k].within < p.portion(i, k, t) {
 		if p.restFits(i, d) {
@@ -490,6 +491,17 @@ func (p *Pool) standingOf(u usage, i, k int, d amounts, t int64) standing {
 	}
 	if p.restFits(i, d) && p.overTakes(i, k, t) {
 		return stTakes
+	}
+	return p.borrowStanding(i, d)
+}
+
+// borrowStanding is the standing of a borrower of entry i demanding d:
+// stWorkBorrow when the pool declares work and the request fits the
+// team's bucket (the team is above its reservation in sequences or
+// tokens, not in work), else stBorrow. Cost: O(1).
+func (p *Pool) borrowStanding(i int, d amounts) standing {
+	if p.declared().has(kindWork) && p.workFits(i, d[kindWork]) {
+		return stWorkBorrow
 	}
 	return stBorrow
 }

@@ -472,3 +472,69 @@ func TestKindsWorkSliceOf(t *testing.T) {
 		t.Errorf("SetSlice after SetSliceOf: totals kept %v, a's rate %d; want the configured totals' 1500", small.wholeSet, small.teams[0].res[kindWork])
 	}
 }
+
+// TestWorkBorrowerInsideReservationFirst: with work declared, a held
+// borrower whose team's bucket still has room for it (the team is over
+// its seats, not its work) goes before a borrower whose team's bucket is
+// empty, whatever their ranks, and its work is charged to its team's
+// debt as a within-share request's is; once its bucket is empty too, the
+// ranks decide again. (A team whose requests are long holds its seats
+// for little work: without this, a team over its work rate and ranked
+// better took every seat that freed, and the pool's work went to it.)
+func TestWorkBorrowerInsideReservationFirst(t *testing.T) {
+	p := workPool(func(c *Config) { c.Capacity = 4 }) // 2 seats and a bucket of 50 a team
+	p.SetUsage(base, "b", 1000)                       // a ranks first among borrowers
+	arrive := func(team string, id uint64, work float64) (Grant, Outcome) {
+		t.Helper()
+		g, _, out := p.Arrive(base, Request{Holder: 1, ID: id, Team: team, Class: Batch, Work: work, Estimate: work})
+		verify(t, p)
+		return g, out
+	}
+	var a1 Grant
+	for id := uint64(1); id <= 2; id++ {
+		g, out := arrive("a", id, 25)
+		if out != Granted || g.Borrowing {
+			t.Fatalf("a's request %d: %v, borrowing %v; want granted within share", id, out, g.Borrowing)
+		}
+		if id == 1 {
+			a1 = g
+		}
+	}
+	for id := uint64(3); id <= 4; id++ {
+		if g, out := arrive("b", id, 10); out != Granted || g.Borrowing {
+			t.Fatalf("b's request %d: %v, borrowing %v; want granted within share", id, out, g.Borrowing)
+		}
+	}
+	// The pool is full. a's bucket is empty (50 of 50), b's has 30 left.
+	if _, out := arrive("a", 5, 25); out != Queued {
+		t.Fatalf("a's third request: %v, want queued", out)
+	}
+	if _, out := arrive("b", 6, 10); out != Queued {
+		t.Fatalf("b's third request: %v, want queued", out)
+	}
+	if _, out := arrive("b", 7, 30); out != Queued {
+		t.Fatalf("b's fourth request: %v, want queued", out)
+	}
+	// One of a's seats frees: b's request goes, borrowing a seat, and is
+	// charged; a's waits although it ranks better.
+	p.Release(base, &a1, 25)
+	g, w, st := p.Dispatch(base, 1)
+	verify(t, p)
+	if st != Dispatched || w.ID != 6 || !g.Borrowing || g.Work != 10 || g.Priority != borrowPriority(p.rank(p.find("b")), Batch) {
+		t.Fatalf("Dispatch = %v %+v %+v; want b's request 6 borrowing at b's borrowing priority, charged 10", st, w, g)
+	}
+	if d := stat(t, p, base, "b").WorkDebt; d != 30 {
+		t.Errorf("b's debt = %v, want 30 (two within share and the borrower inside its bucket)", d)
+	}
+	// b's next does not fit its bucket (30 + 30 > 50): the ranks decide,
+	// and a's goes first.
+	g2 := g
+	p.Release(base, &g2, 10)
+	if d := stat(t, p, base, "b").WorkDebt; d != 30 {
+		t.Errorf("b's debt after the release = %v, want 30 (settled at its estimate)", d)
+	}
+	if _, w, st := p.Dispatch(base, 1); st != Dispatched || w.ID != 5 {
+		t.Fatalf("Dispatch = %v %+v; want a's request 5 (ranked first, both buckets too full for them)", st, w)
+	}
+	verify(t, p)
+}

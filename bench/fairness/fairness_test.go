@@ -198,12 +198,16 @@ func TestFlowHoldsBorrowersOnly(t *testing.T) {
 // fails on any other target that misses, and on any of these that holds:
 // the list can only shrink, and no target is weakened to pass.
 var flowKnownFailures = map[string]bool{
+	// S5, about 4 points off in service (owner 0.54) and borrower's p99
+	// about 1.6× VTC's worst: owner, idle until 60 s, wakes with a full
+	// work bucket (10 s of its rate, a few points of the 90 s window),
+	// and what neither bucket covers goes by Fair Tree rank, owner first
+	// by its lighter history (docs/fairness.md, RATIONALE.md "Where flow
+	// control still loses").
 	"s5-reclaim/vllm/worst p99 TTFT / VTC's worst":    true,
 	"s5-reclaim/vllm/max share error (points)":        true,
-	"s5-reclaim/vllm/Jain":                            true,
 	"s5-reclaim/pr45561/worst p99 TTFT / VTC's worst": true,
 	"s5-reclaim/pr45561/max share error (points)":     true,
-	"s5-reclaim/pr45561/Jain":                         true,
 	// S10 (users within teams), measured at 27× (worst user ann) and
 	// 20× (bob) of alone (0.02-0.03 s alone; 0.47-0.63 s with users on
 	// vLLM main, 0.03-0.55 s with PR 45561; about 9 s with the team
