@@ -5,7 +5,7 @@ package plugin_test
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"io"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -61,9 +61,16 @@ func fleetConfig(replica string, addrs []string) string {
 // url.
 func startFleetReplica(t *testing.T, url, replica string, addrs []string) *host.Host {
 	t.Helper()
+	return startFleetProxy(t, url, replica, fleetConfig(replica, addrs))
+}
+
+// startFleetProxy starts a proxy of a fleet syncing through etcd at url
+// with the plugin configuration config.
+func startFleetProxy(t *testing.T, url, replica, config string) *host.Host {
+	t.Helper()
 	h, err := compiled(t).Start(context.Background(), host.Options{
 		Profile: hostProfile, VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), replica, t),
-		PluginConfig: []byte(fleetConfig(replica, addrs)), Clusters: map[string]string{"etcd": url},
+		PluginConfig: []byte(config), Clusters: map[string]string{"etcd": url},
 		OriginalDst: map[string]string{"engines": ""},
 	})
 	if err != nil {
@@ -221,26 +228,18 @@ type rateEngine struct {
 
 func newRateEngine(t *testing.T, rate float64) *rateEngine {
 	e := &rateEngine{rate: rate}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
+	e.srv = metricsServer(t, &e.mu, func(w io.Writer) bool {
 		if e.down {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+			return false
 		}
 		now := time.Now()
 		if !e.last.IsZero() {
 			e.prompt += e.rate * now.Sub(e.last).Seconds()
 		}
 		e.last = now
-		fmt.Fprintf(w, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 4.0\n"+
-			"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"100\"} 1.0\n"+
-			"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
-			"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 0\n"+
-			"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 0\n",
-			e.prompt)
-	}))
-	t.Cleanup(e.srv.Close)
+		writeTokenMetrics(w, 4, e.prompt, 0, 0)
+		return true
+	})
 	return e
 }
 
@@ -346,17 +345,7 @@ func TestWasmFleetThroughputFollowsEngines(t *testing.T) {
 	var hs []*host.Host
 	for i := range 3 {
 		r := fmt.Sprint("r", i)
-		h, err := compiled(t).Start(context.Background(), host.Options{
-			Profile: hostProfile, VMs: 1, PluginName: pluginName, VMID: fmt.Sprintf("%s-%s-%p", t.Name(), r, t),
-			PluginConfig: []byte(fleetWorkConfig(r, addrs)), Clusters: map[string]string{"etcd": url},
-			OriginalDst: map[string]string{"engines": ""},
-		})
-		if err != nil {
-			t.Fatalf("start %s: %v", r, err)
-		}
-		t.Cleanup(func() { h.Close(context.Background()) })
-		noHostErrors(t, h)
-		hs = append(hs, h)
+		hs = append(hs, startFleetProxy(t, url, r, fleetWorkConfig(r, addrs)))
 	}
 	// Timing of the reads against the engines' clock moves a measured
 	// rate by a few percent, and a peak keeps the highest: the bands are

@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -27,25 +28,46 @@ type tokenEngine struct {
 
 func newTokenEngine(t *testing.T) *tokenEngine {
 	e := &tokenEngine{}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
+	e.srv = metricsServer(t, &e.mu, func(w io.Writer) bool {
 		if e.down {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+			return false
 		}
 		e.prompt += e.step[0]
 		e.gen += e.step[1]
 		e.cached += e.step[2]
-		fmt.Fprintf(w, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} %d.0\n"+
-			"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"100\"} 1.0\n"+
-			"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
-			"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
-			"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} %g\n",
-			e.waiting, e.prompt, e.gen, e.cached)
-	}))
-	t.Cleanup(e.srv.Close)
+		writeTokenMetrics(w, e.waiting, e.prompt, e.gen, e.cached)
+		return true
+	})
 	return e
+}
+
+// metricsServer serves an engine's /metrics: serve, under mu, writes
+// the text, or reports false for an engine that is down (503).
+func metricsServer(t *testing.T, mu *sync.Mutex, serve func(w io.Writer) bool) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		var b strings.Builder
+		if !serve(&b) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, b.String())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// writeTokenMetrics writes a vLLM engine's /metrics (one engine core of
+// 1,600 KV tokens) with waiting requests waiting and the token counters
+// at prompt, gen and cached.
+func writeTokenMetrics(w io.Writer, waiting int, prompt, gen, cached float64) {
+	fmt.Fprintf(w, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} %d.0\n"+
+		"vllm:cache_config_info{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"100\"} 1.0\n"+
+		"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
+		"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} %g\n"+
+		"# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} %g\n",
+		waiting, prompt, gen, cached)
 }
 
 func (e *tokenEngine) set(f func(e *tokenEngine)) {
