@@ -46,8 +46,11 @@ type Grant struct {
 	Tokens int64
 	// Work is the work estimate (cost units) charged to the team's debt
 	// (resources.go): the request's work demand when it was granted
-	// within share on a pool with a work resource, else 0 (a borrower is
-	// not charged). Release settles it to what the request consumed.
+	// within share on a pool with a work resource, or dispatched or
+	// granted by Arrive as a borrower whose work fitted its team's bucket
+	// (a team over its seats or tokens, not its work), else 0 (no other
+	// borrower is charged). Release settles it to what the request
+	// consumed.
 	Work float64
 	// ID is the holder-local id of a request granted by Arrive or
 	// Dispatch (0 for Acquire and TryAcquire).
