@@ -531,21 +531,15 @@ func (p *Pool) waiterStanding(u usage, k int, first, ufirst []int) standing {
 }
 
 // class is the order of standings in the queue: within share (with or
-// without borrowed tokens) first, then over, then borrowing.
+// without borrowed tokens) first, then over, then a borrower inside its
+// team's work reservation (stWorkBorrow), then any other borrower.
 func (s standing) class() int {
 	switch s {
 	case stWithin, stWithinTok:
-		return 2
+		return 3
 	case stOver, stTakes:
-		return 1
-	}
-	return 0
-}
-
-// borrowClass orders borrowers: one inside its team's work reservation
-// (stWorkBorrow) before one whose team's bucket is empty.
-func (s standing) borrowClass() int {
-	if s == stWorkBorrow {
+		return 2
+	case stWorkBorrow:
 		return 1
 	}
 	return 0
@@ -555,9 +549,6 @@ func (s standing) borrowClass() int {
 // than b (bs): the order of Dispatch.
 func (p *Pool) better(a *waiter, as standing, ranks []int, b *waiter, bs standing) bool {
 	if ca, cb := as.class(), bs.class(); ca != cb {
-		return ca > cb
-	}
-	if ca, cb := as.borrowClass(), bs.borrowClass(); ca != cb {
 		return ca > cb
 	}
 	if ra, rb := ranks[a.team], ranks[b.team]; ra != rb {

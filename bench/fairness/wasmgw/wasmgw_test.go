@@ -140,13 +140,11 @@ func holdScenario() *fairbench.Scenario {
 		}}
 }
 
-// TestHeldRequestsReachTheEngineWhenResumed runs the host package's hold
-// filter (testdata/holdguest in "hold" mode: every request is held at the
-// end of its body and resumed by the holding VM's next 1 ms tick) as the
-// gateway: no request may reach the engine before its stream is resumed,
-// each must reach it at the tick that resumes it (the first 1 ms boundary
-// after its arrival), and every request must complete.
-func TestHeldRequestsReachTheEngineWhenResumed(t *testing.T) {
+// holdGateway is a gateway running the host package's hold filter
+// (testdata/holdguest in "hold" mode) with a 1 ms dispatch tick, any
+// priority accepted.
+func holdGateway(t *testing.T) *Gateway {
+	t.Helper()
 	mod, err := host.Compile(context.Background(), wasmbuild.Module(t, "./hostcalls/host/testdata/holdguest"))
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +152,17 @@ func TestHeldRequestsReachTheEngineWhenResumed(t *testing.T) {
 	g := New(mod, Options{Flow: &Flow{DispatchTick: time.Millisecond}})().(*Gateway)
 	g.config = func(*fairbench.Scenario, int) ([]byte, error) { return []byte("hold"), nil }
 	g.anyPriority = true
+	return g
+}
+
+// TestHeldRequestsReachTheEngineWhenResumed runs the host package's hold
+// filter (testdata/holdguest in "hold" mode: every request is held at the
+// end of its body and resumed by the holding VM's next 1 ms tick) as the
+// gateway: no request may reach the engine before its stream is resumed,
+// each must reach it at the tick that resumes it (the first 1 ms boundary
+// after its arrival), and every request must complete.
+func TestHeldRequestsReachTheEngineWhenResumed(t *testing.T) {
+	g := holdGateway(t)
 	rec := &record{Gateway: g}
 	s := holdScenario()
 	if _, err := fairbench.Run(s, rec, fairbench.RunOptions{Mode: fairbench.ModeVLLM}); err != nil {
@@ -280,13 +289,7 @@ func TestEngineOffOptions(t *testing.T) {
 // hold filter; the configuration has user_header where a workload names a
 // user, except with NoUsers.
 func TestUsersHeaderAndConfig(t *testing.T) {
-	mod, err := host.Compile(context.Background(), wasmbuild.Module(t, "./hostcalls/host/testdata/holdguest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := New(mod, Options{Flow: &Flow{DispatchTick: time.Millisecond}})().(*Gateway)
-	g.config = func(*fairbench.Scenario, int) ([]byte, error) { return []byte("hold"), nil }
-	g.anyPriority = true
+	g := holdGateway(t)
 	seen := map[string]map[string]int{} // team → x-user value ("" none) → requests
 	rec := &userRecord{Gateway: g, g: g, seen: seen}
 	s := holdScenario()
